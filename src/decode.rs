@@ -1,0 +1,332 @@
+//! Decoding a container's JSON "like a kubelet" of one version (design §3).
+//!
+//! A kubelet receives the pod from the API server and decodes it into the Go structs *it*
+//! vendored. The resulting value, not the JSON, is what gets hashed, so this module turns a
+//! `serde_json::Value` into a [`Val`] tree shaped by one version's [`Schema`]:
+//!
+//! * fields that version does not know are dropped (that is why the same pod hashes differently
+//!   across versions);
+//! * an empty list or map becomes nil (protobuf cannot tell them apart; `([]string)<nil>`);
+//!   an empty object for a pointer field stays a non-nil pointer to a zero struct;
+//! * `null` is the zero value, as in Go's `encoding/json`;
+//! * numbers must be integers in range for their Go type;
+//! * `resource.Quantity` is parsed by [`crate::quantity`], `intstr.IntOrString` keeps its type;
+//! * a value of the wrong JSON type is an error naming the path, e.g.
+//!   `containers[0].ports[1].containerPort: expected int32, got string`.
+//!
+//! Strings are borrowed from the JSON value, so a decode allocates only for lists, maps and
+//! quantities.
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::quantity::{self, Quantity};
+use crate::schema::{Kind, Schema, TypeId};
+
+/// A Go value of a type known from the schema (the schema, not the tree, knows the type).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val<'a> {
+    /// `string` or a named string type.
+    Str(&'a str),
+    Bool(bool),
+    /// Any integer type, range-checked at decode time.
+    Int(i64),
+    /// A nil pointer, slice or map.
+    Nil,
+    /// A non-nil pointer.
+    Ptr(Box<Val<'a>>),
+    /// A non-nil, non-empty slice.
+    List(Vec<Val<'a>>),
+    /// A non-nil, non-empty map with string keys, sorted by key bytes (go-spew's SortKeys and
+    /// encoding/json both sort string keys that way).
+    Map(Vec<(&'a str, Val<'a>)>),
+    /// Struct fields in declaration order.
+    Struct(Vec<Val<'a>>),
+    Quantity(Box<Quantity>),
+    IntOrString(IntOrString<'a>),
+}
+
+/// `intstr.IntOrString`: `Type` 0 (Int) with `IntVal`, or 1 (String) with `StrVal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntOrString<'a> {
+    Int(i32),
+    Str(&'a str),
+}
+
+/// Decodes one container object for `schema`'s kubelet. `path` prefixes error messages
+/// (e.g. `default/web/containers[0]`); pass `""` for none.
+pub fn decode_container<'a>(schema: &Schema, json: &'a Value, path: &str) -> Result<Val<'a>> {
+    let mut d = Decoder {
+        schema,
+        path: Vec::new(),
+        prefix: path,
+    };
+    if !json.is_object() {
+        return Err(d.type_error("a container object", json));
+    }
+    d.decode(schema.root(), Some(json))
+}
+
+/// The zero value of a type (what a missing field decodes to).
+pub fn zero<'a>(schema: &Schema, ty: TypeId) -> Val<'a> {
+    match &schema.ty(ty).kind {
+        Kind::String => Val::Str(""),
+        Kind::Bool => Val::Bool(false),
+        Kind::Int32 | Kind::Int64 => Val::Int(0),
+        Kind::Ptr(_) | Kind::Slice(_) | Kind::Map { .. } => Val::Nil,
+        Kind::Struct(fields) => Val::Struct(fields.iter().map(|f| zero(schema, f.ty)).collect()),
+        Kind::Quantity => Val::Quantity(Box::default()),
+        Kind::IntOrString => Val::IntOrString(IntOrString::Int(0)),
+    }
+}
+
+enum Seg<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+struct Decoder<'s, 'a> {
+    schema: &'s Schema,
+    path: Vec<Seg<'a>>,
+    prefix: &'s str,
+}
+
+impl<'a> Decoder<'_, 'a> {
+    fn path_string(&self) -> String {
+        let mut s = self.prefix.to_string();
+        for seg in &self.path {
+            match seg {
+                Seg::Key(k) => {
+                    if !s.is_empty() {
+                        s.push('.');
+                    }
+                    s.push_str(k);
+                }
+                Seg::Index(i) => {
+                    s.push('[');
+                    s.push_str(&i.to_string());
+                    s.push(']');
+                }
+            }
+        }
+        if s.is_empty() {
+            s.push_str("container");
+        }
+        s
+    }
+
+    fn type_error(&self, expected: &str, got: &Value) -> Error {
+        Error::Type {
+            path: self.path_string(),
+            expected: expected.to_string(),
+            got: describe(got),
+        }
+    }
+
+    fn decode(&mut self, ty: TypeId, v: Option<&'a Value>) -> Result<Val<'a>> {
+        let schema = self.schema;
+        let v = match v {
+            None | Some(Value::Null) => return Ok(zero(schema, ty)),
+            Some(v) => v,
+        };
+        let t = schema.ty(ty);
+        match &t.kind {
+            Kind::String => match v {
+                Value::String(s) => Ok(Val::Str(s)),
+                _ => Err(self.type_error("string", v)),
+            },
+            Kind::Bool => match v {
+                Value::Bool(b) => Ok(Val::Bool(*b)),
+                _ => Err(self.type_error("bool", v)),
+            },
+            Kind::Int32 => self.int(v, i64::from(i32::MIN), i64::from(i32::MAX), "int32"),
+            Kind::Int64 => self.int(v, i64::MIN, i64::MAX, "int64"),
+            Kind::Ptr(elem) => Ok(Val::Ptr(Box::new(self.decode(*elem, Some(v))?))),
+            Kind::Slice(elem) => {
+                let Value::Array(items) = v else {
+                    return Err(self.type_error(&format!("a list ({})", t.name), v));
+                };
+                if items.is_empty() {
+                    return Ok(Val::Nil);
+                }
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    self.path.push(Seg::Index(i));
+                    // A JSON null inside a list is the element type's zero value, as in Go.
+                    out.push(self.decode(*elem, Some(item))?);
+                    self.path.pop();
+                }
+                Ok(Val::List(out))
+            }
+            Kind::Map { value } => {
+                let Value::Object(obj) = v else {
+                    return Err(self.type_error(&format!("an object ({})", t.name), v));
+                };
+                if obj.is_empty() {
+                    return Ok(Val::Nil);
+                }
+                let mut out = Vec::with_capacity(obj.len());
+                for (k, item) in obj {
+                    self.path.push(Seg::Key(k));
+                    out.push((k.as_str(), self.decode(*value, Some(item))?));
+                    self.path.pop();
+                }
+                out.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                Ok(Val::Map(out))
+            }
+            Kind::Struct(_) => {
+                if !v.is_object() {
+                    return Err(self.type_error(&format!("an object ({})", t.name), v));
+                }
+                self.decode_struct(ty, v)
+            }
+            Kind::Quantity => self.quantity(v),
+            Kind::IntOrString => match v {
+                Value::String(s) => Ok(Val::IntOrString(IntOrString::Str(s))),
+                Value::Number(_) => match self.int(v, i64::from(i32::MIN), i64::from(i32::MAX), "an int32 or a string")? {
+                    Val::Int(i) => Ok(Val::IntOrString(IntOrString::Int(i as i32))),
+                    _ => unreachable!("int() returns Val::Int"),
+                },
+                _ => Err(self.type_error("an int32 or a string", v)),
+            },
+        }
+    }
+
+    /// A struct's fields from one JSON object; inline (embedded) structs read the same object.
+    fn decode_struct(&mut self, ty: TypeId, obj: &'a Value) -> Result<Val<'a>> {
+        let Kind::Struct(fields) = &self.schema.ty(ty).kind else {
+            unreachable!("decode_struct on a non-struct")
+        };
+        let mut out = Vec::with_capacity(fields.len());
+        for f in fields {
+            if f.inline {
+                out.push(self.decode_struct(f.ty, obj)?);
+            } else {
+                let key = f.json.as_str();
+                match obj.get(key) {
+                    None => out.push(zero(self.schema, f.ty)),
+                    Some(item) => {
+                        // Borrow the key from the JSON so the path lives as long as the value.
+                        let key = obj
+                            .as_object()
+                            .and_then(|o| o.get_key_value(key))
+                            .map_or("?", |(k, _)| k.as_str());
+                        self.path.push(Seg::Key(key));
+                        out.push(self.decode(f.ty, Some(item))?);
+                        self.path.pop();
+                    }
+                }
+            }
+        }
+        Ok(Val::Struct(out))
+    }
+
+    fn int(&self, v: &Value, min: i64, max: i64, what: &str) -> Result<Val<'a>> {
+        let out_of_range = || Error::Type {
+            path: self.path_string(),
+            expected: format!("{what} (a whole number from {min} to {max})"),
+            got: describe(v),
+        };
+        match v {
+            Value::Number(n) => match n.as_i64() {
+                Some(i) if (min..=max).contains(&i) => Ok(Val::Int(i)),
+                _ => Err(out_of_range()),
+            },
+            _ => Err(self.type_error(what, v)),
+        }
+    }
+
+    fn quantity(&self, v: &'a Value) -> Result<Val<'a>> {
+        // Quantity.UnmarshalJSON takes the raw JSON text: a string's contents (trimmed) or a
+        // bare number literal. serde keeps integers exactly but not a fraction's spelling, so a
+        // fractional number is refused rather than guessed.
+        let text: std::borrow::Cow<'_, str> = match v {
+            Value::String(s) => s.as_str().into(),
+            Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string().into(),
+            Value::Number(_) => {
+                return Err(self.type_error(
+                    "a quantity string (write fractional quantities as strings, e.g. \"0.5\")",
+                    v,
+                ))
+            }
+            _ => return Err(self.type_error("a quantity string", v)),
+        };
+        quantity::parse_json_string(&text)
+            .map(|q| Val::Quantity(Box::new(q)))
+            .map_err(|e| Error::Quantity {
+                path: self.path_string(),
+                value: text.into_owned(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+/// A JSON value's type for error messages: `string`, `number 1.5`, `object`, ….
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("bool {b}"),
+        Value::Number(n) => format!("number {n}"),
+        Value::String(_) => "string".into(),
+        Value::Array(_) => "list".into(),
+        Value::Object(_) => "object".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema(v: &str) -> &'static Schema {
+        Schema::for_version(v.parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn wrong_types_name_the_field_path() {
+        let c = json!({"name": "a", "ports": [{"containerPort": 80}, {"containerPort": "80"}]});
+        let err = decode_container(schema("1.30"), &c, "containers[0]").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "containers[0].ports[1].containerPort: expected int32, got string"
+        );
+        let c = json!({"name": "a", "ports": [{"containerPort": 4294967296i64}]});
+        let err = decode_container(schema("1.30"), &c, "").unwrap_err().to_string();
+        assert!(err.starts_with("ports[0].containerPort: expected int32 (a whole number"), "{err}");
+        let c = json!({"name": "a", "ports": [{"containerPort": 80.5}]});
+        assert!(decode_container(schema("1.30"), &c, "").is_err());
+        let c = json!({"name": "a", "resources": {"limits": {"cpu": "lots"}}});
+        let err = decode_container(schema("1.30"), &c, "").unwrap_err().to_string();
+        assert!(err.starts_with("resources.limits.cpu: invalid quantity \"lots\""), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_are_dropped_and_empty_collections_become_nil() {
+        let c = json!({"name": "a", "startupProbe": {"periodSeconds": 3}, "args": [], "env": []});
+        let s = schema("1.15"); // no startupProbe yet
+        let v = decode_container(s, &c, "").unwrap();
+        let bare = json!({"name": "a"});
+        assert_eq!(v, decode_container(s, &bare, "").unwrap());
+    }
+
+    #[test]
+    fn empty_object_for_a_pointer_is_a_non_nil_zero_struct() {
+        let s = schema("1.30");
+        let c = json!({"name": "a", "securityContext": {}});
+        let v = decode_container(s, &c, "").unwrap();
+        let i = s.root_field("SecurityContext").unwrap();
+        let Val::Struct(fields) = v else { panic!() };
+        assert!(matches!(&fields[i], Val::Ptr(inner) if matches!(**inner, Val::Struct(_))));
+    }
+
+    #[test]
+    fn null_is_the_zero_value() {
+        let s = schema("1.30");
+        let nulls = json!({"name": "a", "image": null, "args": null, "tty": null});
+        let bare = json!({"name": "a"});
+        assert_eq!(
+            decode_container(s, &nulls, "").unwrap(),
+            decode_container(s, &bare, "").unwrap()
+        );
+    }
+}

@@ -1,0 +1,357 @@
+//! A Go `encoding/json`-compatible writer for the value tree (what `json.Marshal(container)`
+//! produces in kubelet 1.16 – 1.30, and `json.Marshal(map[string]string{…})` in 1.31 +), and the
+//! input clean-up that makes serde read strings the way Go's decoder does.
+//!
+//! The upstream rules mirrored here:
+//! * struct fields in declaration order; an embedded struct without a JSON name has its fields
+//!   promoted in place; `omitempty` drops `false`, `0`, `""` and nil pointers/slices/maps, never a
+//!   struct (so `"resources":{}` and a zero `"divisor":"0"` stay);
+//! * map keys sorted bytewise;
+//! * strings: `"` and `\` escaped, `\n` `\r` `\t` `\b` `\f` short escapes (Go ≥ 1.22 writes `\b`
+//!   and `\f`; older toolchains wrote `\u0008`, `\u000c`), other control characters and the
+//!   HTML characters `<`, `>`, `&` as `\u00XX`, U+2028 and U+2029 as `\u2028` / `\u2029`,
+//!   everything else as UTF-8;
+//! * `resource.Quantity` marshals as its cached string or its canonical form;
+//!   `intstr.IntOrString` as a number or a string according to its type.
+//!
+//! Invalid UTF-8 never reaches the writer. Go's decoder turns each invalid input byte into U+FFFD
+//! before the kubelet ever marshals the struct ([`go_clean_input`] does the same before serde
+//! parses), so the strings Go marshals are valid UTF-8, and Go writes them as raw UTF-8 just as
+//! this writer does. (Go's encoder writes `\ufffd` only for invalid bytes, which it never gets.)
+//!
+//! ```
+//! use kubehash::gojson::write_string;
+//! let mut out = Vec::new();
+//! write_string("a<b>&\u{2028}\n", &mut out);
+//! assert_eq!(out, br#""a\u003cb\u003e\u0026\u2028\n""#);
+//! ```
+
+use std::borrow::Cow;
+
+use crate::decode::{zero, IntOrString, Val};
+use crate::schema::{Kind, Schema, TypeId};
+use crate::sink::Sink;
+use crate::spew::put_int;
+
+/// Writes `json.Marshal(container)`. With `without_resources`, the root's `Resources` field is
+/// written as its zero value (the kubelet's `hashWithoutResources`, 1.27 – 1.30).
+pub fn write_container<S: Sink>(schema: &Schema, v: &Val, without_resources: bool, out: &mut S) {
+    let skip = if without_resources {
+        schema.root_field("Resources")
+    } else {
+        None
+    };
+    out.put(b"{");
+    let mut first = true;
+    write_fields(schema, schema.root(), v, skip, &mut first, out);
+    out.put(b"}");
+}
+
+/// Writes `json.Marshal(map[string]string{"name": name, "image": image})` (keys sorted).
+pub fn write_name_image<S: Sink>(name: &str, image: &str, out: &mut S) {
+    out.put(b"{\"image\":");
+    write_string(image, out);
+    out.put(b",\"name\":");
+    write_string(name, out);
+    out.put(b"}");
+}
+
+fn write_fields<S: Sink>(
+    schema: &Schema,
+    ty: TypeId,
+    v: &Val,
+    zeroed: Option<usize>,
+    first: &mut bool,
+    out: &mut S,
+) {
+    let (Kind::Struct(fields), Val::Struct(vals)) = (&schema.ty(ty).kind, v) else {
+        debug_assert!(false, "write_fields on a non-struct");
+        return;
+    };
+    for (i, (f, item)) in fields.iter().zip(vals).enumerate() {
+        let zero_value;
+        let item = if zeroed == Some(i) {
+            zero_value = zero(schema, f.ty);
+            &zero_value
+        } else {
+            item
+        };
+        if f.inline {
+            write_fields(schema, f.ty, item, None, first, out);
+            continue;
+        }
+        if f.omitempty && is_empty(item) {
+            continue;
+        }
+        if !*first {
+            out.put(b",");
+        }
+        *first = false;
+        out.put(b"\"");
+        out.put(f.json.as_bytes()); // JSON names are plain ASCII identifiers
+        out.put(b"\":");
+        write_value(schema, f.ty, item, out);
+    }
+}
+
+/// Go's `isEmptyValue` for the kinds a container has (structs are never empty).
+fn is_empty(v: &Val) -> bool {
+    match v {
+        Val::Str(s) => s.is_empty(),
+        Val::Bool(b) => !b,
+        Val::Int(i) => *i == 0,
+        Val::Nil => true,
+        Val::List(l) => l.is_empty(),
+        Val::Map(m) => m.is_empty(),
+        Val::Ptr(_) | Val::Struct(_) | Val::Quantity(_) | Val::IntOrString(_) => false,
+    }
+}
+
+fn write_value<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, out: &mut S) {
+    let t = schema.ty(ty);
+    match (&t.kind, v) {
+        (_, Val::Nil) => out.put(b"null"),
+        (_, Val::Str(s)) => write_string(s, out),
+        (_, Val::Bool(b)) => out.put(if *b { b"true" } else { b"false" }),
+        (_, Val::Int(i)) => put_int(*i, out),
+        (Kind::Ptr(elem), Val::Ptr(inner)) => write_value(schema, *elem, inner, out),
+        (Kind::Slice(elem), Val::List(items)) => {
+            out.put(b"[");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.put(b",");
+                }
+                write_value(schema, *elem, item, out);
+            }
+            out.put(b"]");
+        }
+        (Kind::Map { value }, Val::Map(entries)) => {
+            out.put(b"{");
+            for (i, (k, item)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.put(b",");
+                }
+                write_string(k, out);
+                out.put(b":");
+                write_value(schema, *value, item, out);
+            }
+            out.put(b"}");
+        }
+        (Kind::Struct(_), Val::Struct(_)) => {
+            out.put(b"{");
+            let mut first = true;
+            write_fields(schema, ty, v, None, &mut first, out);
+            out.put(b"}");
+        }
+        (_, Val::Quantity(q)) => write_string(&q.json_text(), out),
+        (_, Val::IntOrString(IntOrString::Int(i))) => put_int(i64::from(*i), out),
+        (_, Val::IntOrString(IntOrString::Str(s))) => write_string(s, out),
+        (_, other) => debug_assert!(false, "value {other:?} does not fit type {}", t.name),
+    }
+}
+
+/// What to do with each byte of a string: 0 = copy, b'u' = `\u00XX`, else the short escape letter.
+static ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = b'u';
+        b += 1;
+    }
+    t[b'\n' as usize] = b'n';
+    t[b'\r' as usize] = b'r';
+    t[b'\t' as usize] = b't';
+    t[0x08] = b'b';
+    t[0x0c] = b'f';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t[b'<' as usize] = b'u';
+    t[b'>' as usize] = b'u';
+    t[b'&' as usize] = b'u';
+    t
+};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Writes `s` as a JSON string the way Go's `encodeState.string` does with HTML escaping on.
+pub fn write_string<S: Sink>(s: &str, out: &mut S) {
+    let b = s.as_bytes();
+    out.put(b"\"");
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let esc = ESCAPE[usize::from(c)];
+        if esc != 0 {
+            out.put(&b[start..i]);
+            match esc {
+                b'u' => out.put(&[b'\\', b'u', b'0', b'0', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]),
+                letter => out.put(&[b'\\', letter]),
+            }
+            i += 1;
+            start = i;
+        } else if c == 0xE2 && b.get(i + 1) == Some(&0x80) && matches!(b.get(i + 2), Some(0xA8 | 0xA9)) {
+            // U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR
+            out.put(&b[start..i]);
+            out.put(if b[i + 2] == 0xA8 { b"\\u2028" } else { b"\\u2029" });
+            i += 3;
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.put(&b[start..]);
+    out.put(b"\"");
+}
+
+/// Makes raw input read by serde the way Go's `encoding/json` decoder reads it:
+/// * each byte that does not start a valid UTF-8 sequence becomes U+FFFD (`utf8.DecodeRune`
+///   returns `RuneError, 1` and the decoder writes the replacement rune);
+/// * a `\uXXXX` escape of a UTF-16 surrogate that is not the first half of a valid pair (serde
+///   rejects those) becomes `\ufffd`, as Go's `unquote` does.
+///
+/// Returns the input unchanged (borrowed) when neither occurs, which is the usual case.
+pub fn go_clean_input(input: &[u8]) -> Cow<'_, [u8]> {
+    let utf8_ok = std::str::from_utf8(input).is_ok();
+    if utf8_ok && !has_surrogate_escape(input) {
+        return Cow::Borrowed(input);
+    }
+    let mut text = Vec::with_capacity(input.len() + 16);
+    if utf8_ok {
+        text.extend_from_slice(input);
+    } else {
+        let mut rest = input;
+        while !rest.is_empty() {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    text.extend_from_slice(s.as_bytes());
+                    break;
+                }
+                Err(e) => {
+                    let good = e.valid_up_to();
+                    text.extend_from_slice(&rest[..good]);
+                    text.extend_from_slice("\u{fffd}".as_bytes());
+                    rest = &rest[good + 1..]; // one invalid byte at a time, like Go
+                }
+            }
+        }
+    }
+    Cow::Owned(fix_lone_surrogates(text))
+}
+
+fn has_surrogate_escape(b: &[u8]) -> bool {
+    b.windows(3)
+        .any(|w| w[0] == b'\\' && (w[1] == b'u' || w[1] == b'U') && matches!(w[2], b'd' | b'D'))
+}
+
+fn hex4(b: &[u8]) -> Option<u32> {
+    let s = std::str::from_utf8(b.get(..4)?).ok()?;
+    u32::from_str_radix(s, 16).ok().filter(|_| s.bytes().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// Rewrites lone surrogate escapes inside JSON strings to `\ufffd`.
+fn fix_lone_surrogates(text: Vec<u8>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut in_string = false;
+    let mut i = 0;
+    while i < text.len() {
+        let c = text[i];
+        if !in_string {
+            in_string = c == b'"';
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        match c {
+            b'"' => {
+                in_string = false;
+                out.push(c);
+                i += 1;
+            }
+            b'\\' if text.get(i + 1) == Some(&b'u') => {
+                let Some(u) = hex4(&text[i + 2..]) else {
+                    out.push(c); // not a valid escape: leave it for the parser to reject
+                    i += 1;
+                    continue;
+                };
+                if (0xD800..0xDC00).contains(&u) {
+                    let pair = text
+                        .get(i + 6..i + 8)
+                        .filter(|p| p == b"\\u")
+                        .and_then(|_| hex4(&text[i + 8..]))
+                        .filter(|lo| (0xDC00..0xE000).contains(lo));
+                    if pair.is_some() {
+                        out.extend_from_slice(&text[i..i + 12]);
+                        i += 12;
+                        continue;
+                    }
+                    out.extend_from_slice(b"\\ufffd");
+                } else if (0xDC00..0xE000).contains(&u) {
+                    out.extend_from_slice(b"\\ufffd");
+                } else {
+                    out.extend_from_slice(&text[i..i + 6]);
+                }
+                i += 6;
+            }
+            b'\\' => {
+                out.push(c);
+                if let Some(&n) = text.get(i + 1) {
+                    out.push(n);
+                }
+                i += 2;
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> String {
+        let mut out = Vec::new();
+        write_string(v, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn go_string_escaping() {
+        assert_eq!(s("plain"), r#""plain""#);
+        assert_eq!(s("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(s("\u{0}\u{1f}\u{7f}"), "\"\\u0000\\u001f\u{7f}\"");
+        assert_eq!(s("\n\r\t\u{8}\u{c}"), r#""\n\r\t\b\f""#);
+        assert_eq!(s("<a href='x'>&amp;</a>"), r#""\u003ca href='x'\u003e\u0026amp;\u003c/a\u003e""#);
+        assert_eq!(s("line\u{2028}para\u{2029}"), r#""line\u2028para\u2029""#);
+        assert_eq!(s("é 日本 🚀 \u{200b}"), "\"é 日本 🚀 \u{200b}\"");
+        assert_eq!(s("/"), r#""/""#);
+    }
+
+    #[test]
+    fn name_image_map_has_sorted_keys() {
+        let mut out = Vec::new();
+        write_name_image("test_container", "foo/image:v1", &mut out);
+        assert_eq!(out, br#"{"image":"foo/image:v1","name":"test_container"}"#);
+    }
+
+    #[test]
+    fn input_cleanup_matches_gos_decoder() {
+        let clean = |b: &[u8]| String::from_utf8(go_clean_input(b).into_owned()).unwrap();
+        assert_eq!(clean(br#"{"a":"x"}"#), r#"{"a":"x"}"#);
+        // Each invalid byte is one U+FFFD (Rust's lossy conversion would merge E2 82).
+        assert_eq!(clean(b"\"a\xE2\x82b\""), "\"a\u{fffd}\u{fffd}b\"");
+        assert_eq!(clean(b"\"\xff\""), "\"\u{fffd}\"");
+        // Lone surrogates become \ufffd; valid pairs stay.
+        assert_eq!(clean(br#""\ud800x""#), r#""\ufffdx""#);
+        assert_eq!(clean(br#""\udc00""#), r#""\ufffd""#);
+        assert_eq!(clean(br#""\ud83d\ude80""#), r#""\ud83d\ude80""#);
+        assert_eq!(clean(br#""\ud800\u0041""#), r#""\ufffd\u0041""#);
+        assert_eq!(clean(br#""\\ud800""#), r#""\\ud800""#); // an escaped backslash, not an escape
+        let v: serde_json::Value = serde_json::from_slice(&go_clean_input(br#""\ud800""#)).unwrap();
+        assert_eq!(v, "\u{fffd}");
+    }
+}

@@ -1,0 +1,228 @@
+//! The container hash of every kubelet epoch, and the text behind it.
+//!
+//! ```text
+//! 1.8  – 1.15  FNV-1a( spew %#v of the v1.Container struct )
+//! 1.16 – 1.30  FNV-1a( spew %#v of []byte(json.Marshal(container)) )
+//! 1.27 – 1.30  hashWithoutResources: the same with Resources zeroed
+//! 1.31 +       FNV-1a( spew %#v of []byte(json.Marshal({"name":…,"image":…})) )
+//! ```
+//!
+//! The writers stream straight into the hasher. A container is decoded once per distinct type
+//! graph among the requested versions, and each distinct (graph, epoch) is hashed once.
+//!
+//! ```
+//! use kubehash::{hash::hash_container, version::parse_version_set};
+//! // The values kubelet's own unit test asserts.
+//! let c = serde_json::json!({"name":"test_container","image":"foo/image:v1",
+//!     "args":["/bin/sh","-c","echo abc"],"ports":[{"containerPort":8001}]});
+//! let h = hash_container(&c, &parse_version_set("1.16,1.31").unwrap(), "").unwrap();
+//! assert_eq!(h.hash_hex(), vec![("1.16".into(), "3c42280f".into()), ("1.31".into(), "8e45cbd0".into())]);
+//! ```
+
+use serde_json::Value;
+
+use crate::decode::{decode_container, Val};
+use crate::error::Result;
+use crate::gojson;
+use crate::schema::Schema;
+use crate::sink::{format_hash, Fnv32a, Sink};
+use crate::spew::{self, ByteSlice};
+use crate::version::{HashEpoch, KubeletVersion};
+
+/// Which of the kubelet's two annotations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Annotation {
+    /// `io.kubernetes.container.hash`
+    Hash,
+    /// `io.kubernetes.container.hashWithoutResources` (1.27 – 1.30 only)
+    HashWithoutResources,
+}
+
+/// The hashes of one container for a set of versions, oldest version first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerHashes {
+    pub hash: Vec<(KubeletVersion, u32)>,
+    /// Only for requested versions in 1.27 – 1.30.
+    pub hash_without_resources: Vec<(KubeletVersion, u32)>,
+}
+
+impl ContainerHashes {
+    /// The hash for `v`, if it was computed.
+    pub fn get(&self, v: KubeletVersion) -> Option<u32> {
+        self.hash.iter().find(|(k, _)| *k == v).map(|(_, h)| *h)
+    }
+
+    /// The hashWithoutResources for `v`, if it was computed.
+    pub fn get_without_resources(&self, v: KubeletVersion) -> Option<u32> {
+        self.hash_without_resources
+            .iter()
+            .find(|(k, _)| *k == v)
+            .map(|(_, h)| *h)
+    }
+
+    /// `(version, hex)` pairs, as stored in the annotation.
+    pub fn hash_hex(&self) -> Vec<(String, String)> {
+        hex(&self.hash)
+    }
+
+    pub fn without_resources_hex(&self) -> Vec<(String, String)> {
+        hex(&self.hash_without_resources)
+    }
+}
+
+fn hex(v: &[(KubeletVersion, u32)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(k, h)| (k.to_string(), format_hash(*h)))
+        .collect()
+}
+
+/// Computes the kubelet hashes of one container JSON object for `versions` (sorted, distinct).
+/// `path` prefixes error messages (e.g. `default/web/containers[0]`).
+pub fn hash_container(
+    json: &Value,
+    versions: &[KubeletVersion],
+    path: &str,
+) -> Result<ContainerHashes> {
+    let mut decoded: Vec<(KubeletVersion, Val)> = Vec::new();
+    let mut done: Vec<(HashEpoch, KubeletVersion, Annotation, u32)> = Vec::new();
+    let mut out = ContainerHashes::default();
+    for &v in versions {
+        let schema = Schema::for_version(v)?;
+        let group = schema.same_as();
+        let val = match decoded.iter().position(|(g, _)| *g == group) {
+            Some(i) => &decoded[i].1,
+            None => {
+                decoded.push((group, decode_container(schema, json, path)?));
+                &decoded[decoded.len() - 1].1
+            }
+        };
+        let mut annotations = vec![Annotation::Hash];
+        if v.has_hash_without_resources() {
+            annotations.push(Annotation::HashWithoutResources);
+        }
+        for a in annotations {
+            // Name+image hashes do not depend on the type graph.
+            let key_group = match v.epoch() {
+                HashEpoch::NameImage => KubeletVersion::from_minor(31)?,
+                _ => group,
+            };
+            let h = match done
+                .iter()
+                .find(|(e, g, an, _)| *e == v.epoch() && *g == key_group && *an == a)
+            {
+                Some(&(_, _, _, h)) => h,
+                None => {
+                    let mut hasher = Fnv32a::new();
+                    write_hashed_text(schema, val, v.epoch(), a, &mut hasher);
+                    let h = hasher.finish();
+                    done.push((v.epoch(), key_group, a, h));
+                    h
+                }
+            };
+            match a {
+                Annotation::Hash => out.hash.push((v, h)),
+                Annotation::HashWithoutResources => out.hash_without_resources.push((v, h)),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The exact bytes kubelet `v` feeds to FNV-1a for this container (`--explain`).
+pub fn hashed_text(json: &Value, v: KubeletVersion, a: Annotation, path: &str) -> Result<Vec<u8>> {
+    let schema = Schema::for_version(v)?;
+    let val = decode_container(schema, json, path)?;
+    let mut text = Vec::new();
+    write_hashed_text(schema, &val, v.epoch(), a, &mut text);
+    Ok(text)
+}
+
+/// The JSON a JSON-epoch kubelet marshals before spew-printing it, for people reading `--explain`.
+pub fn marshalled_json(json: &Value, v: KubeletVersion, a: Annotation, path: &str) -> Result<Option<String>> {
+    let schema = Schema::for_version(v)?;
+    let val = decode_container(schema, json, path)?;
+    let mut text = Vec::new();
+    match v.epoch() {
+        HashEpoch::Spew => return Ok(None),
+        HashEpoch::Json => gojson::write_container(schema, &val, a == Annotation::HashWithoutResources, &mut text),
+        HashEpoch::NameImage => {
+            let (name, image) = name_image(schema, &val);
+            gojson::write_name_image(name, image, &mut text)
+        }
+    }
+    Ok(Some(String::from_utf8_lossy(&text).into_owned()))
+}
+
+/// Streams the hashed text of a decoded container into `out`.
+pub fn write_hashed_text<S: Sink>(
+    schema: &Schema,
+    val: &Val,
+    epoch: HashEpoch,
+    a: Annotation,
+    out: &mut S,
+) {
+    match epoch {
+        HashEpoch::Spew => spew::write_container(schema, val, out),
+        HashEpoch::Json => {
+            let mut bytes = ByteSlice::open(out);
+            gojson::write_container(schema, val, a == Annotation::HashWithoutResources, &mut bytes);
+            bytes.close();
+        }
+        HashEpoch::NameImage => {
+            let (name, image) = name_image(schema, val);
+            let mut bytes = ByteSlice::open(out);
+            gojson::write_name_image(name, image, &mut bytes);
+            bytes.close();
+        }
+    }
+}
+
+fn name_image<'v>(schema: &Schema, val: &'v Val) -> (&'v str, &'v str) {
+    let field = |name: &str| -> &'v str {
+        match (schema.root_field(name), val) {
+            (Some(i), Val::Struct(fields)) => match fields.get(i) {
+                Some(Val::Str(s)) => s,
+                _ => "",
+            },
+            _ => "",
+        }
+    };
+    (field("Name"), field("Image"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::version::parse_version_set;
+    use serde_json::json;
+
+    #[test]
+    fn kubelet_unit_test_values() {
+        // pkg/kubelet/container/helpers_test.go asserts these for the JSON and name+image epochs.
+        let c = json!({"name":"test_container","image":"foo/image:v1",
+            "args":["/bin/sh","-c","echo abc"],"ports":[{"containerPort":8001}]});
+        let h = hash_container(&c, &parse_version_set("all").unwrap(), "").unwrap();
+        for (v, hex) in h.hash_hex() {
+            let minor: u8 = v[2..].parse().unwrap();
+            match minor {
+                16..=30 => assert_eq!(hex, "3c42280f", "{v}"),
+                31.. => assert_eq!(hex, "8e45cbd0", "{v}"),
+                _ => {}
+            }
+        }
+        assert_eq!(h.hash_without_resources.len(), 4);
+    }
+
+    #[test]
+    fn explain_text_is_what_gets_hashed() {
+        let c = json!({"name":"a","image":"b"});
+        let v: KubeletVersion = "1.31".parse().unwrap();
+        let text = hashed_text(&c, v, Annotation::Hash, "").unwrap();
+        assert_eq!(
+            String::from_utf8(text.clone()).unwrap(),
+            "([]uint8)[123 34 105 109 97 103 101 34 58 34 98 34 44 34 110 97 109 101 34 58 34 97 34 125]"
+        );
+        let h = hash_container(&c, &[v], "").unwrap();
+        assert_eq!(h.get(v), Some(Fnv32a::hash(&text)));
+    }
+}

@@ -1,0 +1,24 @@
+//! kubehash: exact kubelet container hashes, and in-place kubelet upgrades that do not restart
+//! containers whose spec never changed.
+//!
+//! The pipeline, one module per step (see `docs/design.md` in the shared notes):
+//!
+//! ```text
+//! version ─ which epoch, which schema          quantity ─ resource.Quantity, exactly
+//! schema  ─ per-version Go type graph (data)   sink     ─ FNV-1a 32 and byte sinks
+//! decode  ─ JSON → typed value tree            hash     ─ one function per epoch
+//! spew    ─ go-spew %#v writer                 input    ─ Pods, PodLists, containers, JSONL
+//! gojson  ─ Go encoding/json writer            report   ─ table / JSON / JSON Lines
+//! ```
+
+pub mod decode;
+pub mod error;
+pub mod gojson;
+pub mod hash;
+pub mod quantity;
+pub mod schema;
+pub mod sink;
+pub mod spew;
+pub mod version;
+
+pub use error::{Error, Result};

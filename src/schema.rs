@@ -1,0 +1,431 @@
+//! The Go type graph of `v1.Container` as each kubelet minor version vendored it.
+//!
+//! The facts live in `schema/1.V.json` (carried from upstream, one file per minor version, embedded
+//! in the binary at build time with `include_str!`). Each file lists the structs and named types
+//! reachable from `v1.Container` with their fields in declaration order, Go types, json tags and
+//! omitempty flags. This module compiles one file into a [`Schema`]: a small arena of [`GoType`]s
+//! that the decoder, the spew writer and the Go JSON writer walk together with a value tree.
+//!
+//! Not here: how values are printed (see [`crate::spew`], [`crate::gojson`]), or how
+//! `resource.Quantity` and `intstr.IntOrString` are laid out inside (see [`crate::quantity`]
+//! and the writers); those two are opaque leaf kinds in the arena.
+//!
+//! ```
+//! use kubehash::{schema::Schema, version::KubeletVersion};
+//! let s = Schema::for_version("1.15".parse().unwrap()).unwrap();
+//! assert_eq!(s.ty(s.root()).name, "v1.Container");
+//! ```
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::version::{KubeletVersion, MAX_MINOR, MIN_MINOR};
+
+/// Index of a type in a [`Schema`]'s arena.
+pub type TypeId = usize;
+
+/// One Go type as the kubelet sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoType {
+    /// What Go's `reflect.Type.String()` returns, which is what go-spew prints:
+    /// `v1.Container`, `*v1.Probe`, `[]string`, `v1.ResourceList`, `resource.Quantity`.
+    pub name: String,
+    pub kind: Kind,
+}
+
+/// The shape of a Go type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// `string` or a named type whose underlying type is `string`.
+    String,
+    Bool,
+    Int32,
+    Int64,
+    Ptr(TypeId),
+    Slice(TypeId),
+    /// A map with string keys (the only kind `v1.Container` reaches: `ResourceList`).
+    Map {
+        value: TypeId,
+    },
+    Struct(Vec<Field>),
+    /// `resource.Quantity` (apimachinery), see [`crate::quantity`].
+    Quantity,
+    /// `intstr.IntOrString` (apimachinery).
+    IntOrString,
+}
+
+/// A struct field, in declaration order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// The Go field name, which go-spew prints (`Name`, `TTY`, `ProbeHandler`).
+    pub name: String,
+    /// The JSON key, from the json tag or, without one, the Go name.
+    pub json: String,
+    /// `omitempty` in the json tag. Case matters: Go ignores `omitEmpty` (1.12's ProcMount).
+    pub omitempty: bool,
+    /// An embedded struct without a JSON name: Go's encoding/json promotes its fields
+    /// into the parent object (`json:",inline"` on `Probe.ProbeHandler`).
+    pub inline: bool,
+    pub ty: TypeId,
+}
+
+/// The compiled type graph of one kubelet minor version.
+#[derive(Debug)]
+pub struct Schema {
+    version: KubeletVersion,
+    types: Vec<GoType>,
+    root: TypeId,
+    /// The oldest version whose type graph is identical to this one; versions that share it
+    /// decode and hash a container identically in the struct-based epochs.
+    same_as: KubeletVersion,
+}
+
+impl Schema {
+    /// The schema of a supported kubelet version (compiled once, on first use).
+    pub fn for_version(v: KubeletVersion) -> Result<&'static Schema> {
+        let all = registry();
+        match &all[usize::from(v.minor() - MIN_MINOR)] {
+            Ok(s) => Ok(s),
+            Err(reason) => Err(Error::Schema {
+                version: v.to_string(),
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    pub fn version(&self) -> KubeletVersion {
+        self.version
+    }
+
+    /// The `v1.Container` type.
+    pub fn root(&self) -> TypeId {
+        self.root
+    }
+
+    pub fn ty(&self, id: TypeId) -> &GoType {
+        &self.types[id]
+    }
+
+    /// The oldest kubelet version with exactly this type graph.
+    pub fn same_as(&self) -> KubeletVersion {
+        self.same_as
+    }
+
+    /// Index of the root struct's field with this Go name.
+    pub fn root_field(&self, go_name: &str) -> Option<usize> {
+        match &self.ty(self.root).kind {
+            Kind::Struct(fields) => fields.iter().position(|f| f.name == go_name),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! embedded_schemas {
+    ($($minor:literal),* $(,)?) => {
+        /// The schema files, indexed by minor version - MIN_MINOR.
+        const SCHEMA_FILES: &[(u8, &str)] = &[
+            $(($minor, include_str!(concat!("../schema/1.", stringify!($minor), ".json")))),*
+        ];
+    };
+}
+
+embedded_schemas!(
+    8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
+    32, 33, 34, 35, 36
+);
+
+type Compiled = std::result::Result<Schema, String>;
+
+fn registry() -> &'static [Compiled] {
+    static REGISTRY: OnceLock<Vec<Compiled>> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut out: Vec<Compiled> = Vec::with_capacity(SCHEMA_FILES.len());
+        for &(minor, text) in SCHEMA_FILES {
+            let compiled = KubeletVersion::from_minor(minor)
+                .map_err(|e| e.to_string())
+                .and_then(|v| compile(v, text));
+            let compiled = compiled.map(|mut s| {
+                if let Some(prev) = out
+                    .iter()
+                    .flatten()
+                    .find(|p| p.types == s.types && p.root == s.root)
+                {
+                    s.same_as = prev.same_as;
+                }
+                s
+            });
+            out.push(compiled);
+        }
+        debug_assert_eq!(out.len(), usize::from(MAX_MINOR - MIN_MINOR + 1));
+        out
+    })
+}
+
+// ---- the file format -------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct FileDoc {
+    kubelet_version: String,
+    hash_epoch: String,
+    hash_without_resources: bool,
+    types: Vec<TypeDoc>,
+}
+
+#[derive(Deserialize)]
+struct TypeDoc {
+    name: String,
+    kind: String,
+    #[serde(default)]
+    fields: Vec<FieldDoc>,
+    #[serde(default)]
+    underlying: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct FieldDoc {
+    name: String,
+    go_type: String,
+    json: Option<String>,
+    omitempty: bool,
+    embedded: bool,
+}
+
+fn compile(version: KubeletVersion, text: &str) -> Compiled {
+    let doc: FileDoc = serde_json::from_str(text).map_err(|e| format!("unreadable: {e}"))?;
+    if doc.kubelet_version != version.to_string() {
+        return Err(format!(
+            "file says it is for kubelet {}",
+            doc.kubelet_version
+        ));
+    }
+    if doc.hash_epoch != version.epoch().as_str()
+        || doc.hash_without_resources != version.has_hash_without_resources()
+    {
+        return Err(format!(
+            "file says hash epoch {} (hashWithoutResources {}), kubehash expects {} ({})",
+            doc.hash_epoch,
+            doc.hash_without_resources,
+            version.epoch().as_str(),
+            version.has_hash_without_resources()
+        ));
+    }
+    let mut b = Builder {
+        docs: doc.types.iter().map(|t| (t.name.as_str(), t)).collect(),
+        types: Vec::new(),
+        ids: HashMap::new(),
+        in_progress: Vec::new(),
+    };
+    let root = b.resolve("Container")?;
+    Ok(Schema {
+        version,
+        types: b.types,
+        root,
+        same_as: version,
+    })
+}
+
+struct Builder<'d> {
+    docs: HashMap<&'d str, &'d TypeDoc>,
+    types: Vec<GoType>,
+    ids: HashMap<String, TypeId>,
+    in_progress: Vec<String>,
+}
+
+impl Builder<'_> {
+    fn push(&mut self, key: &str, ty: GoType) -> TypeId {
+        let id = self.types.len();
+        self.types.push(ty);
+        self.ids.insert(key.to_string(), id);
+        id
+    }
+
+    /// Resolves a Go type expression written in package `v1`'s scope.
+    fn resolve(&mut self, expr: &str) -> std::result::Result<TypeId, String> {
+        if let Some(&id) = self.ids.get(expr) {
+            return Ok(id);
+        }
+        if self.in_progress.iter().any(|t| t == expr) {
+            return Err(format!("type {expr} refers to itself"));
+        }
+        self.in_progress.push(expr.to_string());
+        let ty = self.build(expr)?;
+        self.in_progress.pop();
+        Ok(self.push(expr, ty))
+    }
+
+    fn build(&mut self, expr: &str) -> std::result::Result<GoType, String> {
+        if let Some(elem) = expr.strip_prefix('*') {
+            let e = self.resolve(elem)?;
+            return Ok(GoType {
+                name: format!("*{}", self.types[e].name),
+                kind: Kind::Ptr(e),
+            });
+        }
+        if let Some(elem) = expr.strip_prefix("[]") {
+            let e = self.resolve(elem)?;
+            return Ok(GoType {
+                name: format!("[]{}", self.types[e].name),
+                kind: Kind::Slice(e),
+            });
+        }
+        if let Some(rest) = expr.strip_prefix("map[") {
+            let (key, value) = rest
+                .split_once(']')
+                .ok_or_else(|| format!("bad map type {expr}"))?;
+            let k = self.resolve(key)?;
+            if self.types[k].kind != Kind::String {
+                return Err(format!("map key {key} is not a string type"));
+            }
+            let v = self.resolve(value)?;
+            return Ok(GoType {
+                name: format!("map[{}]{}", self.types[k].name, self.types[v].name),
+                kind: Kind::Map { value: v },
+            });
+        }
+        let builtin = |kind| {
+            Ok(GoType {
+                name: expr.to_string(),
+                kind,
+            })
+        };
+        match expr {
+            "string" => return builtin(Kind::String),
+            "bool" => return builtin(Kind::Bool),
+            "int32" => return builtin(Kind::Int32),
+            "int64" => return builtin(Kind::Int64),
+            "resource.Quantity" => return builtin(Kind::Quantity),
+            "intstr.IntOrString" => return builtin(Kind::IntOrString),
+            _ => {}
+        }
+        let doc = *self
+            .docs
+            .get(expr)
+            .ok_or_else(|| format!("unknown type {expr}"))?;
+        let name = format!("v1.{}", doc.name);
+        match doc.kind.as_str() {
+            "named" => {
+                let under = doc
+                    .underlying
+                    .as_deref()
+                    .ok_or_else(|| format!("named type {expr} has no underlying type"))?;
+                let u = self.resolve(under)?;
+                let kind = self.types[u].kind.clone();
+                match kind {
+                    Kind::String | Kind::Map { .. } | Kind::Int32 | Kind::Int64 | Kind::Bool => {
+                        Ok(GoType { name, kind })
+                    }
+                    _ => Err(format!(
+                        "named type {expr} over {under} is not supported"
+                    )),
+                }
+            }
+            "struct" => {
+                let mut fields = Vec::with_capacity(doc.fields.len());
+                for f in &doc.fields {
+                    let ty = self.resolve(&f.go_type)?;
+                    let json = match f.json.as_deref() {
+                        Some("-") => {
+                            return Err(format!("{expr}.{}: json:\"-\" fields are not supported", f.name))
+                        }
+                        Some(j) if !j.is_empty() => j.to_string(),
+                        _ => f.name.clone(),
+                    };
+                    let inline = f.embedded && f.json.as_deref().is_none_or(str::is_empty);
+                    if inline && !matches!(self.types[ty].kind, Kind::Struct(_)) {
+                        return Err(format!("{expr}.{}: embedded non-struct", f.name));
+                    }
+                    // The extracted flag already follows Go: tag options are case-sensitive, so
+                    // 1.12's `omitEmpty` is listed in json_options but is not omitempty.
+                    let omitempty = f.omitempty;
+                    fields.push(Field {
+                        name: f.name.clone(),
+                        json,
+                        omitempty,
+                        inline,
+                        ty,
+                    });
+                }
+                Ok(GoType {
+                    name,
+                    kind: Kind::Struct(fields),
+                })
+            }
+            other => Err(format!("type {expr} has unknown kind {other}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_schema_compiles() {
+        for v in KubeletVersion::all() {
+            let s = Schema::for_version(v).unwrap();
+            assert_eq!(s.ty(s.root()).name, "v1.Container", "{v}");
+            assert!(s.root_field("Resources").is_some());
+        }
+    }
+
+    #[test]
+    fn identical_graphs_are_shared() {
+        let same = |v: &str| {
+            Schema::for_version(v.parse().unwrap())
+                .unwrap()
+                .same_as()
+                .to_string()
+        };
+        // 1.10 and 1.11 vendored the same core/v1 Container graph.
+        assert_eq!(same("1.11"), "1.10");
+        assert_eq!(same("1.8"), "1.8");
+        assert_eq!(same("1.36"), same("1.34"));
+    }
+
+    #[test]
+    fn go_ignores_omitEmpty_with_a_capital_e() {
+        // 1.12's SecurityContext.ProcMount was tagged `json:"procMount,omitEmpty"` upstream.
+        let s = Schema::for_version("1.12".parse().unwrap()).unwrap();
+        let sc = s
+            .types
+            .iter()
+            .find(|t| t.name == "v1.SecurityContext")
+            .unwrap();
+        let Kind::Struct(fields) = &sc.kind else {
+            panic!()
+        };
+        let pm = fields.iter().find(|f| f.name == "ProcMount").unwrap();
+        assert!(!pm.omitempty);
+    }
+
+    #[test]
+    fn promoted_json_names_never_collide() {
+        // Go's encoding/json resolves collisions between promoted fields by depth; none of the
+        // vendored graphs has one, so the writers may flatten embedded structs in place.
+        fn keys(s: &Schema, ty: TypeId, out: &mut Vec<String>) {
+            if let Kind::Struct(fields) = &s.ty(ty).kind {
+                for f in fields {
+                    if f.inline {
+                        keys(s, f.ty, out)
+                    } else {
+                        out.push(f.json.clone())
+                    }
+                }
+            }
+        }
+        for v in KubeletVersion::all() {
+            let s = Schema::for_version(v).unwrap();
+            for id in 0..s.types.len() {
+                let mut k = Vec::new();
+                keys(s, id, &mut k);
+                let n = k.len();
+                k.sort();
+                k.dedup();
+                assert_eq!(n, k.len(), "{v} {}", s.ty(id).name);
+            }
+        }
+    }
+}

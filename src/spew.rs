@@ -1,0 +1,280 @@
+//! A go-spew `%#v` writer, without reflection, for the config the kubelet uses
+//! (`spew.ConfigState{Indent: " ", SortKeys: true, DisableMethods: true, SpewKeys: true}`,
+//! `printer.Fprintf(hasher, "%#v", obj)` in `pkg/util/hash.DeepHashObject`).
+//!
+//! The rules of go-spew's `formatState` that matter here:
+//! * a value's Go type is printed as `(T)` before it, except for slice elements, map keys and
+//!   map values, and the value a pointer points to (`ignoreNextType`);
+//! * a non-nil pointer prints `(*T)` and then the value; a nil one `(*T)<nil>`; inside a slice
+//!   or map `<*>` / `<nil>`;
+//! * structs print `{Field:value Field:value}` with every field, exported or not, nil or not;
+//! * slices `[a b]`, maps `map[k:v k:v]` with keys sorted, nil ones `<nil>`;
+//! * strings are written raw (no quoting or escaping), integers in decimal, bools as
+//!   `true`/`false`; `[]uint8` is a slice like any other: `([]uint8)[123 34 …]`.
+//! * `Indent` is unused by `%v` formatting; `DisableMethods` means no `String()` calls.
+//!
+//! ```
+//! use kubehash::{decode, schema::Schema, spew};
+//! let s = Schema::for_version("1.8".parse().unwrap()).unwrap();
+//! let json = serde_json::json!({"name": "a", "image": "b"});
+//! let v = decode::decode_container(s, &json, "").unwrap();
+//! let mut text = Vec::new();
+//! spew::write_container(s, &v, &mut text);
+//! assert!(text.starts_with(b"(v1.Container){Name:(string)a Image:(string)b Command:([]string)<nil>"));
+//! ```
+
+use crate::decode::{IntOrString, Val};
+use crate::quantity::{nat_words, Quantity};
+use crate::schema::{Kind, Schema, TypeId};
+use crate::sink::Sink;
+
+/// Writes `%#v` of a `v1.Container` value (the hashed text for kubelet ≤ 1.15).
+pub fn write_container<S: Sink>(schema: &Schema, v: &Val, out: &mut S) {
+    write(schema, schema.root(), v, false, out);
+}
+
+fn type_prefix<S: Sink>(name: &str, out: &mut S) {
+    out.put(b"(");
+    out.put(name.as_bytes());
+    out.put(b")");
+}
+
+fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, ignore_type: bool, out: &mut S) {
+    let t = schema.ty(ty);
+    if let Kind::Ptr(elem) = t.kind {
+        // formatPtr: the type (or `<*>`), then the pointee without its type.
+        match v {
+            Val::Ptr(inner) => {
+                if ignore_type {
+                    out.put(b"<*>");
+                } else {
+                    type_prefix(&t.name, out);
+                }
+                write(schema, elem, inner, true, out);
+            }
+            _ => {
+                if !ignore_type {
+                    type_prefix(&t.name, out);
+                }
+                out.put(b"<nil>");
+            }
+        }
+        return;
+    }
+    if !ignore_type {
+        type_prefix(&t.name, out);
+    }
+    match (&t.kind, v) {
+        (_, Val::Nil) => out.put(b"<nil>"),
+        (_, Val::Str(s)) => out.put(s.as_bytes()),
+        (_, Val::Bool(b)) => out.put(if *b { b"true" } else { b"false" }),
+        (_, Val::Int(i)) => put_int(*i, out),
+        (Kind::Slice(elem), Val::List(items)) => {
+            out.put(b"[");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.put(b" ");
+                }
+                write(schema, *elem, item, true, out);
+            }
+            out.put(b"]");
+        }
+        (Kind::Map { value }, Val::Map(entries)) => {
+            out.put(b"map[");
+            for (i, (k, item)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.put(b" ");
+                }
+                out.put(k.as_bytes());
+                out.put(b":");
+                write(schema, *value, item, true, out);
+            }
+            out.put(b"]");
+        }
+        (Kind::Struct(fields), Val::Struct(vals)) => {
+            out.put(b"{");
+            for (i, (f, item)) in fields.iter().zip(vals).enumerate() {
+                if i > 0 {
+                    out.put(b" ");
+                }
+                out.put(f.name.as_bytes());
+                out.put(b":");
+                write(schema, f.ty, item, false, out);
+            }
+            out.put(b"}");
+        }
+        (_, Val::Quantity(q)) => write_quantity(q, out),
+        (_, Val::IntOrString(v)) => write_int_or_string(*v, out),
+        // The decoder builds values from the same schema, so shapes always agree.
+        (_, other) => debug_assert!(false, "value {other:?} does not fit type {}", t.name),
+    }
+}
+
+/// The fields of `resource.Quantity` (`i`, `d`, `s`, `Format`; the same in 1.8 – 1.36).
+fn write_quantity<S: Sink>(q: &Quantity, out: &mut S) {
+    out.put(b"{i:(resource.int64Amount){value:(int64)");
+    put_int(q.value, out);
+    out.put(b" scale:(resource.Scale)");
+    put_int(i64::from(q.scale), out);
+    out.put(b"} d:(resource.infDecAmount){Dec:(*inf.Dec)");
+    match &q.dec {
+        None => out.put(b"<nil>"),
+        Some(d) => {
+            out.put(b"{unscaled:(big.Int){neg:(bool)");
+            out.put(if d.unscaled.sign() == num_bigint::Sign::Minus {
+                b"true"
+            } else {
+                b"false"
+            });
+            // big.nat is []big.Word; zero is a nil slice (nat.norm of nothing).
+            out.put(b" abs:(big.nat)");
+            let words = nat_words(&d.unscaled);
+            if words.is_empty() {
+                out.put(b"<nil>");
+            } else {
+                out.put(b"[");
+                for (i, w) in words.iter().enumerate() {
+                    if i > 0 {
+                        out.put(b" ");
+                    }
+                    out.put(itoa_u64(*w, &mut [0; 20]));
+                }
+                out.put(b"]");
+            }
+            out.put(b"} scale:(inf.Scale)");
+            put_int(i64::from(d.scale), out);
+            out.put(b"}");
+        }
+    }
+    out.put(b"} s:(string)");
+    out.put(q.s.as_bytes());
+    out.put(b" Format:(resource.Format)");
+    out.put(q.format.as_str().as_bytes());
+    out.put(b"}");
+}
+
+/// `intstr.IntOrString{Type, IntVal, StrVal}`.
+fn write_int_or_string<S: Sink>(v: IntOrString, out: &mut S) {
+    let (ty, i, s) = match v {
+        IntOrString::Int(i) => (b"0", i, ""),
+        IntOrString::Str(s) => (b"1", 0, s),
+    };
+    out.put(b"{Type:(intstr.Type)");
+    out.put(ty);
+    out.put(b" IntVal:(int32)");
+    put_int(i64::from(i), out);
+    out.put(b" StrVal:(string)");
+    out.put(s.as_bytes());
+    out.put(b"}");
+}
+
+/// Decimal digits of `i`, written without allocating.
+pub(crate) fn put_int<S: Sink>(i: i64, out: &mut S) {
+    if i < 0 {
+        out.put(b"-");
+    }
+    out.put(itoa_u64(i.unsigned_abs(), &mut [0; 20]));
+}
+
+fn itoa_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+/// A sink adapter that prints the bytes it receives the way go-spew prints a `[]uint8`:
+/// `([]uint8)[123 34 110 …]`. Go JSON output streams through it into the hasher, so the
+/// JSON epochs never build the JSON text either.
+pub struct ByteSlice<'s, S: Sink> {
+    out: &'s mut S,
+    first: bool,
+}
+
+/// " 0" … " 255": each byte's decimal text with its leading separator.
+static DECIMAL: [([u8; 4], u8); 256] = {
+    let mut t = [([0u8; 4], 0u8); 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut e = [b' ', 0, 0, 0];
+        let len = if b >= 100 {
+            e[1] = b'0' + (b / 100) as u8;
+            e[2] = b'0' + (b / 10 % 10) as u8;
+            e[3] = b'0' + (b % 10) as u8;
+            4
+        } else if b >= 10 {
+            e[1] = b'0' + (b / 10) as u8;
+            e[2] = b'0' + (b % 10) as u8;
+            3
+        } else {
+            e[1] = b'0' + b as u8;
+            2
+        };
+        t[b] = (e, len);
+        b += 1;
+    }
+    t
+};
+
+impl<'s, S: Sink> ByteSlice<'s, S> {
+    /// Starts `([]uint8)[` on `out`; call [`ByteSlice::close`] to write the `]`.
+    pub fn open(out: &'s mut S) -> Self {
+        out.put(b"([]uint8)[");
+        ByteSlice { out, first: true }
+    }
+
+    pub fn close(self) {
+        self.out.put(b"]");
+    }
+}
+
+impl<S: Sink> Sink for ByteSlice<'_, S> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        if self.first {
+            let Some((&b, tail)) = rest.split_first() else {
+                return;
+            };
+            let (text, len) = &DECIMAL[usize::from(b)];
+            self.out.put(&text[1..usize::from(*len)]);
+            self.first = false;
+            rest = tail;
+        }
+        for &b in rest {
+            let (text, len) = &DECIMAL[usize::from(b)];
+            self.out.put(&text[..usize::from(*len)]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_slices_print_like_go_spew() {
+        let mut out = Vec::new();
+        let mut w = ByteSlice::open(&mut out);
+        w.put(b"{\"");
+        w.put(b"");
+        w.put(&[0, 9, 255]);
+        w.close();
+        assert_eq!(out, b"([]uint8)[123 34 0 9 255]");
+    }
+
+    #[test]
+    fn integers() {
+        for i in [0, 7, -1, i64::MIN, i64::MAX, 2147483647] {
+            let mut out = Vec::new();
+            put_int(i, &mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), i.to_string());
+        }
+    }
+}
