@@ -1,1 +1,101 @@
-fn main() {}
+//! Containers hashed per second, per epoch, over the golden corpus — next to the floor: FNV-1a
+//! alone over the same texts, pre-rendered, in the same run.
+//!
+//! * `render+fnv`: the writers streaming a decoded container into the hasher (what `hash` does
+//!   after decoding);
+//! * `fnv-floor`: FNV-1a over the exact same bytes, already in memory;
+//! * `decode+render+fnv`: from `serde_json::Value` to hash, decode included.
+//!
+//! Run: `cargo bench --bench hash` (add `-- --quick` for a fast look).
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use kubehash::decode::decode_container;
+use kubehash::hash::{hash_container, write_hashed_text, Annotation};
+use kubehash::schema::Schema;
+use kubehash::sink::Fnv32a;
+use kubehash::version::KubeletVersion;
+use serde_json::Value;
+
+fn corpus() -> Vec<Value> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/golden/public.jsonl");
+    let text = std::fs::read_to_string(path).expect("golden corpus");
+    text.split('\n')
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).expect("golden line");
+            v["container"].take()
+        })
+        .collect()
+}
+
+fn bench_epochs(c: &mut Criterion) {
+    let containers = corpus();
+    for (label, version) in [
+        ("spew-1.15", "1.15"),
+        ("json-1.30", "1.30"),
+        ("name-image-1.31", "1.31"),
+    ] {
+        let v: KubeletVersion = version.parse().expect("version");
+        let schema = Schema::for_version(v).expect("schema");
+        let decoded: Vec<_> = containers
+            .iter()
+            .map(|j| decode_container(schema, j, "").expect("decode"))
+            .collect();
+        let texts: Vec<Vec<u8>> = decoded
+            .iter()
+            .map(|d| {
+                let mut t = Vec::new();
+                write_hashed_text(schema, d, v.epoch(), Annotation::Hash, &mut t);
+                t
+            })
+            .collect();
+        let bytes: usize = texts.iter().map(Vec::len).sum();
+
+        let mut g = c.benchmark_group(label);
+        g.throughput(Throughput::Elements(containers.len() as u64));
+        g.bench_function("fnv-floor", |b| {
+            b.iter(|| {
+                let mut acc = 0u32;
+                for t in &texts {
+                    acc ^= Fnv32a::hash(black_box(t));
+                }
+                acc
+            })
+        });
+        g.bench_function("render+fnv", |b| {
+            b.iter(|| {
+                let mut acc = 0u32;
+                for d in &decoded {
+                    let mut h = Fnv32a::new();
+                    write_hashed_text(schema, black_box(d), v.epoch(), Annotation::Hash, &mut h);
+                    acc ^= h.finish();
+                }
+                acc
+            })
+        });
+        g.bench_function("decode+render+fnv", |b| {
+            b.iter(|| {
+                let mut acc = 0u32;
+                for j in &containers {
+                    let h = hash_container(black_box(j), &[v], "").expect("hash");
+                    acc ^= h.hash[0].1;
+                }
+                acc
+            })
+        });
+        g.finish();
+        eprintln!(
+            "{label}: {} containers, {bytes} hashed bytes",
+            containers.len()
+        );
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(3));
+    targets = bench_epochs
+}
+criterion_main!(benches);

@@ -183,7 +183,12 @@ impl<'a> Decoder<'_, 'a> {
             Kind::Quantity => self.quantity(v),
             Kind::IntOrString => match v {
                 Value::String(s) => Ok(Val::IntOrString(IntOrString::Str(s))),
-                Value::Number(_) => match self.int(v, i64::from(i32::MIN), i64::from(i32::MAX), "an int32 or a string")? {
+                Value::Number(_) => match self.int(
+                    v,
+                    i64::from(i32::MIN),
+                    i64::from(i32::MAX),
+                    "an int32 or a string",
+                )? {
                     Val::Int(i) => Ok(Val::IntOrString(IntOrString::Int(i as i32))),
                     _ => unreachable!("int() returns Val::Int"),
                 },
@@ -291,13 +296,23 @@ mod tests {
             "containers[0].ports[1].containerPort: expected int32, got string"
         );
         let c = json!({"name": "a", "ports": [{"containerPort": 4294967296i64}]});
-        let err = decode_container(schema("1.30"), &c, "").unwrap_err().to_string();
-        assert!(err.starts_with("ports[0].containerPort: expected int32 (a whole number"), "{err}");
+        let err = decode_container(schema("1.30"), &c, "")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("ports[0].containerPort: expected int32 (a whole number"),
+            "{err}"
+        );
         let c = json!({"name": "a", "ports": [{"containerPort": 80.5}]});
         assert!(decode_container(schema("1.30"), &c, "").is_err());
         let c = json!({"name": "a", "resources": {"limits": {"cpu": "lots"}}});
-        let err = decode_container(schema("1.30"), &c, "").unwrap_err().to_string();
-        assert!(err.starts_with("resources.limits.cpu: invalid quantity \"lots\""), "{err}");
+        let err = decode_container(schema("1.30"), &c, "")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("resources.limits.cpu: invalid quantity \"lots\""),
+            "{err}"
+        );
     }
 
     #[test]

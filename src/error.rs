@@ -11,7 +11,9 @@ pub enum Error {
     UnsupportedVersion { given: String },
 
     /// A `--versions` list or range that is empty or backwards.
-    #[error("bad version list {given:?}: use all, a list like 1.12,1.31 or a range like 1.16..1.30")]
+    #[error(
+        "bad version list {given:?}: use all, a list like 1.12,1.31 or a range like 1.16..1.30"
+    )]
     BadVersionRange { given: String },
 
     /// A JSON value whose type does not fit the Go field it decodes into.

@@ -185,15 +185,29 @@ pub fn write_string<S: Sink>(s: &str, out: &mut S) {
         if esc != 0 {
             out.put(&b[start..i]);
             match esc {
-                b'u' => out.put(&[b'\\', b'u', b'0', b'0', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]),
+                b'u' => out.put(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(c >> 4)],
+                    HEX[usize::from(c & 15)],
+                ]),
                 letter => out.put(&[b'\\', letter]),
             }
             i += 1;
             start = i;
-        } else if c == 0xE2 && b.get(i + 1) == Some(&0x80) && matches!(b.get(i + 2), Some(0xA8 | 0xA9)) {
+        } else if c == 0xE2
+            && b.get(i + 1) == Some(&0x80)
+            && matches!(b.get(i + 2), Some(0xA8 | 0xA9))
+        {
             // U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR
             out.put(&b[start..i]);
-            out.put(if b[i + 2] == 0xA8 { b"\\u2028" } else { b"\\u2029" });
+            out.put(if b[i + 2] == 0xA8 {
+                b"\\u2028"
+            } else {
+                b"\\u2029"
+            });
             i += 3;
             start = i;
         } else {
@@ -246,7 +260,9 @@ fn has_surrogate_escape(b: &[u8]) -> bool {
 
 fn hex4(b: &[u8]) -> Option<u32> {
     let s = std::str::from_utf8(b.get(..4)?).ok()?;
-    u32::from_str_radix(s, 16).ok().filter(|_| s.bytes().all(|c| c.is_ascii_hexdigit()))
+    u32::from_str_radix(s, 16)
+        .ok()
+        .filter(|_| s.bytes().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// Rewrites lone surrogate escapes inside JSON strings to `\ufffd`.
@@ -325,7 +341,10 @@ mod tests {
         assert_eq!(s("a\"b\\c"), r#""a\"b\\c""#);
         assert_eq!(s("\u{0}\u{1f}\u{7f}"), "\"\\u0000\\u001f\u{7f}\"");
         assert_eq!(s("\n\r\t\u{8}\u{c}"), r#""\n\r\t\b\f""#);
-        assert_eq!(s("<a href='x'>&amp;</a>"), r#""\u003ca href='x'\u003e\u0026amp;\u003c/a\u003e""#);
+        assert_eq!(
+            s("<a href='x'>&amp;</a>"),
+            r#""\u003ca href='x'\u003e\u0026amp;\u003c/a\u003e""#
+        );
         assert_eq!(s("line\u{2028}para\u{2029}"), r#""line\u2028para\u2029""#);
         assert_eq!(s("é 日本 🚀 \u{200b}"), "\"é 日本 🚀 \u{200b}\"");
         assert_eq!(s("/"), r#""/""#);

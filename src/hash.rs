@@ -138,13 +138,23 @@ pub fn hashed_text(json: &Value, v: KubeletVersion, a: Annotation, path: &str) -
 }
 
 /// The JSON a JSON-epoch kubelet marshals before spew-printing it, for people reading `--explain`.
-pub fn marshalled_json(json: &Value, v: KubeletVersion, a: Annotation, path: &str) -> Result<Option<String>> {
+pub fn marshalled_json(
+    json: &Value,
+    v: KubeletVersion,
+    a: Annotation,
+    path: &str,
+) -> Result<Option<String>> {
     let schema = Schema::for_version(v)?;
     let val = decode_container(schema, json, path)?;
     let mut text = Vec::new();
     match v.epoch() {
         HashEpoch::Spew => return Ok(None),
-        HashEpoch::Json => gojson::write_container(schema, &val, a == Annotation::HashWithoutResources, &mut text),
+        HashEpoch::Json => gojson::write_container(
+            schema,
+            &val,
+            a == Annotation::HashWithoutResources,
+            &mut text,
+        ),
         HashEpoch::NameImage => {
             let (name, image) = name_image(schema, &val);
             gojson::write_name_image(name, image, &mut text)
@@ -165,7 +175,12 @@ pub fn write_hashed_text<S: Sink>(
         HashEpoch::Spew => spew::write_container(schema, val, out),
         HashEpoch::Json => {
             let mut bytes = ByteSlice::open(out);
-            gojson::write_container(schema, val, a == Annotation::HashWithoutResources, &mut bytes);
+            gojson::write_container(
+                schema,
+                val,
+                a == Annotation::HashWithoutResources,
+                &mut bytes,
+            );
             bytes.close();
         }
         HashEpoch::NameImage => {

@@ -1,1 +1,201 @@
-fn main() {}
+//! The `kubehash` command line: a thin layer over the library.
+
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+
+use kubehash::hash::{hash_container, hashed_text, marshalled_json, Annotation};
+use kubehash::input::{read_items, Item};
+use kubehash::report::{write_json, write_jsonl, write_table, HashRow};
+use kubehash::sink::format_hash;
+use kubehash::version::{parse_version_set, KubeletVersion};
+
+#[derive(Parser)]
+#[command(
+    name = "kubehash",
+    version,
+    about = "Exact kubelet container hashes, and in-place kubelet upgrades without container restarts"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compute the io.kubernetes.container.hash (and hashWithoutResources) that kubelet versions
+    /// store for each container.
+    ///
+    /// Reads a Pod, a PodList (kubectl get pods -o json), a container object, or JSON Lines of
+    /// {"id":…,"container":{…}} records.
+    Hash(HashArgs),
+}
+
+#[derive(clap::Args)]
+struct HashArgs {
+    /// Input file; `-` or nothing reads stdin.
+    #[arg(short, long, value_name = "FILE")]
+    input: Option<PathBuf>,
+
+    /// Kubelet versions: `all`, a list (`1.12,1.31`), a range (`1.16..1.30`), or a mix.
+    #[arg(long, default_value = "all", value_name = "SPEC")]
+    versions: String,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    output: Format,
+
+    /// Print the exact text kubelet VERSION feeds to FNV-1a for each container, instead of the
+    /// hash table.
+    #[arg(long, value_name = "VERSION")]
+    explain: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+    Jsonl,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Hash(args) => run_hash(args),
+    };
+    match result {
+        Ok(code) => code,
+        // `kubehash hash … | head` closing the pipe is not an error worth reporting.
+        Err(e)
+            if e.downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kubehash: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn read_input(path: &Option<PathBuf>) -> Result<(Vec<u8>, String)> {
+    match path {
+        None => read_stdin(),
+        Some(p) if p.as_os_str() == "-" => read_stdin(),
+        Some(p) => {
+            let name = p.display().to_string();
+            let bytes = std::fs::read(p).with_context(|| format!("cannot read {name}"))?;
+            Ok((bytes, name))
+        }
+    }
+}
+
+fn read_stdin() -> Result<(Vec<u8>, String)> {
+    let mut bytes = Vec::new();
+    io::stdin()
+        .read_to_end(&mut bytes)
+        .context("cannot read stdin")?;
+    Ok((bytes, "stdin".to_string()))
+}
+
+fn run_hash(args: HashArgs) -> Result<ExitCode> {
+    let versions = parse_version_set(&args.versions)?;
+    let explain: Option<KubeletVersion> = args.explain.as_deref().map(str::parse).transpose()?;
+    let (bytes, source) = read_input(&args.input)?;
+    let items = read_items(&bytes, &source)?;
+
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    if let Some(v) = explain {
+        return explain_items(&items, v, &mut out);
+    }
+
+    let rows: Vec<HashRow> = items
+        .into_iter()
+        .map(|item| match item {
+            Item::Container { id, path, json } => HashRow {
+                result: hash_container(&json, &versions, &path).map_err(|e| e.to_string()),
+                id,
+            },
+            Item::Invalid { id, error } => HashRow {
+                id,
+                result: Err(error),
+            },
+        })
+        .collect();
+    match args.output {
+        Format::Table => write_table(&rows, &mut out)?,
+        Format::Json => write_json(&rows, &mut out)?,
+        Format::Jsonl => write_jsonl(&rows, &mut out)?,
+    }
+    out.flush()?;
+    let failed: Vec<&String> = rows
+        .iter()
+        .filter_map(|r| r.result.as_ref().err())
+        .collect();
+    if failed.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    const SHOWN: usize = 10;
+    for e in failed.iter().take(SHOWN) {
+        eprintln!("kubehash: {e}");
+    }
+    if failed.len() > SHOWN {
+        eprintln!(
+            "kubehash: … and {} more (all are in the output)",
+            failed.len() - SHOWN
+        );
+    }
+    eprintln!(
+        "kubehash: {} of {} containers could not be hashed",
+        failed.len(),
+        rows.len()
+    );
+    Ok(ExitCode::from(1))
+}
+
+fn explain_items(items: &[Item], v: KubeletVersion, out: &mut impl Write) -> Result<ExitCode> {
+    let mut annotations = vec![(Annotation::Hash, "io.kubernetes.container.hash")];
+    if v.has_hash_without_resources() {
+        annotations.push((
+            Annotation::HashWithoutResources,
+            "io.kubernetes.container.hashWithoutResources",
+        ));
+    }
+    let mut failed = 0;
+    for item in items {
+        let (id, path, json) = match item {
+            Item::Container { id, path, json } => (id, path, json),
+            Item::Invalid { error, .. } => {
+                eprintln!("kubehash: {error}");
+                failed += 1;
+                continue;
+            }
+        };
+        for (a, key) in &annotations {
+            let text = match hashed_text(json, v, *a, path) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("kubehash: {e}");
+                    failed += 1;
+                    break;
+                }
+            };
+            let h = kubehash::sink::Fnv32a::hash(&text);
+            writeln!(out, "# {id}: kubelet {v} {key} = {}", format_hash(h))?;
+            if let Some(j) = marshalled_json(json, v, *a, path)? {
+                writeln!(out, "# json.Marshal: {j}")?;
+            }
+            out.write_all(&text)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    if failed > 0 {
+        bail!("{failed} containers could not be explained");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -565,7 +565,7 @@ fn round_up(x: &Dec, s: i32) -> Result<Dec, QuantityError> {
             // |x| < 10^digits for sure when it has fewer decimal digits: quotient 0, remainder x.
             let max_digits = (x.unscaled.bits() as f64 * std::f64::consts::LOG10_2) as i64 + 2;
             if digits > max_digits {
-                BigInt::from(x.unscaled.signum())
+                x.unscaled.signum()
             } else {
                 let (q, r) = x.unscaled.div_rem(&pow10(digits as u64));
                 q + r.signum()
@@ -593,7 +593,11 @@ fn cmp_dec(a: &Dec, b: &Dec) -> Ordering {
 /// `removeInt64Factors`: value == result × base^times.
 fn remove_i64_factors(value: i64, base: i64) -> (i64, i32) {
     let negative = value < 0;
-    let mut result = if negative { value.wrapping_neg() } else { value };
+    let mut result = if negative {
+        value.wrapping_neg()
+    } else {
+        value
+    };
     let mut times = 0;
     while result >= base && result % base == 0 {
         times += 1;
@@ -683,7 +687,13 @@ mod tests {
         ] {
             let got = q(input);
             assert_eq!(
-                (got.value, got.scale, got.s.as_str(), got.format, got.dec.is_none()),
+                (
+                    got.value,
+                    got.scale,
+                    got.s.as_str(),
+                    got.format,
+                    got.dec.is_none()
+                ),
                 (value, scale, s, format, true),
                 "{input}"
             );
@@ -693,10 +703,10 @@ mod tests {
     #[test]
     fn noncanonical_inputs_are_not_cached() {
         for (input, value, scale, canonical) in [
-            ("64Mi", 64 << 20, 0, "64Mi"),      // value & 7 == 0
-            ("1000m", 1000, -3, "1"),            // ends in 000
-            ("0.25", 25, -2, "250m"),            // scale not a multiple of 3
-            ("0.5", 5, -1, "500m"),              // starts with 0
+            ("64Mi", 64 << 20, 0, "64Mi"), // value & 7 == 0
+            ("1000m", 1000, -3, "1"),      // ends in 000
+            ("0.25", 25, -2, "250m"),      // scale not a multiple of 3
+            ("0.5", 5, -1, "500m"),        // starts with 0
             ("1.0", 10, -1, "1"),
             ("2000M", 2000, 6, "2G"),
             ("1000000", 1000000, 0, "1M"),
@@ -704,7 +714,11 @@ mod tests {
             ("1536Mi", 1536 << 20, 0, "1536Mi"), // cached? 1536 & 7 == 0: no
         ] {
             let got = q(input);
-            assert_eq!((got.value, got.scale, got.s.as_str()), (value, scale, ""), "{input}");
+            assert_eq!(
+                (got.value, got.scale, got.s.as_str()),
+                (value, scale, ""),
+                "{input}"
+            );
             assert_eq!(got.canonical(), canonical, "{input}");
         }
     }
@@ -715,7 +729,10 @@ mod tests {
         let d = got.dec.as_ref().unwrap();
         assert_eq!(got.value, 0);
         assert_eq!(got.format, Format::BinarySI);
-        assert_eq!((d.unscaled.to_string(), d.scale), ("1610612736000000000".into(), 9));
+        assert_eq!(
+            (d.unscaled.to_string(), d.scale),
+            ("1610612736000000000".into(), 9)
+        );
         assert_eq!(nat_words(&d.unscaled), vec![1610612736000000000]);
         assert_eq!(got.canonical(), "1536Mi");
 
@@ -749,7 +766,9 @@ mod tests {
 
     #[test]
     fn rejects_what_go_rejects() {
-        for s in ["", "1Mi ", " 1", "1x", "1e", "1.5.5", "1ki", "--1", "1e+", "１"] {
+        for s in [
+            "", "1Mi ", " 1", "1x", "1e", "1.5.5", "1ki", "--1", "1e+", "１",
+        ] {
             assert!(parse(s).is_err(), "{s:?}");
         }
         assert_eq!(parse("1ki"), Err(QuantityError::Suffix));
@@ -762,7 +781,11 @@ mod tests {
         // parseQuantityString treats a missing number as 0, so these parse (to zero) in Go too.
         for s in ["Mi", "e3", "m"] {
             let got = q(s);
-            assert_eq!((got.value, got.s.as_str(), got.canonical().as_str()), (0, "", "0"), "{s}");
+            assert_eq!(
+                (got.value, got.s.as_str(), got.canonical().as_str()),
+                (0, "", "0"),
+                "{s}"
+            );
         }
     }
 }

@@ -317,9 +317,7 @@ impl Builder<'_> {
                     Kind::String | Kind::Map { .. } | Kind::Int32 | Kind::Int64 | Kind::Bool => {
                         Ok(GoType { name, kind })
                     }
-                    _ => Err(format!(
-                        "named type {expr} over {under} is not supported"
-                    )),
+                    _ => Err(format!("named type {expr} over {under} is not supported")),
                 }
             }
             "struct" => {
@@ -328,7 +326,10 @@ impl Builder<'_> {
                     let ty = self.resolve(&f.go_type)?;
                     let json = match f.json.as_deref() {
                         Some("-") => {
-                            return Err(format!("{expr}.{}: json:\"-\" fields are not supported", f.name))
+                            return Err(format!(
+                                "{expr}.{}: json:\"-\" fields are not supported",
+                                f.name
+                            ))
                         }
                         Some(j) if !j.is_empty() => j.to_string(),
                         _ => f.name.clone(),
@@ -386,7 +387,7 @@ mod tests {
     }
 
     #[test]
-    fn go_ignores_omitEmpty_with_a_capital_e() {
+    fn go_json_tag_options_are_case_sensitive() {
         // 1.12's SecurityContext.ProcMount was tagged `json:"procMount,omitEmpty"` upstream.
         let s = Schema::for_version("1.12".parse().unwrap()).unwrap();
         let sc = s

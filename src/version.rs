@@ -179,7 +179,9 @@ mod tests {
 
     #[test]
     fn rejects_unknown_versions_and_says_what_is_supported() {
-        for s in ["1.7", "1.37", "2.0", "1.", "v1.x", "1.300", "", "1.12a", "112"] {
+        for s in [
+            "1.7", "1.37", "2.0", "1.", "v1.x", "1.300", "", "1.12a", "112",
+        ] {
             let err = s.parse::<KubeletVersion>().unwrap_err().to_string();
             assert!(err.contains("1.8 … 1.36"), "{s}: {err}");
         }

@@ -41,10 +41,16 @@ fn every_public_vector_matches_every_version() {
         for (v, hex) in got.without_resources_hex() {
             let want = case["hash_without_resources"][&v].as_str().unwrap();
             if hex != want {
-                failures.push(format!("{id} {v} hashWithoutResources: got {hex}, want {want}"));
+                failures.push(format!(
+                    "{id} {v} hashWithoutResources: got {hex}, want {want}"
+                ));
             }
         }
-        assert_eq!(got.hash.len(), case["hash"].as_object().unwrap().len(), "{id}");
+        assert_eq!(
+            got.hash.len(),
+            case["hash"].as_object().unwrap().len(),
+            "{id}"
+        );
         assert_eq!(
             got.hash_without_resources.len(),
             case["hash_without_resources"].as_object().unwrap().len(),
@@ -55,7 +61,12 @@ fn every_public_vector_matches_every_version() {
         failures.is_empty(),
         "{} mismatches, first ones:\n{}",
         failures.len(),
-        failures.iter().take(30).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(30)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
@@ -78,7 +89,11 @@ fn hashed_texts_match_byte_for_byte() {
         let want = t["text"].as_str().unwrap();
         if got != want.as_bytes() {
             let got = String::from_utf8_lossy(&got);
-            let at = got.bytes().zip(want.bytes()).take_while(|(a, b)| a == b).count();
+            let at = got
+                .bytes()
+                .zip(want.bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
             failures.push(format!(
                 "{id} {v} {a:?} differs at byte {at}:\n  got  …{}\n  want …{}",
                 &got[at.saturating_sub(80)..(at + 80).min(got.len())],
@@ -86,5 +101,14 @@ fn hashed_texts_match_byte_for_byte() {
             ));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}",
+        failures
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

@@ -1,0 +1,278 @@
+//! What `kubehash hash` reads: the containers to hash and a name for each.
+//!
+//! Accepted, in one file or on stdin, one or several JSON values one after another (so JSON Lines
+//! work too):
+//! * a Pod (`kubectl get pod -o json`): its init, regular and ephemeral containers, named
+//!   `namespace/pod/container`;
+//! * a PodList or List (`kubectl get pods -A -o json`): every pod in it;
+//! * a golden-vector record `{"id": …, "container": {…}}`, named by its `id`;
+//! * a container object alone (`{"name": …, "image": …}`), named by its `name`;
+//! * a JSON array of any of these.
+//!
+//! Input bytes are first read the way Go's decoder reads them ([`crate::gojson::go_clean_input`]).
+//! A value that is not JSON stops the read with an error naming the line and column; a value of
+//! an unknown shape, or a pod without containers, becomes an [`Item::Invalid`] so the rest of the
+//! input is still processed.
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::gojson::go_clean_input;
+
+/// One thing to hash, or the reason a part of the input could not become one.
+#[derive(Debug)]
+pub enum Item {
+    Container {
+        /// `namespace/pod/container`, the record's `id`, or the container's name.
+        id: String,
+        /// Prefix for decode errors, e.g. `default/web: spec.containers[1]`.
+        path: String,
+        json: Value,
+    },
+    Invalid {
+        id: String,
+        error: String,
+    },
+}
+
+/// Reads every item from `bytes`. `source` names the input in messages (a path, or `stdin`).
+pub fn read_items(bytes: &[u8], source: &str) -> Result<Vec<Item>> {
+    let cleaned = go_clean_input(bytes);
+    let mut items = Vec::new();
+    let mut stream = serde_json::Deserializer::from_slice(&cleaned).into_iter::<Value>();
+    let mut n = 0usize;
+    loop {
+        let start = stream.byte_offset();
+        let value = match stream.next() {
+            None => break,
+            Some(Ok(v)) => v,
+            Some(Err(e)) => {
+                return Err(Error::Input {
+                    source_name: source.to_string(),
+                    reason: format!("not valid JSON: {e}"),
+                })
+            }
+        };
+        n += 1;
+        let line = 1 + cleaned[..start.min(cleaned.len())]
+            .iter()
+            .filter(|&&c| c == b'\n')
+            .count()
+            // the value starts after any whitespace that precedes it
+            + cleaned[start.min(cleaned.len())..]
+                .iter()
+                .take_while(|c| c.is_ascii_whitespace())
+                .filter(|&&c| c == b'\n')
+                .count();
+        let here = format!("{source}:{line}");
+        collect(value, &here, n, &mut items);
+    }
+    if n == 0 {
+        return Err(Error::Input {
+            source_name: source.to_string(),
+            reason: "no JSON input".to_string(),
+        });
+    }
+    Ok(items)
+}
+
+fn collect(mut value: Value, here: &str, n: usize, items: &mut Vec<Item>) {
+    match &mut value {
+        Value::Array(values) => {
+            for v in std::mem::take(values) {
+                collect(v, here, n, items);
+            }
+        }
+        Value::Object(obj) => {
+            let kind = obj
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let kind = kind.as_str();
+            if obj.get("container").is_some_and(Value::is_object) {
+                // A golden-vector record; its own "kind" (synthetic, …) is not a Kubernetes kind.
+                let container = obj
+                    .get_mut("container")
+                    .map(Value::take)
+                    .unwrap_or_default();
+                let id = match obj.get("id") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(other) => other.to_string(),
+                    None => format!("#{n}"),
+                };
+                items.push(Item::Container {
+                    path: id.clone(),
+                    id,
+                    json: container,
+                });
+            } else if kind == "PodList"
+                || kind == "List"
+                || (kind.is_empty() && obj.contains_key("items"))
+            {
+                match obj.get_mut("items").map(Value::take) {
+                    Some(Value::Array(pods)) => {
+                        for pod in pods {
+                            collect(pod, here, n, items);
+                        }
+                    }
+                    Some(Value::Null) | None => {}
+                    Some(_) => items.push(Item::Invalid {
+                        id: here.to_string(),
+                        error: format!("{here}: {kind} items is not a list"),
+                    }),
+                }
+            } else if kind == "Pod" || (kind.is_empty() && obj.contains_key("spec")) {
+                pod_containers(value, here, items);
+            } else if !kind.is_empty() {
+                items.push(Item::Invalid {
+                    id: here.to_string(),
+                    error: format!("{here}: a {kind} is not a Pod, PodList or container"),
+                });
+            } else if obj.get("name").is_some_and(Value::is_string) {
+                let id = obj
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                items.push(Item::Container {
+                    path: id.clone(),
+                    id,
+                    json: value,
+                });
+            } else {
+                items.push(Item::Invalid {
+                    id: here.to_string(),
+                    error: format!(
+                        "{here}: not a Pod, PodList, container (no \"name\") or {{\"id\",\"container\"}} record"
+                    ),
+                });
+            }
+        }
+        other => items.push(Item::Invalid {
+            id: here.to_string(),
+            error: format!("{here}: expected a JSON object, got {}", short(other)),
+        }),
+    }
+}
+
+/// The containers of one pod object, in the order the kubelet starts them.
+fn pod_containers(mut pod: Value, here: &str, items: &mut Vec<Item>) {
+    let meta = |k: &str| {
+        pod.pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (ns, name) = (meta("namespace"), meta("name"));
+    let pod_id = match (ns.is_empty(), name.is_empty()) {
+        (_, true) => here.to_string(),
+        (true, false) => name,
+        (false, false) => format!("{ns}/{name}"),
+    };
+    let mut found = 0;
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        let Some(slot) = pod.pointer_mut(&format!("/spec/{list}")) else {
+            continue;
+        };
+        match slot.take() {
+            Value::Array(cs) => {
+                for (i, c) in cs.into_iter().enumerate() {
+                    found += 1;
+                    let cname = c.get("name").and_then(Value::as_str).map(str::to_string);
+                    let path = format!("{pod_id}: spec.{list}[{i}]");
+                    match cname {
+                        Some(cname) if c.is_object() => items.push(Item::Container {
+                            id: format!("{pod_id}/{cname}"),
+                            path,
+                            json: c,
+                        }),
+                        _ => items.push(Item::Invalid {
+                            id: format!("{pod_id}/{list}[{i}]"),
+                            error: format!("{path}: a container needs a string \"name\""),
+                        }),
+                    }
+                }
+            }
+            Value::Null => {}
+            other => items.push(Item::Invalid {
+                id: pod_id.clone(),
+                error: format!(
+                    "{pod_id}: spec.{list} must be a list, got {}",
+                    short(&other)
+                ),
+            }),
+        }
+    }
+    if found == 0 {
+        items.push(Item::Invalid {
+            id: pod_id.clone(),
+            error: format!("{pod_id}: pod has no containers"),
+        });
+    }
+}
+
+fn short(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(input: &str) -> Vec<String> {
+        read_items(input.as_bytes(), "t")
+            .unwrap()
+            .into_iter()
+            .map(|i| match i {
+                Item::Container { id, .. } => id,
+                Item::Invalid { error, .. } => format!("ERR {error}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shapes() {
+        let pod = r#"{"kind":"Pod","metadata":{"namespace":"ns","name":"p"},
+            "spec":{"initContainers":[{"name":"init"}],"containers":[{"name":"a"},{"name":"b"}]}}"#;
+        assert_eq!(ids(pod), ["ns/p/init", "ns/p/a", "ns/p/b"]);
+        let list = format!(r#"{{"kind":"PodList","items":[{pod},{pod}]}}"#);
+        assert_eq!(ids(&list).len(), 6);
+        assert_eq!(
+            ids("{\"id\":\"x\",\"container\":{\"name\":\"c\"}}\n{\"name\":\"d\"}"),
+            ["x", "d"]
+        );
+        let golden = r#"{"id":"g","kind":"synthetic","container":{"name":"c"},"hash":{}}"#;
+        assert_eq!(ids(golden), ["g"]);
+        assert_eq!(ids(r#"[{"name":"a"},{"name":"b"}]"#), ["a", "b"]);
+    }
+
+    #[test]
+    fn problems_are_reported_and_the_rest_goes_on() {
+        let got = ids("{\"name\":\"a\"}\n{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},\"spec\":{}}\n7\n{\"name\":\"b\"}");
+        assert_eq!(got[0], "a");
+        assert_eq!(got[1], "ERR p: pod has no containers");
+        assert_eq!(got[2], "ERR t:3: expected a JSON object, got a number");
+        assert_eq!(got[3], "b");
+    }
+
+    #[test]
+    fn broken_json_is_an_error_with_a_position() {
+        let err = read_items(b"{\"name\":\"a\"}\n{\"name\":", "in.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("in.jsonl: not valid JSON: EOF while parsing"),
+            "{err}"
+        );
+        assert!(err.contains("line 2"), "{err}");
+        assert!(read_items(b"  ", "x").is_err());
+    }
+}

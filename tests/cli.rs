@@ -1,0 +1,161 @@
+//! The `kubehash` binary as a user runs it: exit codes, one-line errors, output formats.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn kubehash(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn golden_file_as_jsonl() {
+    let out = kubehash(
+        &[
+            "hash",
+            "-o",
+            "jsonl",
+            "--versions",
+            "all",
+            "--input",
+            "testdata/golden/public.jsonl",
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let first: serde_json::Value =
+        serde_json::from_str(text(&out.stdout).split('\n').next().unwrap()).unwrap();
+    assert_eq!(first["id"], "pub-syn-0000");
+    assert_eq!(first["hash"]["1.8"], "879f805d");
+    assert_eq!(first["hash"].as_object().unwrap().len(), 29);
+    assert_eq!(first["hash_without_resources"]["1.30"], "3162d3c1");
+    assert_eq!(
+        text(&out.stdout)
+            .split('\n')
+            .filter(|l| !l.is_empty())
+            .count(),
+        600
+    );
+}
+
+#[test]
+fn a_container_on_stdin() {
+    let c = br#"{"name":"test_container","image":"foo/image:v1","args":["/bin/sh","-c","echo abc"],"ports":[{"containerPort":8001}]}"#;
+    let out = kubehash(&["hash", "--versions", "1.16,1.31", "-o", "json"], c);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["id"], "test_container");
+    assert_eq!(v[0]["hash"]["1.16"], "3c42280f");
+    assert_eq!(v[0]["hash"]["1.31"], "8e45cbd0");
+}
+
+#[test]
+fn pods_from_the_example_cluster() {
+    let out = kubehash(
+        &[
+            "hash",
+            "-i",
+            "testdata/cluster/pods.json",
+            "--versions",
+            "1.30,1.31",
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.starts_with("CONTAINER"), "{table}");
+    assert!(table.contains("kube-system/"), "{table}");
+}
+
+#[test]
+fn explain_prints_the_hashed_text() {
+    let out = kubehash(
+        &["hash", "--explain", "1.8"],
+        br#"{"name":"a","image":"b"}"#,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(
+        s.starts_with("# a: kubelet 1.8 io.kubernetes.container.hash = "),
+        "{s}"
+    );
+    assert!(s.contains("\n(v1.Container){Name:(string)a Image:(string)b Command:([]string)<nil>"));
+    let out = kubehash(
+        &["hash", "--explain", "v1.28.3"],
+        br#"{"name":"a","image":"b"}"#,
+    );
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("# json.Marshal: {\"name\":\"a\",\"image\":\"b\",\"resources\":{}}"),
+        "{s}"
+    );
+    assert!(
+        s.contains("io.kubernetes.container.hashWithoutResources"),
+        "{s}"
+    );
+}
+
+/// Each kind of bad input: one clear line on stderr, non-zero exit, no panic, nothing half-written.
+#[test]
+fn bad_input_gets_one_clear_line() {
+    let cases: &[(&[&str], &[u8], &str)] = &[
+        (&["hash"], b"{\"name\":", "kubehash: stdin: not valid JSON: EOF while parsing"),
+        (&["hash"], b"", "kubehash: stdin: no JSON input"),
+        (&["hash", "--versions", "1.7"], b"{}", "unsupported kubelet version \"1.7\""),
+        (&["hash", "--versions", "1.30..1.20"], b"{}", "bad version list"),
+        (&["hash", "--explain", "2.0"], b"{}", "unsupported kubelet version \"2.0\""),
+        (&["hash", "-i", "/nonexistent/pods.json"], b"", "cannot read /nonexistent/pods.json"),
+        (
+            &["hash"],
+            br#"{"name":"a","ports":[{"containerPort":1},{"containerPort":"80"}]}"#,
+            "kubehash: a.ports[1].containerPort: expected int32, got string",
+        ),
+        (
+            &["hash"],
+            br#"{"kind":"Pod","metadata":{"namespace":"ns","name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"1 core"}}}]}}"#,
+            "kubehash: ns/p: spec.containers[0].resources.limits.cpu: invalid quantity \"1 core\"",
+        ),
+        (&["hash"], br#"{"kind":"Pod","metadata":{"name":"p"},"spec":{}}"#, "kubehash: p: pod has no containers"),
+        (&["hash"], br#"{"kind":"Service"}"#, "a Service is not a Pod"),
+        (&["hash"], b"[1]", "expected a JSON object, got a number"),
+    ];
+    for (args, stdin, want) in cases {
+        let out = kubehash(args, stdin);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(
+            err.contains(want),
+            "{args:?}: stderr {err:?} lacks {want:?}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(
+            err.lines().next().unwrap_or("").starts_with("kubehash: "),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn one_bad_record_does_not_hide_the_others() {
+    let input = b"{\"id\":\"ok\",\"container\":{\"name\":\"a\"}}\n{\"id\":\"bad\",\"container\":{\"name\":\"b\",\"tty\":\"yes\"}}\n";
+    let out = kubehash(&["hash", "-o", "jsonl", "--versions", "1.31"], input);
+    assert_eq!(out.status.code(), Some(1));
+    let s = text(&out.stdout);
+    assert!(s.contains(r#"{"id":"ok","hash":{"1.31":"#), "{s}");
+    assert!(
+        s.contains(r#"{"id":"bad","error":"bad.tty: expected bool, got string"}"#),
+        "{s}"
+    );
+}
