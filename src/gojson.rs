@@ -328,6 +328,7 @@ fn fix_lone_surrogates(text: Vec<u8>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Schema;
 
     fn s(v: &str) -> String {
         let mut out = Vec::new();
@@ -348,6 +349,39 @@ mod tests {
         assert_eq!(s("line\u{2028}para\u{2029}"), r#""line\u2028para\u2029""#);
         assert_eq!(s("é 日本 🚀 \u{200b}"), "\"é 日本 🚀 \u{200b}\"");
         assert_eq!(s("/"), r#""/""#);
+    }
+
+    fn marshal(version: &str, json: serde_json::Value, without_resources: bool) -> String {
+        let schema = Schema::for_version(version.parse().unwrap()).unwrap();
+        let v = crate::decode::decode_container(schema, &json, "").unwrap();
+        let mut out = Vec::new();
+        write_container(schema, &v, without_resources, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn embedded_fields_are_promoted_and_omitempty_follows_go() {
+        let j = marshal(
+            "1.30",
+            serde_json::json!({"name": "a", "readinessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 0},
+                "env": [{"name": "D", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}],
+                "securityContext": {}}),
+            false,
+        );
+        assert_eq!(
+            j,
+            r#"{"name":"a","env":[{"name":"D","valueFrom":{"resourceFieldRef":{"resource":"limits.cpu","divisor":"0"}}}],"resources":{},"readinessProbe":{"exec":{"command":["x"]}},"securityContext":{}}"#
+        );
+    }
+
+    #[test]
+    fn resources_are_zeroed_for_hash_without_resources() {
+        let c = serde_json::json!({"name": "a", "resources": {"requests": {"memory": "64Mi", "cpu": "2"}}});
+        assert_eq!(
+            marshal("1.30", c.clone(), false),
+            r#"{"name":"a","resources":{"requests":{"cpu":"2","memory":"64Mi"}}}"#
+        );
+        assert_eq!(marshal("1.30", c, true), r#"{"name":"a","resources":{}}"#);
     }
 
     #[test]

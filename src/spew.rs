@@ -269,6 +269,69 @@ mod tests {
         assert_eq!(out, b"([]uint8)[123 34 0 9 255]");
     }
 
+    use crate::decode::decode_container;
+    use crate::schema::Schema;
+
+    fn spew(version: &str, json: serde_json::Value) -> String {
+        let s = Schema::for_version(version.parse().unwrap()).unwrap();
+        let v = decode_container(s, &json, "").unwrap();
+        let mut out = Vec::new();
+        write_container(s, &v, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn pointers_print_their_type_once_and_nil_ones_too() {
+        let t = spew(
+            "1.15",
+            serde_json::json!({"name": "a", "securityContext": {"privileged": true, "runAsUser": 0}}),
+        );
+        assert!(t.contains("SecurityContext:(*v1.SecurityContext){Capabilities:(*v1.Capabilities)<nil> Privileged:(*bool)true "), "{t}");
+        assert!(
+            t.contains(" RunAsUser:(*int64)0 RunAsGroup:(*int64)<nil> "),
+            "{t}"
+        );
+        assert!(t.contains("LivenessProbe:(*v1.Probe)<nil>"), "{t}");
+    }
+
+    #[test]
+    fn map_keys_are_sorted_bytewise_and_values_print_without_type() {
+        let t = spew(
+            "1.15",
+            serde_json::json!({"name": "a", "resources": {"limits": {"memory": "1Gi", "cpu": "1", "Zeta": "1"}}}),
+        );
+        let i = t.find("Limits:(v1.ResourceList)map[").unwrap();
+        let tail = &t[i..];
+        let (z, c, m) = (
+            tail.find("Zeta:{i:").unwrap(),
+            tail.find(" cpu:{i:").unwrap(),
+            tail.find(" memory:{i:").unwrap(),
+        );
+        assert!(z < c && c < m, "{tail}");
+    }
+
+    #[test]
+    fn embedded_structs_print_as_a_named_field() {
+        // JSON flattens Probe.Handler (json:",inline"); go-spew prints it as a field.
+        let t = spew(
+            "1.15",
+            serde_json::json!({"name": "a", "livenessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 3}}),
+        );
+        assert!(t.contains("LivenessProbe:(*v1.Probe){Handler:(v1.Handler){Exec:(*v1.ExecAction)<nil> HTTPGet:(*v1.HTTPGetAction)<nil> TCPSocket:(*v1.TCPSocketAction){Port:(intstr.IntOrString){Type:(intstr.Type)1 IntVal:(int32)0 StrVal:(string)http} Host:(string)}} InitialDelaySeconds:(int32)0 TimeoutSeconds:(int32)0 PeriodSeconds:(int32)3 "), "{t}");
+    }
+
+    #[test]
+    fn nil_and_empty_collections_print_nil() {
+        let t = spew(
+            "1.8",
+            serde_json::json!({"name": "a", "args": [], "command": null}),
+        );
+        assert!(
+            t.contains("Command:([]string)<nil> Args:([]string)<nil>"),
+            "{t}"
+        );
+    }
+
     #[test]
     fn integers() {
         for i in [0, 7, -1, i64::MIN, i64::MAX, 2147483647] {
