@@ -7,8 +7,11 @@
 //! version ─ which epoch, which schema          quantity ─ resource.Quantity, exactly
 //! schema  ─ per-version Go type graph (data)   sink     ─ FNV-1a 32 and byte sinks
 //! decode  ─ JSON → typed value tree            hash     ─ one function per epoch
-//! spew    ─ go-spew %#v writer                 input    ─ Pods, PodLists, containers, JSONL
-//! gojson  ─ Go encoding/json writer            report   ─ table / JSON / JSON Lines
+//! spew    ─ go-spew %#v writer                 input    ─ what `hash` reads
+//! gojson  ─ Go encoding/json writer            pods     ─ pod specs and node versions (streamed)
+//!                                              scan     ─ upgrade impact per container, and why
+//!                                              matrix   ─ restarts for every pair of versions
+//!                                              report   ─ table / JSON / JSON Lines
 //! ```
 
 pub mod decode;
@@ -16,8 +19,11 @@ pub mod error;
 pub mod gojson;
 pub mod hash;
 pub mod input;
+pub mod matrix;
+pub mod pods;
 pub mod quantity;
 pub mod report;
+pub mod scan;
 pub mod schema;
 pub mod sink;
 pub mod spew;

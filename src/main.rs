@@ -1,6 +1,6 @@
 //! The `kubehash` command line: a thin layer over the library.
 
-use std::io::{self, Read, Write};
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,7 +9,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use kubehash::hash::{hash_container, hashed_text, marshalled_json, Annotation};
 use kubehash::input::{read_items, Item};
-use kubehash::report::{write_json, write_jsonl, write_table, HashRow};
+use kubehash::matrix::RestartMatrix;
+use kubehash::pods::{for_each_object_in_path, pod_containers, NodeVersions};
+use kubehash::report::{
+    write_json, write_jsonl, write_matrix_table, write_scan_table, write_table, HashRow,
+};
+use kubehash::scan::{scan_path, FromVersions};
 use kubehash::sink::format_hash;
 use kubehash::version::{parse_version_set, KubeletVersion};
 
@@ -32,6 +37,67 @@ enum Command {
     /// Reads a Pod, a PodList (kubectl get pods -o json), a container object, or JSON Lines of
     /// {"id":…,"container":{…}} records.
     Hash(HashArgs),
+
+    /// Report which containers a kubelet upgrade would restart, per node and workload.
+    ///
+    /// Pod specs come from saved JSON (kubectl get pods -A -o json, single pods, or a directory
+    /// of .json files). The source version is --from, or each node's kubeletVersion from --nodes
+    /// (kubectl get nodes -o json).
+    ///
+    /// Exit codes: 0 done; 1 unusable input or flags; 2 some containers could not be assessed;
+    /// 3 with --fail-on-restart, some container would restart.
+    Scan(ScanArgs),
+
+    /// The restart table for every upgrade step between the given versions, for a set of pods.
+    Matrix(MatrixArgs),
+}
+
+#[derive(clap::Args)]
+struct ScanArgs {
+    /// Target kubelet version.
+    #[arg(long, value_name = "VERSION")]
+    to: String,
+
+    /// Source kubelet version for every node (instead of --nodes).
+    #[arg(long, value_name = "VERSION")]
+    from: Option<String>,
+
+    /// Pods: a PodList/List or Pod JSON file, a directory of .json files, or `-` for stdin.
+    #[arg(short = 'i', long = "pods", value_name = "PATH")]
+    pods: PathBuf,
+
+    /// Nodes (kubectl get nodes -o json), for each node's kubelet version.
+    #[arg(long, value_name = "PATH")]
+    nodes: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = ScanFormat::Table)]
+    output: ScanFormat,
+
+    /// Exit with status 3 if any container would be restarted.
+    #[arg(long)]
+    fail_on_restart: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ScanFormat {
+    Table,
+    Json,
+}
+
+#[derive(clap::Args)]
+struct MatrixArgs {
+    /// Pods: a PodList/List or Pod JSON file, a directory of .json files, or `-` for stdin.
+    #[arg(short = 'i', long = "pods", value_name = "PATH")]
+    pods: PathBuf,
+
+    /// Versions to compare: `all`, a list, or a range.
+    #[arg(long, default_value = "all", value_name = "SPEC")]
+    versions: String,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = ScanFormat::Table)]
+    output: ScanFormat,
 }
 
 #[derive(clap::Args)]
@@ -65,6 +131,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Hash(args) => run_hash(args),
+        Command::Scan(args) => run_scan(args),
+        Command::Matrix(args) => run_matrix(args),
     };
     match result {
         Ok(code) => code,
@@ -198,4 +266,71 @@ fn explain_items(items: &[Item], v: KubeletVersion, out: &mut impl Write) -> Res
         bail!("{failed} containers could not be explained");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_scan(args: ScanArgs) -> Result<ExitCode> {
+    let to: KubeletVersion = args.to.parse()?;
+    let from = match (&args.from, &args.nodes) {
+        (Some(f), _) => FromVersions::Fixed(f.parse()?),
+        (None, Some(path)) => FromVersions::PerNode(NodeVersions::from_path(path)?),
+        (None, None) => bail!(
+            "say which kubelet version the nodes run now: --from VERSION, or --nodes FILE \
+             (kubectl get nodes -o json)"
+        ),
+    };
+    let show_progress = io::stderr().is_terminal();
+    let report = scan_path(&args.pods, to, from, |n| {
+        if show_progress {
+            eprint!("\rkubehash: read {n} objects…");
+        }
+    })?;
+    if show_progress {
+        eprint!("\r\x1b[K");
+    }
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    match args.output {
+        ScanFormat::Table => write_scan_table(&report, &mut out)?,
+        ScanFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    for p in &report.problems {
+        eprintln!("kubehash: not scanned: {p}");
+    }
+    if args.fail_on_restart && report.total.restart > 0 {
+        return Ok(ExitCode::from(3));
+    }
+    if report.total.error > 0 || !report.problems.is_empty() {
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_matrix(args: MatrixArgs) -> Result<ExitCode> {
+    let versions = parse_version_set(&args.versions)?;
+    let mut m = RestartMatrix::new(&versions);
+    let mut problems = Vec::new();
+    for_each_object_in_path(&args.pods, |pod| match pod_containers(pod) {
+        Ok(cs) => cs.iter().for_each(|c| m.add(&c.json)),
+        Err(e) => problems.push(e),
+    })?;
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    match args.output {
+        ScanFormat::Table => write_matrix_table(&m, &mut out)?,
+        ScanFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &m)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    for p in &problems {
+        eprintln!("kubehash: not counted: {p}");
+    }
+    Ok(if problems.is_empty() && m.errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
 }

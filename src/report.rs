@@ -9,6 +9,8 @@ use std::io::{self, Write};
 use serde_json::{json, Map, Value};
 
 use crate::hash::ContainerHashes;
+use crate::matrix::RestartMatrix;
+use crate::scan::{Counts, Impact, ScanReport};
 use crate::version::KubeletVersion;
 
 /// The outcome for one container.
@@ -125,4 +127,147 @@ fn runs(h: &ContainerHashes) -> Vec<(String, String, String)> {
             )
         })
         .collect()
+}
+
+/// Left-aligned columns, two spaces apart, trailing space trimmed.
+fn write_columns(rows: &[Vec<String>], out: &mut impl Write) -> io::Result<()> {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            line.push_str(c);
+            if i + 1 < r.len() {
+                line.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+fn counts_cells(c: &Counts) -> [String; 4] {
+    [c.containers, c.restart, c.kept, c.error].map(|n| n.to_string())
+}
+
+/// The scan report for people: the totals, then by node, by workload, and every container.
+pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> {
+    let t = &r.total;
+    writeln!(
+        out,
+        "Upgrade to kubelet {}: {} of {} containers would be restarted, {} kept{}.",
+        r.to,
+        t.restart,
+        t.containers,
+        t.kept,
+        if t.error > 0 {
+            format!(", {} undecided (see ERROR)", t.error)
+        } else {
+            String::new()
+        }
+    )?;
+    writeln!(out)?;
+
+    let mut rows = vec![
+        ["NODE", "KUBELET", "CONTAINERS", "RESTART", "KEPT", "ERROR"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for (node, s) in &r.nodes {
+        let mut row = vec![
+            if node.is_empty() {
+                "(unscheduled)".into()
+            } else {
+                node.clone()
+            },
+            s.from.clone().unwrap_or_else(|| "?".into()),
+        ];
+        row.extend(counts_cells(&s.counts));
+        rows.push(row);
+    }
+    write_columns(&rows, out)?;
+    writeln!(out)?;
+
+    let mut rows = vec![["WORKLOAD", "CONTAINERS", "RESTART", "KEPT", "ERROR"]
+        .map(String::from)
+        .to_vec()];
+    let mut workloads: Vec<_> = r.workloads.iter().collect();
+    workloads.sort_by(|a, b| b.1.restart.cmp(&a.1.restart).then(a.0.cmp(b.0)));
+    for (w, c) in workloads {
+        let mut row = vec![w.clone()];
+        row.extend(counts_cells(c));
+        rows.push(row);
+    }
+    write_columns(&rows, out)?;
+    writeln!(out)?;
+
+    let mut rows = vec![["CONTAINER", "NODE", "KIND", "FROM", "VERDICT", "WHY"]
+        .map(String::from)
+        .to_vec()];
+    for c in &r.containers {
+        let o = &c.outcome;
+        let verdict = match o.impact {
+            Impact::Kept => "kept",
+            Impact::Restart => "restart",
+            Impact::Error => "ERROR",
+        };
+        let why = match (&o.error, o.reasons.first()) {
+            (Some(e), _) => e.clone(),
+            (None, Some(first)) if o.reasons.len() > 1 => {
+                format!("{first} (+{} more)", o.reasons.len() - 1)
+            }
+            (None, Some(first)) => first.clone(),
+            (None, None) => format!("hash {} unchanged", o.hash_from.clone().unwrap_or_default()),
+        };
+        rows.push(vec![
+            format!("{}/{}/{}", c.namespace, c.pod, c.container),
+            c.node.clone(),
+            format!("{:?}", c.kind).to_lowercase(),
+            c.from.clone().unwrap_or_else(|| "?".into()),
+            verdict.into(),
+            why,
+        ]);
+    }
+    write_columns(&rows, out)?;
+    for p in &r.problems {
+        writeln!(out, "not scanned: {p}")?;
+    }
+    Ok(())
+}
+
+/// The matrix as upgrade steps, like `restart-matrix.md`.
+pub fn write_matrix_table(m: &RestartMatrix, out: &mut impl Write) -> io::Result<()> {
+    let mut rows = vec![["UPGRADE", "RESTARTED", "OF", "PERCENT"]
+        .map(String::from)
+        .to_vec()];
+    for (a, b, n) in m.steps() {
+        let pct = if m.containers == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / m.containers as f64
+        };
+        rows.push(vec![
+            format!("{a} → {b}"),
+            n.to_string(),
+            m.containers.to_string(),
+            format!("{pct:.1}%"),
+        ]);
+    }
+    write_columns(&rows, out)?;
+    if m.errors > 0 {
+        writeln!(
+            out,
+            "{} containers could not be hashed and are not counted",
+            m.errors
+        )?;
+    }
+    Ok(())
 }

@@ -12,7 +12,10 @@ fn kubehash(args: &[&str], stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    // kubehash may exit (bad flags) before reading stdin; a closed pipe is then expected.
+    if let Err(e) = child.stdin.take().unwrap().write_all(stdin) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+    }
     child.wait_with_output().unwrap()
 }
 
@@ -158,4 +161,164 @@ fn one_bad_record_does_not_hide_the_others() {
         s.contains(r#"{"id":"bad","error":"bad.tty: expected bool, got string"}"#),
         "{s}"
     );
+}
+
+const PODS: &str = "testdata/cluster/pods.json";
+const NODES: &str = "testdata/cluster/nodes.json";
+
+#[test]
+fn scan_summarises_by_node_and_workload_then_details() {
+    let out = kubehash(&["scan", "--to", "1.30", "-i", PODS, "--nodes", NODES], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(
+        s.starts_with("Upgrade to kubelet 1.30: 2 of 21 containers would be restarted, 19 kept."),
+        "{s}"
+    );
+    let node = s.find("\nNODE ").unwrap();
+    let workload = s.find("\nWORKLOAD ").unwrap();
+    let details = s.find("\nCONTAINER ").unwrap();
+    assert!(node < workload && workload < details, "{s}");
+    assert!(s.contains("shop/web-6c8f7b9d4-t8v3c/envoy"), "{s}");
+    assert!(
+        s.contains("sidecar  1.27  restart  restartPolicy: hashed by 1.30, not by 1.27"),
+        "{s}"
+    );
+}
+
+#[test]
+fn scan_json_has_a_stable_shape() {
+    let out = kubehash(
+        &[
+            "scan", "--to", "1.31", "--from", "1.30", "-i", PODS, "-o", "json",
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["to"], "1.31");
+    assert_eq!(
+        v["total"],
+        serde_json::json!({"containers":21,"kept":0,"restart":21,"error":0})
+    );
+    assert_eq!(v["nodes"]["node-a"]["from"], "1.30");
+    assert_eq!(
+        v["workloads"]["kube-system/DaemonSet/kube-proxy"]["restart"],
+        3
+    );
+    let c = &v["containers"][0];
+    for key in [
+        "node",
+        "namespace",
+        "pod",
+        "container",
+        "kind",
+        "workload",
+        "from",
+        "to",
+        "impact",
+        "hash_from",
+        "hash_to",
+        "reasons",
+    ] {
+        assert!(c.get(key).is_some(), "container record lacks {key}: {c}");
+    }
+    assert_eq!(
+        c["workload"],
+        serde_json::json!({"kind":"DaemonSet","name":"kube-proxy"})
+    );
+}
+
+#[test]
+fn scan_exit_codes() {
+    let restart = kubehash(
+        &[
+            "scan",
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+            PODS,
+            "--fail-on-restart",
+        ],
+        b"",
+    );
+    assert_eq!(restart.status.code(), Some(3));
+    let kept = kubehash(
+        &[
+            "scan",
+            "--to",
+            "1.36",
+            "--from",
+            "1.31",
+            "-i",
+            PODS,
+            "--fail-on-restart",
+        ],
+        b"",
+    );
+    assert_eq!(kept.status.code(), Some(0), "{}", text(&kept.stderr));
+    let none = kubehash(&["scan", "--to", "1.31", "-i", PODS], b"");
+    assert_eq!(none.status.code(), Some(1));
+    assert!(text(&none.stderr).contains("--from VERSION, or --nodes FILE"));
+}
+
+#[test]
+fn scan_goes_on_past_bad_pods_and_unknown_node_versions() {
+    let nodes = r#"{"kind":"List","items":[
+        {"kind":"Node","metadata":{"name":"a"},"status":{"nodeInfo":{"kubeletVersion":"v1.29.1"}}},
+        {"kind":"Node","metadata":{"name":"b"},"status":{"nodeInfo":{"kubeletVersion":"v2.0.0"}}}]}"#;
+    let dir = std::env::temp_dir().join(format!("kubehash-scan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("nodes.json"), nodes).unwrap();
+    let pods = br#"{"kind":"PodList","items":[
+        {"kind":"Pod","metadata":{"namespace":"n","name":"ok"},"spec":{"nodeName":"a","containers":[{"name":"c","image":"i"}]}},
+        {"kind":"Pod","metadata":{"namespace":"n","name":"empty"},"spec":{"nodeName":"a"}},
+        {"kind":"Pod","metadata":{"namespace":"n","name":"on-b"},"spec":{"nodeName":"b","containers":[{"name":"c"}]}},
+        {"kind":"Pod","metadata":{"namespace":"n","name":"bad"},"spec":{"nodeName":"a","containers":[{"name":"c","tty":1}]}},
+        {"kind":"Pod","metadata":{"namespace":"n","name":"last"},"spec":{"nodeName":"a","containers":[{"name":"c"}]}}]}"#;
+    let nodes_path = dir.join("nodes.json");
+    let out = kubehash(
+        &[
+            "scan",
+            "--to",
+            "1.30",
+            "-i",
+            "-",
+            "--nodes",
+            nodes_path.to_str().unwrap(),
+        ],
+        pods,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let s = text(&out.stdout);
+    assert!(s.contains("n/ok/c"), "{s}");
+    assert!(s.contains("n/last/c"), "{s}");
+    assert!(s.contains("unsupported kubelet version \"v2.0.0\""), "{s}");
+    assert!(
+        s.contains("n/bad: c.tty: expected bool, got number 1"),
+        "{s}"
+    );
+    assert!(text(&out.stderr).contains("not scanned: n/empty: pod has no containers"));
+
+    let truncated = kubehash(
+        &["scan", "--to", "1.30", "--from", "1.29", "-i", "-"],
+        &pods[..200],
+    );
+    assert_eq!(truncated.status.code(), Some(1));
+    assert!(
+        text(&truncated.stderr).starts_with("kubehash: stdin: not valid JSON: EOF while parsing"),
+        "{}",
+        text(&truncated.stderr)
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn matrix_of_the_example_cluster() {
+    let out = kubehash(&["matrix", "-i", PODS, "--versions", "1.29..1.31"], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("1.30 → 1.31  21         21  100.0%"), "{s}");
 }

@@ -1,0 +1,458 @@
+//! Pod specs and node versions from saved JSON: `kubectl get pods -A -o json` (a PodList or List),
+//! single Pods, JSON arrays, or a directory of `.json` files; nodes from `kubectl get nodes -o json`.
+//!
+//! A PodList is read as a stream: each item is handed to the caller as soon as it is parsed and
+//! dropped after, so a multi-gigabyte list scans in the memory of one pod. The owner chain of a
+//! pod (Pod → ReplicaSet → Deployment, DaemonSet, StatefulSet, Job → CronJob) is resolved from
+//! the pod's own metadata, since saved pod lists do not carry the owners' objects.
+//!
+//! Not here: the API server (live clusters), which is a separate source.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::version::KubeletVersion;
+
+/// Calls `each` for every object in `reader`: the items of a List/PodList (streamed), the
+/// elements of a JSON array, or a single object. Several top-level values may follow each other.
+pub fn for_each_object<R: Read>(
+    reader: R,
+    source: &str,
+    mut each: impl FnMut(Value),
+) -> Result<()> {
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut any = false;
+    loop {
+        // Stop cleanly at end of input (after optional whitespace).
+        match de.end() {
+            Ok(()) if any => return Ok(()),
+            Ok(()) => {
+                return Err(Error::Input {
+                    source_name: source.to_string(),
+                    reason: "no JSON input".into(),
+                })
+            }
+            Err(_) => {}
+        }
+        Top { each: &mut each }
+            .deserialize(&mut de)
+            .map_err(|e| Error::Input {
+                source_name: source.to_string(),
+                reason: format!("not valid JSON: {e}"),
+            })?;
+        any = true;
+    }
+}
+
+/// Reads a file or every `.json` file of a directory (sorted by name), or stdin for `-`.
+pub fn for_each_object_in_path(path: &Path, mut each: impl FnMut(Value)) -> Result<()> {
+    read_path(path, &mut each)
+}
+
+fn read_path(path: &Path, each: &mut dyn FnMut(Value)) -> Result<()> {
+    let name = path.display().to_string();
+    if name == "-" {
+        return for_each_object(std::io::stdin().lock(), "stdin", each);
+    }
+    let io = |e| Error::Io {
+        source_name: name.clone(),
+        source: e,
+    };
+    if path.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(path)
+            .map_err(io)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(Error::Input {
+                source_name: name,
+                reason: "directory has no .json files".into(),
+            });
+        }
+        for f in files {
+            read_path(&f, each)?;
+        }
+        return Ok(());
+    }
+    let file = File::open(path).map_err(io)?;
+    for_each_object(BufReader::with_capacity(1 << 20, file), &name, each)
+}
+
+struct Top<'f, F> {
+    each: &'f mut F,
+}
+
+impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Top<'_, F> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Pod, a PodList/List, or an array of them")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        while let Some(v) = seq.next_element::<Value>()? {
+            (self.each)(v);
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        let mut rest = Map::new();
+        let mut streamed = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                map.next_value_seed(Items { each: self.each })?;
+                streamed = true;
+            } else {
+                let v: Value = map.next_value()?;
+                rest.insert(key, v);
+            }
+        }
+        if !streamed {
+            (self.each)(Value::Object(rest));
+        }
+        Ok(())
+    }
+}
+
+struct Items<'f, F> {
+    each: &'f mut F,
+}
+
+impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Items<'_, F> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, F: FnMut(Value)> Visitor<'de> for Items<'_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of items")
+    }
+    fn visit_unit<E>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        while let Some(v) = seq.next_element::<Value>()? {
+            (self.each)(v);
+        }
+        Ok(())
+    }
+}
+
+/// Node name → kubelet version, from Node objects (`status.nodeInfo.kubeletVersion`).
+/// A node whose version kubehash does not know is kept with the error, so its pods can be
+/// reported rather than silently skipped.
+#[derive(Debug, Default, Clone)]
+pub struct NodeVersions {
+    pub nodes: BTreeMap<String, std::result::Result<KubeletVersion, String>>,
+}
+
+impl NodeVersions {
+    pub fn add_node_object(&mut self, node: &Value) -> std::result::Result<(), String> {
+        if node.get("kind").and_then(Value::as_str) != Some("Node") {
+            return Err("not a Node object".into());
+        }
+        let name = node
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .ok_or("a Node without metadata.name")?
+            .to_string();
+        let version = match node
+            .pointer("/status/nodeInfo/kubeletVersion")
+            .and_then(Value::as_str)
+        {
+            None => Err(format!(
+                "node {name} reports no status.nodeInfo.kubeletVersion"
+            )),
+            Some(v) => v
+                .parse::<KubeletVersion>()
+                .map_err(|e| format!("node {name}: {e}")),
+        };
+        self.nodes.insert(name, version);
+        Ok(())
+    }
+
+    pub fn from_path(path: &Path) -> Result<NodeVersions> {
+        let mut nv = NodeVersions::default();
+        let mut problems = Vec::new();
+        for_each_object_in_path(path, |v| {
+            if let Err(e) = nv.add_node_object(&v) {
+                problems.push(e);
+            }
+        })?;
+        if nv.nodes.is_empty() {
+            return Err(Error::Input {
+                source_name: path.display().to_string(),
+                reason: format!(
+                    "no Node objects found{}",
+                    problems
+                        .first()
+                        .map(|p| format!(" ({p})"))
+                        .unwrap_or_default()
+                ),
+            });
+        }
+        Ok(nv)
+    }
+}
+
+/// What kind of container slot in the pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerKind {
+    Init,
+    /// An init container with `restartPolicy: Always` (a native sidecar).
+    Sidecar,
+    Regular,
+    Ephemeral,
+}
+
+/// One container of one pod, with what the report needs to group it.
+#[derive(Debug, Clone)]
+pub struct PodContainer {
+    pub namespace: String,
+    pub pod: String,
+    pub pod_uid: String,
+    pub node: String,
+    pub workload: Workload,
+    pub kind: ContainerKind,
+    pub name: String,
+    pub json: Value,
+}
+
+/// The top of a pod's owner chain.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct Workload {
+    pub kind: String,
+    pub name: String,
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.kind, self.name)
+    }
+}
+
+/// The owner chain from the pod's metadata: a ReplicaSet named `<deployment>-<pod-template-hash>`
+/// belongs to that Deployment, a Job named `<cronjob>-<digits>` is taken to be a CronJob's; a mirror
+/// pod (owned by a Node) is a static pod; a pod without owner is a bare Pod.
+pub fn workload_of(pod: &Value) -> Workload {
+    let name = pod
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let owner = pod
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .and_then(|refs| {
+            refs.iter()
+                .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+                .or_else(|| refs.first())
+        });
+    let Some(owner) = owner else {
+        return Workload {
+            kind: "Pod".into(),
+            name: name.into(),
+        };
+    };
+    let kind = owner.get("kind").and_then(Value::as_str).unwrap_or("");
+    let oname = owner.get("name").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "ReplicaSet" => {
+            let hash = pod
+                .pointer("/metadata/labels/pod-template-hash")
+                .and_then(Value::as_str);
+            match hash.and_then(|h| oname.strip_suffix(h)?.strip_suffix('-')) {
+                Some(dep) => Workload {
+                    kind: "Deployment".into(),
+                    name: dep.into(),
+                },
+                None => Workload {
+                    kind: "ReplicaSet".into(),
+                    name: oname.into(),
+                },
+            }
+        }
+        "Job" => match oname.rsplit_once('-') {
+            Some((cron, ts)) if ts.len() >= 8 && ts.bytes().all(|b| b.is_ascii_digit()) => {
+                Workload {
+                    kind: "CronJob".into(),
+                    name: cron.into(),
+                }
+            }
+            _ => Workload {
+                kind: "Job".into(),
+                name: oname.into(),
+            },
+        },
+        "Node" => Workload {
+            kind: "StaticPod".into(),
+            name: name.into(),
+        },
+        _ => Workload {
+            kind: kind.into(),
+            name: oname.into(),
+        },
+    }
+}
+
+/// Splits a pod object into its containers (init, sidecar, regular, ephemeral), taking the
+/// container values out of it. An object that is not a pod, or a pod without containers, is an
+/// error naming it.
+pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, String> {
+    let kind = pod.get("kind").and_then(Value::as_str).unwrap_or("Pod");
+    if kind != "Pod" {
+        return Err(format!("a {kind} is not a Pod"));
+    }
+    let meta = |k: &str| {
+        pod.pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (namespace, name, uid) = (meta("namespace"), meta("name"), meta("uid"));
+    if name.is_empty() {
+        return Err("a pod without metadata.name".into());
+    }
+    let id = format!("{namespace}/{name}");
+    let node = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let workload = workload_of(&pod);
+    let mut out = Vec::new();
+    for (list, default_kind) in [
+        ("initContainers", ContainerKind::Init),
+        ("containers", ContainerKind::Regular),
+        ("ephemeralContainers", ContainerKind::Ephemeral),
+    ] {
+        match pod.pointer_mut(&format!("/spec/{list}")).map(Value::take) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(cs)) => {
+                for (i, c) in cs.into_iter().enumerate() {
+                    let Some(cname) = c.get("name").and_then(Value::as_str).map(str::to_string)
+                    else {
+                        return Err(format!("{id}: spec.{list}[{i}] has no name"));
+                    };
+                    let kind = if default_kind == ContainerKind::Init
+                        && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+                    {
+                        ContainerKind::Sidecar
+                    } else {
+                        default_kind
+                    };
+                    out.push(PodContainer {
+                        namespace: namespace.clone(),
+                        pod: name.clone(),
+                        pod_uid: uid.clone(),
+                        node: node.clone(),
+                        workload: workload.clone(),
+                        kind,
+                        name: cname,
+                        json: c,
+                    });
+                }
+            }
+            Some(_) => return Err(format!("{id}: spec.{list} is not a list")),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{id}: pod has no containers"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn streams_list_items_arrays_and_single_objects() {
+        let mut names = Vec::new();
+        let input = r#"{"kind":"List","metadata":{},"items":[{"a":1},{"a":2}]} [{"a":3}] {"a":4}"#;
+        for_each_object(input.as_bytes(), "t", |v| {
+            names.push(v["a"].as_i64().unwrap())
+        })
+        .unwrap();
+        assert_eq!(names, [1, 2, 3, 4]);
+        let err = for_each_object(&b"{\"items\":[{\"a\":1},"[..], "t", |_| {}).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("t: not valid JSON: EOF while parsing"),
+            "{err}"
+        );
+        assert!(for_each_object(&b"  "[..], "t", |_| {}).is_err());
+    }
+
+    #[test]
+    fn owner_chains() {
+        let w = |v: Value| workload_of(&v).to_string();
+        assert_eq!(
+            w(
+                json!({"metadata":{"name":"web-6c8f-x","labels":{"pod-template-hash":"6c8f"},
+                "ownerReferences":[{"kind":"ReplicaSet","name":"web-6c8f","controller":true}]}})
+            ),
+            "Deployment/web"
+        );
+        assert_eq!(
+            w(
+                json!({"metadata":{"name":"r-1","ownerReferences":[{"kind":"Job","name":"report-29311200","controller":true}]}})
+            ),
+            "CronJob/report"
+        );
+        assert_eq!(
+            w(
+                json!({"metadata":{"name":"m","ownerReferences":[{"kind":"Job","name":"migrate","controller":true}]}})
+            ),
+            "Job/migrate"
+        );
+        assert_eq!(
+            w(
+                json!({"metadata":{"name":"etcd-a","ownerReferences":[{"kind":"Node","name":"a","controller":true}]}})
+            ),
+            "StaticPod/etcd-a"
+        );
+        assert_eq!(w(json!({"metadata":{"name":"solo"}})), "Pod/solo");
+    }
+
+    #[test]
+    fn sidecars_are_init_containers_that_always_restart() {
+        let pod = json!({"metadata":{"name":"p","namespace":"n"},"spec":{"nodeName":"a",
+            "initContainers":[{"name":"i"},{"name":"s","restartPolicy":"Always"}],"containers":[{"name":"c"}]}});
+        let kinds: Vec<_> = pod_containers(pod)
+            .unwrap()
+            .iter()
+            .map(|c| (c.name.clone(), c.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("i".into(), ContainerKind::Init),
+                ("s".into(), ContainerKind::Sidecar),
+                ("c".into(), ContainerKind::Regular)
+            ]
+        );
+        assert!(pod_containers(json!({"metadata":{"name":"p"},"spec":{}})).is_err());
+    }
+}

@@ -1,0 +1,521 @@
+//! Upgrade impact: which containers a kubelet upgrade F → T would recreate, and why.
+//!
+//! A container is **kept** when `hash_F(S) == hash_T(S)` for its pod spec S (the new kubelet
+//! computes the hash the old one stored), and would **restart** otherwise. The reasons come from
+//! comparing what the two kubelets actually hash: the epoch (struct dump, JSON, name+image), and
+//! for the same epoch, the fields each one prints (`VolumeMount.SubPathExpr` appears in 1.14,
+//! `startupProbe` is unknown to 1.15, …).
+//!
+//! Identical container specs (a Deployment's replicas, a DaemonSet's pods) are decoded and hashed
+//! once per (F, T): [`Scanner`] keeps a cache keyed by the container's JSON.
+//!
+//! ```
+//! use kubehash::scan::{Scanner, Impact};
+//! let mut s = Scanner::new("1.31".parse().unwrap());
+//! let c = serde_json::json!({"name": "a", "image": "nginx"});
+//! let o = s.assess(&c, "1.30".parse().unwrap(), "a");
+//! assert_eq!(o.impact, Impact::Restart);
+//! assert_eq!(o.reasons, ["kubelet 1.31 hashes only name and image; 1.30 hashes the whole spec"]);
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::decode::{decode_container, Val};
+use crate::error::{Error, Result};
+use crate::gojson;
+use crate::hash::hash_container;
+use crate::pods::{
+    for_each_object_in_path, pod_containers, ContainerKind, NodeVersions, PodContainer, Workload,
+};
+use crate::schema::{Kind, Schema, TypeId};
+use crate::sink::format_hash;
+use crate::version::{HashEpoch, KubeletVersion};
+
+/// Whether the upgrade recreates a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Impact {
+    Kept,
+    Restart,
+    Error,
+}
+
+/// The outcome for one container spec and one upgrade.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    pub impact: Impact,
+    pub hash_from: Option<String>,
+    pub hash_to: Option<String>,
+    /// Why the hash changes (empty when kept).
+    pub reasons: Vec<String>,
+    pub error: Option<String>,
+}
+
+/// One container's line in a scan.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerImpact {
+    pub node: String,
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub kind: ContainerKind,
+    pub workload: Workload,
+    /// The node's kubelet version (or `--from`); absent when unknown.
+    pub from: Option<String>,
+    pub to: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// Assesses containers for an upgrade to one target version, caching identical specs.
+pub struct Scanner {
+    to: KubeletVersion,
+    cache: HashMap<(KubeletVersion, String), Outcome>,
+    /// How many assessments were answered from the cache.
+    pub cache_hits: u64,
+}
+
+impl Scanner {
+    pub fn new(to: KubeletVersion) -> Self {
+        Scanner {
+            to,
+            cache: HashMap::new(),
+            cache_hits: 0,
+        }
+    }
+
+    pub fn to(&self) -> KubeletVersion {
+        self.to
+    }
+
+    /// The outcome of upgrading a kubelet `from` → `self.to()` for one container spec.
+    pub fn assess(&mut self, container: &Value, from: KubeletVersion, path: &str) -> Outcome {
+        let key = (from, container.to_string());
+        if let Some(o) = self.cache.get(&key) {
+            self.cache_hits += 1;
+            return o.clone();
+        }
+        let o = assess(container, from, self.to, path);
+        self.cache.insert(key, o.clone());
+        o
+    }
+
+    /// Assesses every container of a pod; `from` is the pod's node's kubelet version.
+    pub fn assess_pod(
+        &mut self,
+        containers: Vec<PodContainer>,
+        from: std::result::Result<KubeletVersion, String>,
+    ) -> Vec<ContainerImpact> {
+        containers
+            .into_iter()
+            .map(|c| {
+                let path = format!("{}/{}: {}", c.namespace, c.pod, c.name);
+                let outcome = match &from {
+                    Ok(f) => self.assess(&c.json, *f, &path),
+                    Err(e) => Outcome {
+                        impact: Impact::Error,
+                        hash_from: None,
+                        hash_to: None,
+                        reasons: vec![],
+                        error: Some(e.clone()),
+                    },
+                };
+                ContainerImpact {
+                    from: from.as_ref().ok().map(|f| f.to_string()),
+                    to: self.to.to_string(),
+                    node: c.node,
+                    namespace: c.namespace,
+                    pod: c.pod,
+                    container: c.name,
+                    kind: c.kind,
+                    workload: c.workload,
+                    outcome,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Uncached assessment of one container spec for F → T.
+pub fn assess(container: &Value, from: KubeletVersion, to: KubeletVersion, path: &str) -> Outcome {
+    let mut versions = vec![from, to];
+    versions.sort();
+    versions.dedup();
+    match hash_container(container, &versions, path) {
+        Err(e) => Outcome {
+            impact: Impact::Error,
+            hash_from: None,
+            hash_to: None,
+            reasons: vec![],
+            error: Some(e.to_string()),
+        },
+        Ok(h) => {
+            let (hf, ht) = (h.get(from), h.get(to));
+            let kept = hf == ht;
+            Outcome {
+                impact: if kept { Impact::Kept } else { Impact::Restart },
+                hash_from: hf.map(format_hash),
+                hash_to: ht.map(format_hash),
+                reasons: if kept {
+                    vec![]
+                } else {
+                    why_changed(container, from, to)
+                },
+                error: None,
+            }
+        }
+    }
+}
+
+/// How many field-level reasons to list before summarising the rest.
+const MAX_REASONS: usize = 4;
+
+/// Why `hash_F(S) != hash_T(S)`, in words a person can act on.
+pub fn why_changed(container: &Value, from: KubeletVersion, to: KubeletVersion) -> Vec<String> {
+    use HashEpoch::*;
+    match (from.epoch(), to.epoch()) {
+        (NameImage, NameImage) => vec![format!(
+            "kubelets {from} and {to} hash name and image alike; this should not differ"
+        )],
+        (_, NameImage) => vec![format!(
+            "kubelet {to} hashes only name and image; {from} hashes the whole spec"
+        )],
+        (NameImage, _) => vec![format!(
+            "kubelet {to} hashes the whole spec; {from} hashes only name and image"
+        )],
+        (Spew, Json) => vec![format!(
+            "kubelet {to} hashes the spec's JSON; {from} hashes a dump of its Go struct"
+        )],
+        (Json, Spew) => vec![format!(
+            "kubelet {to} hashes a dump of the Go struct; {from} hashes the spec's JSON"
+        )],
+        (epoch, _) => {
+            let (Ok(sf), Ok(st)) = (Schema::for_version(from), Schema::for_version(to)) else {
+                return vec![];
+            };
+            let (Ok(vf), Ok(vt)) = (
+                decode_container(sf, container, ""),
+                decode_container(st, container, ""),
+            ) else {
+                return vec![];
+            };
+            let (mut a, mut b) = (BTreeSet::new(), BTreeSet::new());
+            if epoch == Spew {
+                spew_fields(sf, sf.root(), &vf, "", &mut a);
+                spew_fields(st, st.root(), &vt, "", &mut b);
+            } else {
+                json_fields(&marshal(sf, &vf), "", &mut a);
+                json_fields(&marshal(st, &vt), "", &mut b);
+            }
+            let mut out: Vec<String> = Vec::new();
+            let gone = shallowest_difference(&a, &b);
+            let new = shallowest_difference(&b, &a);
+            let mut listed = 0;
+            for p in &new {
+                if listed < MAX_REASONS {
+                    out.push(format!("{p}: hashed by {to}, not by {from}"));
+                }
+                listed += 1;
+            }
+            for p in &gone {
+                if listed < MAX_REASONS {
+                    out.push(format!("{p}: hashed by {from}, not by {to}"));
+                }
+                listed += 1;
+            }
+            if listed > MAX_REASONS {
+                out.push(format!(
+                    "… and {} more field differences",
+                    listed - MAX_REASONS
+                ));
+            }
+            if out.is_empty() {
+                out.push(format!(
+                    "the same fields are hashed but written differently by {from} and {to}"
+                ));
+            }
+            out
+        }
+    }
+}
+
+/// The entries of `x` missing from `y`, leaving out those below another listed entry
+/// (a new struct implies its fields).
+fn shallowest_difference(x: &BTreeSet<String>, y: &BTreeSet<String>) -> Vec<String> {
+    let path = |s: &str| s.split(" (").next().unwrap_or(s).to_string();
+    let diff: Vec<String> = x.difference(y).map(|s| path(s)).collect();
+    x.difference(y)
+        .filter(|entry| {
+            let p = path(entry);
+            !diff.iter().any(|q| {
+                *q != p && (p.starts_with(&format!("{q}.")) || p.starts_with(&format!("{q}[")))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+fn marshal(schema: &Schema, v: &Val) -> Value {
+    let mut text = Vec::new();
+    gojson::write_container(schema, v, false, &mut text);
+    serde_json::from_slice(&text).unwrap_or(Value::Null)
+}
+
+/// Every field go-spew prints, as `Path.Field (type)`.
+fn spew_fields(schema: &Schema, ty: TypeId, v: &Val, prefix: &str, out: &mut BTreeSet<String>) {
+    match (&schema.ty(ty).kind, v) {
+        (Kind::Ptr(elem), Val::Ptr(inner)) => spew_fields(schema, *elem, inner, prefix, out),
+        (Kind::Slice(elem), Val::List(items)) => {
+            for item in items {
+                spew_fields(schema, *elem, item, &format!("{prefix}[]"), out);
+            }
+        }
+        (Kind::Map { value }, Val::Map(entries)) => {
+            for (k, item) in entries {
+                spew_fields(schema, *value, item, &format!("{prefix}[{k}]"), out);
+            }
+        }
+        (Kind::Struct(fields), Val::Struct(vals)) => {
+            for (f, item) in fields.iter().zip(vals) {
+                let path = if prefix.is_empty() {
+                    f.name.clone()
+                } else {
+                    format!("{prefix}.{}", f.name)
+                };
+                out.insert(format!("{path} ({})", schema.ty(f.ty).name));
+                spew_fields(schema, f.ty, item, &path, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every key path of marshalled JSON.
+fn json_fields(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, item) in m {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.insert(path.clone());
+                json_fields(item, &path, out);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                json_fields(item, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Counts for a group of containers.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Counts {
+    pub containers: u64,
+    pub kept: u64,
+    pub restart: u64,
+    pub error: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, i: Impact) {
+        self.containers += 1;
+        match i {
+            Impact::Kept => self.kept += 1,
+            Impact::Restart => self.restart += 1,
+            Impact::Error => self.error += 1,
+        }
+    }
+}
+
+/// A scan's result: totals, groupings, and every container.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ScanReport {
+    pub to: String,
+    pub total: Counts,
+    /// Node → its kubelet version (or the problem with it) and counts.
+    pub nodes: BTreeMap<String, NodeSummary>,
+    /// `namespace/Kind/name` → counts.
+    pub workloads: BTreeMap<String, Counts>,
+    pub containers: Vec<ContainerImpact>,
+    /// Objects that could not be read as pods, with the reason.
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NodeSummary {
+    pub from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
+impl ScanReport {
+    pub fn new(to: KubeletVersion) -> Self {
+        ScanReport {
+            to: to.to_string(),
+            ..ScanReport::default()
+        }
+    }
+
+    pub fn add(&mut self, c: ContainerImpact) {
+        self.total.add(c.outcome.impact);
+        let node = self.nodes.entry(c.node.clone()).or_default();
+        node.counts.add(c.outcome.impact);
+        if node.from.is_none() {
+            node.from = c.from.clone();
+        }
+        if c.from.is_none() && node.error.is_none() {
+            node.error = c.outcome.error.clone();
+        }
+        self.workloads
+            .entry(format!("{}/{}", c.namespace, c.workload))
+            .or_default()
+            .add(c.outcome.impact);
+        self.containers.push(c);
+    }
+}
+
+/// Where the source kubelet version of each container comes from.
+#[derive(Debug, Clone)]
+pub enum FromVersions {
+    /// `--from F`: every node runs F.
+    Fixed(KubeletVersion),
+    /// Per node, from Node objects.
+    PerNode(NodeVersions),
+}
+
+impl FromVersions {
+    pub fn for_node(&self, node: &str) -> std::result::Result<KubeletVersion, String> {
+        match self {
+            FromVersions::Fixed(v) => Ok(*v),
+            FromVersions::PerNode(_) if node.is_empty() => {
+                Err("pod is not scheduled to a node, so its kubelet version is unknown".into())
+            }
+            FromVersions::PerNode(nv) => match nv.nodes.get(node) {
+                Some(v) => v.clone(),
+                None => Err(format!(
+                    "node {node} is not in the node list, so its kubelet version is unknown"
+                )),
+            },
+        }
+    }
+}
+
+/// Scans every pod in a file, a directory of `.json` files, or stdin (`-`) for an upgrade to `to`.
+///
+/// Reading and assessing run on two threads joined by a bounded channel, so memory stays bounded
+/// by a few pods however large the input is, and both cores work. Objects that are not pods are
+/// listed in [`ScanReport::problems`] and the scan goes on. `progress` is called with the number
+/// of objects read so far, every 1024 objects.
+pub fn scan_path(
+    path: &Path,
+    to: KubeletVersion,
+    from: FromVersions,
+    mut progress: impl FnMut(u64),
+) -> Result<ScanReport> {
+    let (tx, rx) = mpsc::sync_channel::<Value>(256);
+    let worker = thread::spawn(move || {
+        let mut scanner = Scanner::new(to);
+        let mut report = ScanReport::new(to);
+        for object in rx {
+            match pod_containers(object) {
+                Ok(containers) => {
+                    let node = containers
+                        .first()
+                        .map(|c| c.node.clone())
+                        .unwrap_or_default();
+                    for c in scanner.assess_pod(containers, from.for_node(&node)) {
+                        report.add(c);
+                    }
+                }
+                Err(e) => report.problems.push(e),
+            }
+        }
+        report
+    });
+    let mut n = 0u64;
+    let read = for_each_object_in_path(path, |v| {
+        n += 1;
+        if n % 1024 == 0 {
+            progress(n);
+        }
+        // The receiver only stops when the worker panicked; join() reports that below.
+        let _ = tx.send(v);
+    });
+    drop(tx);
+    let report = worker.join().map_err(|_| Error::Input {
+        source_name: path.display().to_string(),
+        reason: "the scan worker stopped unexpectedly".into(),
+    })?;
+    read?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn v(s: &str) -> KubeletVersion {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn same_epoch_field_reasons() {
+        // startupProbe arrived in 1.16's struct graph … but 1.16 is a new epoch; use 1.17 → 1.18
+        // style differences within the JSON epoch: resizePolicy is known from 1.27.
+        let c = json!({"name":"a","image":"b","resizePolicy":[{"resourceName":"cpu","restartPolicy":"NotRequired"}]});
+        let o = assess(&c, v("1.26"), v("1.27"), "");
+        assert_eq!(o.impact, Impact::Restart);
+        assert_eq!(o.reasons, ["resizePolicy: hashed by 1.27, not by 1.26"]);
+        // Spew epoch: SubPathExpr is printed (empty) by 1.14 for every volume mount.
+        let c = json!({"name":"a","volumeMounts":[{"name":"v","mountPath":"/v"}]});
+        let o = assess(&c, v("1.13"), v("1.14"), "");
+        assert_eq!(o.impact, Impact::Restart);
+        assert_eq!(
+            o.reasons,
+            ["VolumeMounts[].SubPathExpr (string): hashed by 1.14, not by 1.13"]
+        );
+    }
+
+    #[test]
+    fn kept_within_an_epoch_when_nothing_new_is_hashed() {
+        let c = json!({"name":"a","image":"b"});
+        assert_eq!(assess(&c, v("1.31"), v("1.36"), "").impact, Impact::Kept);
+        assert_eq!(assess(&c, v("1.16"), v("1.17"), "").impact, Impact::Kept);
+    }
+
+    #[test]
+    fn bad_specs_are_errors_not_guesses() {
+        let c = json!({"name":"a","tty":"yes"});
+        let o = assess(&c, v("1.29"), v("1.30"), "p: a");
+        assert_eq!(o.impact, Impact::Error);
+        assert_eq!(
+            o.error.as_deref(),
+            Some("p: a.tty: expected bool, got string")
+        );
+    }
+
+    #[test]
+    fn identical_specs_are_assessed_once() {
+        let mut s = Scanner::new(v("1.31"));
+        let c = json!({"name":"a","image":"b"});
+        let first = s.assess(&c, v("1.30"), "x");
+        let second = s.assess(&c, v("1.30"), "y");
+        assert_eq!(first, second);
+        assert_eq!(s.cache_hits, 1);
+    }
+}
