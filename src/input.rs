@@ -16,8 +16,9 @@
 
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gojson::go_clean_input;
+use crate::pods::for_each_value;
 
 /// One thing to hash, or the reason a part of the input could not become one.
 #[derive(Debug)]
@@ -37,43 +38,25 @@ pub enum Item {
 
 /// Reads every item from `bytes`. `source` names the input in messages (a path, or `stdin`).
 pub fn read_items(bytes: &[u8], source: &str) -> Result<Vec<Item>> {
-    let cleaned = go_clean_input(bytes);
     let mut items = Vec::new();
-    let mut stream = serde_json::Deserializer::from_slice(&cleaned).into_iter::<Value>();
-    let mut n = 0usize;
-    loop {
-        let start = stream.byte_offset();
-        let value = match stream.next() {
-            None => break,
-            Some(Ok(v)) => v,
-            Some(Err(e)) => {
-                return Err(Error::Input {
-                    source_name: source.to_string(),
-                    reason: format!("not valid JSON: {e}"),
-                })
-            }
-        };
-        n += 1;
-        let line = 1 + cleaned[..start.min(cleaned.len())]
-            .iter()
-            .filter(|&&c| c == b'\n')
-            .count()
-            // the value starts after any whitespace that precedes it
-            + cleaned[start.min(cleaned.len())..]
-                .iter()
-                .take_while(|c| c.is_ascii_whitespace())
-                .filter(|&&c| c == b'\n')
-                .count();
-        let here = format!("{source}:{line}");
-        collect(value, &here, n, &mut items);
-    }
-    if n == 0 {
-        return Err(Error::Input {
-            source_name: source.to_string(),
-            reason: "no JSON input".to_string(),
-        });
-    }
+    for_each_item(bytes, source, |i| items.push(i))?;
     Ok(items)
+}
+
+/// Calls `each` for every item in `bytes`, in order, without holding more than one pod (or one
+/// record) in memory: the items of a PodList are parsed and handed over one at a time.
+pub fn for_each_item(bytes: &[u8], source: &str, mut each: impl FnMut(Item)) -> Result<()> {
+    let cleaned = go_clean_input(bytes);
+    let mut n = 0usize;
+    let mut buf = Vec::new();
+    for_each_value(serde_json::de::SliceRead::new(&cleaned), source, |value| {
+        n += 1;
+        let here = format!("{source}: object {n}");
+        collect(value, &here, n, &mut buf);
+        for item in buf.drain(..) {
+            each(item);
+        }
+    })
 }
 
 fn collect(mut value: Value, here: &str, n: usize, items: &mut Vec<Item>) {
@@ -259,7 +242,10 @@ mod tests {
         let got = ids("{\"name\":\"a\"}\n{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},\"spec\":{}}\n7\n{\"name\":\"b\"}");
         assert_eq!(got[0], "a");
         assert_eq!(got[1], "ERR p: pod has no containers");
-        assert_eq!(got[2], "ERR t:3: expected a JSON object, got a number");
+        assert_eq!(
+            got[2],
+            "ERR t: object 3: expected a JSON object, got a number"
+        );
         assert_eq!(got[3], "b");
     }
 

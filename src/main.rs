@@ -7,8 +7,13 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// Scans parse pods on one thread and free them on another; glibc's malloc serialises such
+/// cross-thread frees on an arena lock (a fifth of scan time in futex wake-ups). mimalloc does not.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use kubehash::hash::{hash_container, hashed_text, marshalled_json, Annotation};
-use kubehash::input::{read_items, Item};
+use kubehash::input::{for_each_item, read_items, Item};
 use kubehash::matrix::RestartMatrix;
 use kubehash::pods::{for_each_object_in_path, pod_containers, NodeVersions};
 use kubehash::report::{
@@ -174,16 +179,17 @@ fn run_hash(args: HashArgs) -> Result<ExitCode> {
     let versions = parse_version_set(&args.versions)?;
     let explain: Option<KubeletVersion> = args.explain.as_deref().map(str::parse).transpose()?;
     let (bytes, source) = read_input(&args.input)?;
-    let items = read_items(&bytes, &source)?;
 
     let mut out = io::BufWriter::new(io::stdout().lock());
     if let Some(v) = explain {
+        let items = read_items(&bytes, &source)?;
         return explain_items(&items, v, &mut out);
     }
 
-    let rows: Vec<HashRow> = items
-        .into_iter()
-        .map(|item| match item {
+    // Items are parsed one at a time and dropped once hashed; only the small rows are kept.
+    let mut rows: Vec<HashRow> = Vec::new();
+    for_each_item(&bytes, &source, |item| {
+        rows.push(match item {
             Item::Container { id, path, json } => HashRow {
                 result: hash_container(&json, &versions, &path).map_err(|e| e.to_string()),
                 id,
@@ -193,7 +199,7 @@ fn run_hash(args: HashArgs) -> Result<ExitCode> {
                 result: Err(error),
             },
         })
-        .collect();
+    })?;
     match args.output {
         Format::Table => write_table(&rows, &mut out)?,
         Format::Json => write_json(&rows, &mut out)?,

@@ -22,24 +22,30 @@ use crate::version::KubeletVersion;
 
 /// Calls `each` for every object in `reader`: the items of a List/PodList (streamed), the
 /// elements of a JSON array, or a single object. Several top-level values may follow each other.
-pub fn for_each_object<R: Read>(
-    reader: R,
+pub fn for_each_object<R: Read>(reader: R, source: &str, each: impl FnMut(Value)) -> Result<()> {
+    for_each_value(serde_json::de::IoRead::new(reader), source, each)
+}
+
+/// [`for_each_object`] over any serde_json input (`SliceRead` for bytes in memory, which is
+/// faster than going through `io::Read`). Top-level values that are not objects or arrays are
+/// passed on as they are, for the caller to report.
+pub fn for_each_value<'de, R: serde_json::de::Read<'de>>(
+    read: R,
     source: &str,
     mut each: impl FnMut(Value),
 ) -> Result<()> {
-    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut de = serde_json::Deserializer::new(read);
     let mut any = false;
     loop {
         // Stop cleanly at end of input (after optional whitespace).
-        match de.end() {
-            Ok(()) if any => return Ok(()),
-            Ok(()) => {
-                return Err(Error::Input {
-                    source_name: source.to_string(),
-                    reason: "no JSON input".into(),
-                })
+        if de.end().is_ok() {
+            if any {
+                return Ok(());
             }
-            Err(_) => {}
+            return Err(Error::Input {
+                source_name: source.to_string(),
+                reason: "no JSON input".into(),
+            });
         }
         Top { each: &mut each }
             .deserialize(&mut de)
@@ -109,6 +115,31 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
         while let Some(v) = seq.next_element::<Value>()? {
             (self.each)(v);
         }
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, v: bool) -> std::result::Result<(), E> {
+        (self.each)(Value::Bool(v));
+        Ok(())
+    }
+    fn visit_i64<E>(self, v: i64) -> std::result::Result<(), E> {
+        (self.each)(Value::from(v));
+        Ok(())
+    }
+    fn visit_u64<E>(self, v: u64) -> std::result::Result<(), E> {
+        (self.each)(Value::from(v));
+        Ok(())
+    }
+    fn visit_f64<E>(self, v: f64) -> std::result::Result<(), E> {
+        (self.each)(Value::from(v));
+        Ok(())
+    }
+    fn visit_str<E>(self, v: &str) -> std::result::Result<(), E> {
+        (self.each)(Value::from(v));
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> std::result::Result<(), E> {
+        (self.each)(Value::Null);
         Ok(())
     }
 
@@ -216,7 +247,9 @@ impl NodeVersions {
 }
 
 /// What kind of container slot in the pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ContainerKind {
     Init,
@@ -240,7 +273,9 @@ pub struct PodContainer {
 }
 
 /// The top of a pod's owner chain.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Workload {
     pub kind: String,
     pub name: String,

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::hash::ContainerHashes;
 use crate::matrix::RestartMatrix;
-use crate::scan::{Counts, Impact, ScanReport};
+use crate::scan::{ContainerImpact, Counts, Impact, ScanReport};
 use crate::version::KubeletVersion;
 
 /// The outcome for one container.
@@ -142,14 +142,7 @@ fn write_columns(rows: &[Vec<String>], out: &mut impl Write) -> io::Result<()> {
         })
         .collect();
     for r in rows {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            line.push_str(c);
-            if i + 1 < r.len() {
-                line.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
-            }
-        }
-        writeln!(out, "{}", line.trim_end())?;
+        write_row(r, &widths, out)?;
     }
     Ok(())
 }
@@ -209,38 +202,60 @@ pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> 
     write_columns(&rows, out)?;
     writeln!(out)?;
 
-    let mut rows = vec![["CONTAINER", "NODE", "KIND", "FROM", "VERDICT", "WHY"]
+    // Two passes over the details (which may be on disk): column widths, then rows.
+    let header: Vec<String> = ["CONTAINER", "NODE", "KIND", "FROM", "VERDICT", "WHY"]
         .map(String::from)
-        .to_vec()];
-    for c in &r.containers {
-        let o = &c.outcome;
-        let verdict = match o.impact {
-            Impact::Kept => "kept",
-            Impact::Restart => "restart",
-            Impact::Error => "ERROR",
-        };
-        let why = match (&o.error, o.reasons.first()) {
-            (Some(e), _) => e.clone(),
-            (None, Some(first)) if o.reasons.len() > 1 => {
-                format!("{first} (+{} more)", o.reasons.len() - 1)
-            }
-            (None, Some(first)) => first.clone(),
-            (None, None) => format!("hash {} unchanged", o.hash_from.clone().unwrap_or_default()),
-        };
-        rows.push(vec![
-            format!("{}/{}/{}", c.namespace, c.pod, c.container),
-            c.node.clone(),
-            format!("{:?}", c.kind).to_lowercase(),
-            c.from.clone().unwrap_or_else(|| "?".into()),
-            verdict.into(),
-            why,
-        ]);
+        .to_vec();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for c in r.containers.iter() {
+        for (w, cell) in widths.iter_mut().zip(detail_row(&c?)) {
+            *w = (*w).max(cell.chars().count());
+        }
     }
-    write_columns(&rows, out)?;
+    write_row(&header, &widths, out)?;
+    for c in r.containers.iter() {
+        write_row(&detail_row(&c?), &widths, out)?;
+    }
     for p in &r.problems {
         writeln!(out, "not scanned: {p}")?;
     }
     Ok(())
+}
+
+fn detail_row(c: &ContainerImpact) -> Vec<String> {
+    let o = &c.outcome;
+    let verdict = match o.impact {
+        Impact::Kept => "kept",
+        Impact::Restart => "restart",
+        Impact::Error => "ERROR",
+    };
+    let why = match (&o.error, o.reasons.first()) {
+        (Some(e), _) => e.clone(),
+        (None, Some(first)) if o.reasons.len() > 1 => {
+            format!("{first} (+{} more)", o.reasons.len() - 1)
+        }
+        (None, Some(first)) => first.clone(),
+        (None, None) => format!("hash {} unchanged", o.hash_from.clone().unwrap_or_default()),
+    };
+    vec![
+        format!("{}/{}/{}", c.namespace, c.pod, c.container),
+        c.node.clone(),
+        format!("{:?}", c.kind).to_lowercase(),
+        c.from.clone().unwrap_or_else(|| "?".into()),
+        verdict.into(),
+        why,
+    ]
+}
+
+fn write_row(cells: &[String], widths: &[usize], out: &mut impl Write) -> io::Result<()> {
+    let mut line = String::new();
+    for (i, c) in cells.iter().enumerate() {
+        line.push_str(c);
+        if i + 1 < cells.len() {
+            line.push_str(&" ".repeat(widths[i].saturating_sub(c.chars().count()) + 2));
+        }
+    }
+    writeln!(out, "{}", line.trim_end())
 }
 
 /// The matrix as upgrade steps, like `restart-matrix.md`.

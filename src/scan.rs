@@ -19,11 +19,12 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, Seek, Write};
 use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::decode::{decode_container, Val};
@@ -38,7 +39,7 @@ use crate::sink::format_hash;
 use crate::version::{HashEpoch, KubeletVersion};
 
 /// Whether the upgrade recreates a container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Impact {
     Kept,
@@ -47,7 +48,7 @@ pub enum Impact {
 }
 
 /// The outcome for one container spec and one upgrade.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
     pub impact: Impact,
     pub hash_from: Option<String>,
@@ -58,7 +59,7 @@ pub struct Outcome {
 }
 
 /// One container's line in a scan.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContainerImpact {
     pub node: String,
     pub namespace: String,
@@ -340,7 +341,7 @@ impl Counts {
 }
 
 /// A scan's result: totals, groupings, and every container.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct ScanReport {
     pub to: String,
     pub total: Counts,
@@ -348,9 +349,10 @@ pub struct ScanReport {
     pub nodes: BTreeMap<String, NodeSummary>,
     /// `namespace/Kind/name` → counts.
     pub workloads: BTreeMap<String, Counts>,
-    pub containers: Vec<ContainerImpact>,
     /// Objects that could not be read as pods, with the reason.
     pub problems: Vec<String>,
+    /// Every container, in input order (last, so that JSON output can stream it).
+    pub containers: Details,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -370,7 +372,7 @@ impl ScanReport {
         }
     }
 
-    pub fn add(&mut self, c: ContainerImpact) {
+    pub fn add(&mut self, c: ContainerImpact) -> std::io::Result<()> {
         self.total.add(c.outcome.impact);
         let node = self.nodes.entry(c.node.clone()).or_default();
         node.counts.add(c.outcome.impact);
@@ -384,7 +386,105 @@ impl ScanReport {
             .entry(format!("{}/{}", c.namespace, c.workload))
             .or_default()
             .add(c.outcome.impact);
-        self.containers.push(c);
+        self.containers.push(c)
+    }
+}
+
+/// How many container details stay in memory before they go to a temporary file.
+pub const SPILL_AFTER: usize = 50_000;
+
+/// Per-container details in input order: in memory up to [`SPILL_AFTER`], then appended to an
+/// anonymous temporary file as JSON lines (removed by the OS when dropped), so that a scan of
+/// any size runs in bounded memory.
+#[derive(Debug)]
+pub struct Details {
+    memory: Vec<ContainerImpact>,
+    spill: Option<std::io::BufWriter<std::fs::File>>,
+    len: usize,
+    spill_after: usize,
+}
+
+impl Default for Details {
+    fn default() -> Self {
+        Details::with_spill_after(SPILL_AFTER)
+    }
+}
+
+impl Details {
+    /// Keeps at most `n` details in memory.
+    pub fn with_spill_after(n: usize) -> Self {
+        Details {
+            memory: Vec::new(),
+            spill: None,
+            len: 0,
+            spill_after: n,
+        }
+    }
+
+    pub fn push(&mut self, c: ContainerImpact) -> std::io::Result<()> {
+        self.len += 1;
+        if self.spill.is_none() && self.memory.len() < self.spill_after {
+            self.memory.push(c);
+            return Ok(());
+        }
+        if self.spill.is_none() {
+            self.spill = Some(std::io::BufWriter::new(tempfile::tempfile()?));
+        }
+        if let Some(w) = &mut self.spill {
+            serde_json::to_writer(&mut *w, &c)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every container, in order. Reading back spilled details can fail (I/O).
+    pub fn iter(&self) -> impl Iterator<Item = std::io::Result<ContainerImpact>> + '_ {
+        let spilled = self.spill.as_ref().map(|w| {
+            let reader = w
+                .get_ref()
+                .try_clone()
+                .and_then(|mut f| f.rewind().map(|_| f))
+                .map(std::io::BufReader::new);
+            let lines: Box<dyn Iterator<Item = std::io::Result<ContainerImpact>>> = match reader {
+                Err(e) => Box::new(std::iter::once(Err(e))),
+                Ok(r) => Box::new(r.lines().map(|l| {
+                    l.and_then(|l| serde_json::from_str(&l).map_err(std::io::Error::other))
+                })),
+            };
+            lines
+        });
+        self.memory
+            .iter()
+            .cloned()
+            .map(Ok)
+            .chain(spilled.into_iter().flatten())
+    }
+
+    /// Flushes spilled details so that [`Details::iter`] sees all of them.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        match &mut self.spill {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Serialize for Details {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeSeq};
+        let mut seq = s.serialize_seq(Some(self.len))?;
+        for c in self.iter() {
+            seq.serialize_element(&c.map_err(S::Error::custom)?)?;
+        }
+        seq.end()
     }
 }
 
@@ -426,11 +526,14 @@ pub fn scan_path(
     from: FromVersions,
     mut progress: impl FnMut(u64),
 ) -> Result<ScanReport> {
-    let (tx, rx) = mpsc::sync_channel::<Value>(256);
+    // Pods travel in batches: one channel operation per pod costs more in thread wake-ups than
+    // assessing it.
+    const BATCH: usize = 128;
+    let (tx, rx) = mpsc::sync_channel::<Vec<Value>>(8);
     let worker = thread::spawn(move || {
         let mut scanner = Scanner::new(to);
         let mut report = ScanReport::new(to);
-        for object in rx {
+        for object in rx.into_iter().flatten() {
             match pod_containers(object) {
                 Ok(containers) => {
                     let node = containers
@@ -438,30 +541,39 @@ pub fn scan_path(
                         .map(|c| c.node.clone())
                         .unwrap_or_default();
                     for c in scanner.assess_pod(containers, from.for_node(&node)) {
-                        report.add(c);
+                        report.add(c)?;
                     }
                 }
                 Err(e) => report.problems.push(e),
             }
         }
-        report
+        report.containers.finish()?;
+        Ok::<_, std::io::Error>(report)
     });
     let mut n = 0u64;
+    let mut batch = Vec::with_capacity(BATCH);
     let read = for_each_object_in_path(path, |v| {
         n += 1;
         if n % 1024 == 0 {
             progress(n);
         }
-        // The receiver only stops when the worker panicked; join() reports that below.
-        let _ = tx.send(v);
+        batch.push(v);
+        if batch.len() == BATCH {
+            // The receiver only stops when the worker failed; join() reports that below.
+            let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+        }
     });
+    let _ = tx.send(batch);
     drop(tx);
     let report = worker.join().map_err(|_| Error::Input {
         source_name: path.display().to_string(),
         reason: "the scan worker stopped unexpectedly".into(),
     })?;
     read?;
-    Ok(report)
+    report.map_err(|e| Error::Io {
+        source_name: "scan details (temporary file)".into(),
+        source: e,
+    })
 }
 
 #[cfg(test)]
@@ -507,6 +619,27 @@ mod tests {
             o.error.as_deref(),
             Some("p: a.tty: expected bool, got string")
         );
+    }
+
+    #[test]
+    fn details_spill_to_disk_and_read_back_in_order() {
+        let mut s = Scanner::new(v("1.31"));
+        let mut d = Details::with_spill_after(3);
+        for i in 0..10 {
+            let pod = json!({"metadata":{"name":format!("p{i}"),"namespace":"n"},
+                "spec":{"nodeName":"a","containers":[{"name":"c","image":"i"}]}});
+            for c in s.assess_pod(crate::pods::pod_containers(pod).unwrap(), Ok(v("1.30"))) {
+                d.push(c).unwrap();
+            }
+        }
+        d.finish().unwrap();
+        assert!(d.spill.is_some());
+        let pods: Vec<String> = d.iter().map(|c| c.unwrap().pod).collect();
+        assert_eq!(pods, (0..10).map(|i| format!("p{i}")).collect::<Vec<_>>());
+        // Serialising reads the spilled part again.
+        let j = serde_json::to_value(&d).unwrap();
+        assert_eq!(j.as_array().unwrap().len(), 10);
+        assert_eq!(j[9]["impact"], "restart");
     }
 
     #[test]
