@@ -3,7 +3,8 @@
 //!
 //! * `render+fnv`: the writers streaming a decoded container into the hasher (what `hash` does
 //!   after decoding);
-//! * `fnv-floor`: FNV-1a over the exact same bytes, already in memory;
+//! * `fnv-floor`: FNV-1a over the exact same bytes, already in memory, one text after another;
+//! * `fnv-lanes`: the same texts hashed as a batch in interleaved lanes (`sink::fnv1a_batch`);
 //! * `decode+render+fnv`: from `serde_json::Value` to hash, decode included.
 //!
 //! Run: `cargo bench --bench hash` (add `-- --quick` for a fast look).
@@ -12,7 +13,7 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughpu
 use kubehash::decode::decode_container;
 use kubehash::hash::{hash_container, write_hashed_text, Annotation};
 use kubehash::schema::Schema;
-use kubehash::sink::Fnv32a;
+use kubehash::sink::{fnv1a_batch, Fnv32a};
 use kubehash::version::KubeletVersion;
 use serde_json::Value;
 
@@ -60,6 +61,14 @@ fn bench_epochs(c: &mut Criterion) {
                     acc ^= Fnv32a::hash(black_box(t));
                 }
                 acc
+            })
+        });
+        let refs: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
+        g.bench_function("fnv-lanes", |b| {
+            let mut out = vec![0u32; refs.len()];
+            b.iter(|| {
+                fnv1a_batch(black_box(&refs), &mut out);
+                out[0]
             })
         });
         g.bench_function("render+fnv", |b| {
