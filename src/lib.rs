@@ -14,12 +14,14 @@
 //!                                              report   ─ table / JSON / JSON Lines
 //! ```
 
+pub mod cri;
 pub mod decode;
 pub mod error;
 pub mod gojson;
 pub mod hash;
 pub mod input;
 pub mod matrix;
+pub mod plan;
 pub mod pods;
 pub mod quantity;
 pub mod report;

@@ -12,10 +12,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use kubehash::cri::Cri;
 use kubehash::hash::{hash_container, hashed_text, marshalled_json, Annotation};
 use kubehash::input::{for_each_item, read_items, Item};
 use kubehash::matrix::RestartMatrix;
+use kubehash::plan::{plan, PodIndex, Verdict};
 use kubehash::pods::{for_each_object_in_path, pod_containers, NodeVersions};
+use kubehash::report::{plan_counts, write_plan_table};
 use kubehash::report::{
     write_json, write_jsonl, write_matrix_table, write_scan_table, write_table, HashRow,
 };
@@ -74,6 +77,12 @@ struct ScanArgs {
     /// Nodes (kubectl get nodes -o json), for each node's kubelet version.
     #[arg(long, value_name = "PATH")]
     nodes: Option<PathBuf>,
+
+    /// Node-local mode: read this node's containers from the CRI runtime at this endpoint
+    /// (e.g. unix:///run/containerd/containerd.sock), join them to the pods, and give each one
+    /// a verdict: unchanged, rewrite, will-restart, no-pod or error.
+    #[arg(long, value_name = "ENDPOINT")]
+    cri: Option<String>,
 
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = ScanFormat::Table)]
@@ -276,6 +285,9 @@ fn explain_items(items: &[Item], v: KubeletVersion, out: &mut impl Write) -> Res
 
 fn run_scan(args: ScanArgs) -> Result<ExitCode> {
     let to: KubeletVersion = args.to.parse()?;
+    if let Some(endpoint) = &args.cri {
+        return run_node_scan(&args, endpoint, to);
+    }
     let from = match (&args.from, &args.nodes) {
         (Some(f), _) => FromVersions::Fixed(f.parse()?),
         (None, Some(path)) => FromVersions::PerNode(NodeVersions::from_path(path)?),
@@ -339,4 +351,60 @@ fn run_matrix(args: MatrixArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(2)
     })
+}
+
+/// `scan --cri`: this node's containers, joined to their pods, with a verdict each.
+fn run_node_scan(args: &ScanArgs, endpoint: &str, to: KubeletVersion) -> Result<ExitCode> {
+    let from: Option<KubeletVersion> = args.from.as_deref().map(str::parse).transpose()?;
+    let mut pods = PodIndex::default();
+    for_each_object_in_path(&args.pods, |p| pods.add_pod(p))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let (containers, runtime) = rt.block_on(async {
+        let mut cri = Cri::connect(endpoint).await?;
+        let containers = cri.list_containers().await?;
+        Ok::<_, kubehash::Error>((containers, cri.runtime_version().clone()))
+    })?;
+    let plans = plan(&containers, &pods, to, from);
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    match args.output {
+        ScanFormat::Table => write_plan_table(
+            &plans,
+            &format!(
+                "Plan for kubelet {to} on this node ({} {}, CRI {})",
+                runtime.runtime_name, runtime.runtime_version, runtime.runtime_api_version
+            ),
+            &mut out,
+        )?,
+        ScanFormat::Json => {
+            let counts: serde_json::Map<String, serde_json::Value> = plan_counts(&plans)
+                .into_iter()
+                .map(|(k, n)| (k.to_string(), n.into()))
+                .collect();
+            let doc = serde_json::json!({
+                "to": to.to_string(),
+                "from": from.map(|f| f.to_string()),
+                "runtime": {"name": runtime.runtime_name, "version": runtime.runtime_version,
+                            "api_version": runtime.runtime_api_version},
+                "counts": counts,
+                "containers": plans,
+            });
+            serde_json::to_writer_pretty(&mut out, &doc)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    for p in &pods.problems {
+        eprintln!("kubehash: not a usable pod: {p}");
+    }
+    let restarts = plans.iter().any(|p| p.verdict == Verdict::WillRestart);
+    if args.fail_on_restart && restarts {
+        return Ok(ExitCode::from(3));
+    }
+    if plans.iter().any(|p| p.verdict == Verdict::Error) {
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
 }

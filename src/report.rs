@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::hash::ContainerHashes;
 use crate::matrix::RestartMatrix;
+use crate::plan::{ContainerPlan, Verdict};
 use crate::scan::{ContainerImpact, Counts, Impact, ScanReport};
 use crate::version::KubeletVersion;
 
@@ -285,4 +286,63 @@ pub fn write_matrix_table(m: &RestartMatrix, out: &mut impl Write) -> io::Result
         )?;
     }
     Ok(())
+}
+
+/// Counts of a node plan by verdict, in the order people read them.
+pub fn plan_counts(plans: &[ContainerPlan]) -> Vec<(&'static str, usize)> {
+    [
+        Verdict::Rewrite,
+        Verdict::Unchanged,
+        Verdict::WillRestart,
+        Verdict::NoPod,
+        Verdict::Error,
+    ]
+    .iter()
+    .map(|v| (v.as_str(), plans.iter().filter(|p| p.verdict == *v).count()))
+    .collect()
+}
+
+/// A node's plan for people: one line of counts, then one row per container.
+pub fn write_plan_table(
+    plans: &[ContainerPlan],
+    heading: &str,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let counts: Vec<String> = plan_counts(plans)
+        .iter()
+        .map(|(v, n)| format!("{n} {v}"))
+        .collect();
+    writeln!(out, "{heading}: {}.", counts.join(", "))?;
+    writeln!(out)?;
+    let mut rows = vec![[
+        "CONTAINER",
+        "POD",
+        "NAME",
+        "STATE",
+        "STORED",
+        "NEW",
+        "VERDICT",
+        "PROVENANCE",
+        "WHY",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for p in plans {
+        rows.push(vec![
+            p.id.chars().take(13).collect(),
+            format!("{}/{}", p.namespace, p.pod),
+            p.container.clone(),
+            p.state.clone(),
+            p.stored_hash.clone().unwrap_or_else(|| "-".into()),
+            p.new_hash.clone().unwrap_or_else(|| "-".into()),
+            p.verdict.as_str().into(),
+            if p.provenance.is_empty() {
+                "-".into()
+            } else {
+                p.provenance.join(",")
+            },
+            p.reason.clone(),
+        ]);
+    }
+    write_columns(&rows, out)
 }

@@ -554,7 +554,7 @@ pub fn scan_path(
     let mut batch = Vec::with_capacity(BATCH);
     let read = for_each_object_in_path(path, |v| {
         n += 1;
-        if n % 1024 == 0 {
+        if n.is_multiple_of(1024) {
             progress(n);
         }
         batch.push(v);

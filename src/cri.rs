@@ -1,0 +1,358 @@
+//! A CRI client over a unix socket: what the kubelet sees of a node's containers.
+//!
+//! Speaks `runtime.v1`, and falls back to `runtime.v1alpha2` for runtimes that only have that
+//! (containerd < 1.7 with old configs, CRI-O < 1.23): the messages kubehash uses are identical in
+//! both, so one set of generated types serves both and only the gRPC path differs.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), kubehash::Error> {
+//! let mut cri = kubehash::cri::Cri::connect("unix:///run/containerd/containerd.sock").await?;
+//! for c in cri.list_containers().await? {
+//!     println!("{} {:?}", c.id, c.annotations.get("io.kubernetes.container.hash"));
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::error::{Error, Result};
+
+/// The generated CRI types (our `proto/cri.proto` subset of runtime.v1).
+pub mod proto {
+    tonic::include_proto!("runtime.v1");
+}
+
+/// Labels and annotations the kubelet puts on CRI objects.
+pub mod keys {
+    pub const POD_NAME: &str = "io.kubernetes.pod.name";
+    pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+    pub const POD_UID: &str = "io.kubernetes.pod.uid";
+    pub const CONTAINER_NAME: &str = "io.kubernetes.container.name";
+    pub const HASH: &str = "io.kubernetes.container.hash";
+    pub const HASH_WITHOUT_RESOURCES: &str = "io.kubernetes.container.hashWithoutResources";
+}
+
+/// Which CRI API package the runtime answered on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiVersion {
+    V1,
+    V1Alpha2,
+}
+
+impl ApiVersion {
+    pub fn package(self) -> &'static str {
+        match self {
+            ApiVersion::V1 => "runtime.v1",
+            ApiVersion::V1Alpha2 => "runtime.v1alpha2",
+        }
+    }
+}
+
+/// A connected CRI runtime.
+#[derive(Debug, Clone)]
+pub struct Cri {
+    grpc: tonic::client::Grpc<Channel>,
+    api: ApiVersion,
+    endpoint: String,
+    version: proto::VersionResponse,
+}
+
+/// How long one CRI call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The socket path of `unix:///path` or a plain `/path`.
+pub fn socket_path(endpoint: &str) -> Result<String> {
+    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+    if path.starts_with('/') {
+        Ok(path.to_string())
+    } else {
+        Err(Error::Cri {
+            endpoint: endpoint.to_string(),
+            reason: "expected unix:///path/to/socket or an absolute socket path".into(),
+        })
+    }
+}
+
+/// A tonic channel to a unix socket (the URI is a placeholder; the connector ignores it).
+pub async fn unix_channel(endpoint: &str) -> Result<Channel> {
+    let path = socket_path(endpoint)?;
+    let fail = |reason: String| Error::Cri {
+        endpoint: endpoint.to_string(),
+        reason,
+    };
+    if !std::path::Path::new(&path).exists() {
+        return Err(fail(format!(
+            "no socket at {path} (is the runtime running?)"
+        )));
+    }
+    let connector_path = path.clone();
+    Endpoint::try_from("http://[::]:0")
+        .map_err(|e| fail(e.to_string()))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(CALL_TIMEOUT)
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let p = connector_path.clone();
+            async move { tokio::net::UnixStream::connect(p).await.map(TokioIo::new) }
+        }))
+        .await
+        .map_err(|e| fail(format!("cannot connect to {path}: {}", source_chain(&e))))
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+impl Cri {
+    /// Connects and asks the runtime for its version, on runtime.v1 first, then v1alpha2.
+    pub async fn connect(endpoint: &str) -> Result<Cri> {
+        let channel = unix_channel(endpoint).await?;
+        let mut cri = Cri {
+            grpc: tonic::client::Grpc::new(channel),
+            api: ApiVersion::V1,
+            endpoint: endpoint.to_string(),
+            version: proto::VersionResponse::default(),
+        };
+        let req = proto::VersionRequest {
+            version: "0.1.0".into(),
+        };
+        match cri
+            .call::<_, proto::VersionResponse>("Version", req.clone())
+            .await
+        {
+            Ok(v) => cri.version = v,
+            Err(CallError::Status(s)) if s.code() == tonic::Code::Unimplemented => {
+                cri.api = ApiVersion::V1Alpha2;
+                cri.version = cri
+                    .call("Version", req)
+                    .await
+                    .map_err(|e| cri.error("Version", e))?;
+            }
+            Err(e) => return Err(cri.error("Version", e)),
+        }
+        Ok(cri)
+    }
+
+    pub fn api(&self) -> ApiVersion {
+        self.api
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The runtime's answer to Version (name, version, API version).
+    pub fn runtime_version(&self) -> &proto::VersionResponse {
+        &self.version
+    }
+
+    fn error(&self, method: &str, e: CallError) -> Error {
+        Error::Cri {
+            endpoint: self.endpoint.clone(),
+            reason: match e {
+                CallError::Status(s) => format!("{method}: {} ({:?})", s.message(), s.code()),
+                CallError::Path => format!("{method}: bad method path"),
+            },
+        }
+    }
+
+    async fn call<Req, Resp>(
+        &mut self,
+        method: &str,
+        req: Req,
+    ) -> std::result::Result<Resp, CallError>
+    where
+        Req: prost::Message + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
+        let path =
+            PathAndQuery::try_from(format!("/{}.RuntimeService/{method}", self.api.package()))
+                .map_err(|_| CallError::Path)?;
+        self.grpc
+            .ready()
+            .await
+            .map_err(|e| CallError::Status(tonic::Status::unavailable(e.to_string())))?;
+        let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+        self.grpc
+            .unary(tonic::Request::new(req), path, codec)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(CallError::Status)
+    }
+
+    async fn rpc<Req, Resp>(&mut self, method: &str, req: Req) -> Result<Resp>
+    where
+        Req: prost::Message + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
+        let r = self.call(method, req).await;
+        r.map_err(|e| self.error(method, e))
+    }
+
+    /// Every container the runtime knows (all states).
+    pub async fn list_containers(&mut self) -> Result<Vec<proto::Container>> {
+        let r: proto::ListContainersResponse = self
+            .rpc(
+                "ListContainers",
+                proto::ListContainersRequest { filter: None },
+            )
+            .await?;
+        Ok(r.containers)
+    }
+
+    pub async fn container_status(&mut self, id: &str) -> Result<proto::ContainerStatusResponse> {
+        self.rpc(
+            "ContainerStatus",
+            proto::ContainerStatusRequest {
+                container_id: id.into(),
+                verbose: true,
+            },
+        )
+        .await
+    }
+
+    pub async fn list_pod_sandboxes(&mut self) -> Result<Vec<proto::PodSandbox>> {
+        let r: proto::ListPodSandboxResponse = self
+            .rpc(
+                "ListPodSandbox",
+                proto::ListPodSandboxRequest { filter: None },
+            )
+            .await?;
+        Ok(r.items)
+    }
+
+    pub async fn run_pod_sandbox(&mut self, config: proto::PodSandboxConfig) -> Result<String> {
+        let r: proto::RunPodSandboxResponse = self
+            .rpc(
+                "RunPodSandbox",
+                proto::RunPodSandboxRequest {
+                    config: Some(config),
+                    runtime_handler: String::new(),
+                },
+            )
+            .await?;
+        Ok(r.pod_sandbox_id)
+    }
+
+    pub async fn create_container(
+        &mut self,
+        sandbox_id: &str,
+        config: proto::ContainerConfig,
+        sandbox: proto::PodSandboxConfig,
+    ) -> Result<String> {
+        let r: proto::CreateContainerResponse = self
+            .rpc(
+                "CreateContainer",
+                proto::CreateContainerRequest {
+                    pod_sandbox_id: sandbox_id.into(),
+                    config: Some(config),
+                    sandbox_config: Some(sandbox),
+                },
+            )
+            .await?;
+        Ok(r.container_id)
+    }
+
+    pub async fn start_container(&mut self, id: &str) -> Result<()> {
+        let _: proto::StartContainerResponse = self
+            .rpc(
+                "StartContainer",
+                proto::StartContainerRequest {
+                    container_id: id.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn stop_container(&mut self, id: &str, timeout_s: i64) -> Result<()> {
+        let _: proto::StopContainerResponse = self
+            .rpc(
+                "StopContainer",
+                proto::StopContainerRequest {
+                    container_id: id.into(),
+                    timeout: timeout_s,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn remove_container(&mut self, id: &str) -> Result<()> {
+        let _: proto::RemoveContainerResponse = self
+            .rpc(
+                "RemoveContainer",
+                proto::RemoveContainerRequest {
+                    container_id: id.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn stop_pod_sandbox(&mut self, id: &str) -> Result<()> {
+        let _: proto::StopPodSandboxResponse = self
+            .rpc(
+                "StopPodSandbox",
+                proto::StopPodSandboxRequest {
+                    pod_sandbox_id: id.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn remove_pod_sandbox(&mut self, id: &str) -> Result<()> {
+        let _: proto::RemovePodSandboxResponse = self
+            .rpc(
+                "RemovePodSandbox",
+                proto::RemovePodSandboxRequest {
+                    pod_sandbox_id: id.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+enum CallError {
+    Status(tonic::Status),
+    Path,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(
+            socket_path("unix:///run/containerd/containerd.sock").unwrap(),
+            "/run/containerd/containerd.sock"
+        );
+        assert_eq!(socket_path("/tmp/x.sock").unwrap(), "/tmp/x.sock");
+        assert!(socket_path("tcp://1.2.3.4:5").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_missing_socket_is_a_clear_error() {
+        let err = Cri::connect("unix:///nonexistent/cri.sock")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "CRI endpoint unix:///nonexistent/cri.sock: no socket at /nonexistent/cri.sock (is the runtime running?)"
+        );
+    }
+}

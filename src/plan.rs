@@ -1,0 +1,374 @@
+//! Joining a node's containers (as the runtime reports them over CRI) to their pod specs, and the
+//! verdict for each one (design §5).
+//!
+//! For a container C with stored hash H and the current spec S of its pod:
+//! * `unchanged`: `hash_T(S) == H`, the new kubelet keeps it as it is;
+//! * `rewrite`: `hash_F(S) == H` but `hash_T(S) != H`: C provably runs the current spec, and only
+//!   the hash format changes, so H may be replaced by `hash_T(S)`;
+//! * `will-restart`: H is not the old kubelet's hash of S (with `--from F`), or no known kubelet's
+//!   (without): the spec really changed, or C was made from a spec we never saw. Never masked;
+//! * `no-pod`: no pod spec for C (deleted pod, static pod without a manifest);
+//! * `error`: cannot decide (no stored hash, a spec that does not decode, …).
+//!
+//! The *provenance* of C is the list of kubelet versions whose hash of S equals H.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cri::{keys, proto};
+use crate::hash::hash_container;
+use crate::pods::pod_containers;
+use crate::sink::format_hash;
+use crate::version::KubeletVersion;
+
+/// What to do with one container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Unchanged,
+    Rewrite,
+    WillRestart,
+    NoPod,
+    Error,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Unchanged => "unchanged",
+            Verdict::Rewrite => "rewrite",
+            Verdict::WillRestart => "will-restart",
+            Verdict::NoPod => "no-pod",
+            Verdict::Error => "error",
+        }
+    }
+}
+
+/// One container's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerPlan {
+    pub id: String,
+    pub sandbox_id: String,
+    pub namespace: String,
+    pub pod: String,
+    pub pod_uid: String,
+    pub container: String,
+    /// CRI state: created, running, exited, unknown.
+    pub state: String,
+    /// `io.kubernetes.container.hash` as stored.
+    pub stored_hash: Option<String>,
+    pub stored_hash_without_resources: Option<String>,
+    pub verdict: Verdict,
+    /// Kubelet versions whose hash of the current spec equals the stored hash.
+    pub provenance: Vec<String>,
+    /// The target kubelet's hash of the current spec (when the spec could be hashed).
+    pub new_hash: Option<String>,
+    /// The target's hashWithoutResources (targets 1.27 – 1.30 only).
+    pub new_hash_without_resources: Option<String>,
+    /// Why this verdict, in a sentence.
+    pub reason: String,
+}
+
+/// Pod specs by pod UID (and by namespace/name, for specs saved without a UID).
+#[derive(Debug, Default)]
+pub struct PodIndex {
+    by_uid: HashMap<String, HashMap<String, Value>>,
+    /// Pods saved without a UID, which can only be matched by namespace/name.
+    by_name: HashMap<(String, String), HashMap<String, Value>>,
+    /// Objects that could not be read as pods.
+    pub problems: Vec<String>,
+}
+
+impl PodIndex {
+    /// Adds one pod object (its containers of every kind).
+    pub fn add_pod(&mut self, pod: Value) {
+        match pod_containers(pod) {
+            Err(e) => self.problems.push(e),
+            Ok(cs) => {
+                for c in cs {
+                    if c.pod_uid.is_empty() {
+                        self.by_name
+                            .entry((c.namespace.clone(), c.pod.clone()))
+                            .or_default()
+                            .insert(c.name, c.json);
+                    } else {
+                        self.by_uid
+                            .entry(c.pod_uid.clone())
+                            .or_default()
+                            .insert(c.name, c.json);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The spec of container `name` of the pod with this UID. A pod saved without a UID is
+    /// matched by namespace/name; a pod with a UID never matches a container of another UID (a
+    /// pod deleted and recreated under the same name is a different pod).
+    pub fn find(&self, uid: &str, namespace: &str, pod: &str, name: &str) -> Option<&Value> {
+        self.by_uid
+            .get(uid)
+            .or_else(|| self.by_name.get(&(namespace.to_string(), pod.to_string())))
+            .and_then(|cs| cs.get(name))
+    }
+
+    /// How many pods are indexed.
+    pub fn len(&self) -> usize {
+        self.by_uid.len() + self.by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `1.16–1.26, 1.31` for a sorted list of versions.
+pub fn version_ranges(vs: &[KubeletVersion]) -> Vec<String> {
+    let mut out: Vec<(KubeletVersion, KubeletVersion)> = Vec::new();
+    for &v in vs {
+        match out.last_mut() {
+            Some(last) if last.1.minor() + 1 == v.minor() => last.1 = v,
+            _ => out.push((v, v)),
+        }
+    }
+    out.into_iter()
+        .map(|(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}–{b}")
+            }
+        })
+        .collect()
+}
+
+fn state_name(s: i32) -> &'static str {
+    match proto::ContainerState::try_from(s) {
+        Ok(proto::ContainerState::ContainerCreated) => "created",
+        Ok(proto::ContainerState::ContainerRunning) => "running",
+        Ok(proto::ContainerState::ContainerExited) => "exited",
+        _ => "unknown",
+    }
+}
+
+/// The plan for every container, in the order given.
+pub fn plan(
+    containers: &[proto::Container],
+    pods: &PodIndex,
+    to: KubeletVersion,
+    from: Option<KubeletVersion>,
+) -> Vec<ContainerPlan> {
+    let all: Vec<KubeletVersion> = KubeletVersion::all().collect();
+    containers
+        .iter()
+        .map(|c| {
+            let label = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
+            let (namespace, pod, uid) = (
+                label(keys::POD_NAMESPACE),
+                label(keys::POD_NAME),
+                label(keys::POD_UID),
+            );
+            let name = c
+                .labels
+                .get(keys::CONTAINER_NAME)
+                .cloned()
+                .or_else(|| c.metadata.as_ref().map(|m| m.name.clone()))
+                .unwrap_or_default();
+            let mut p = ContainerPlan {
+                id: c.id.clone(),
+                sandbox_id: c.pod_sandbox_id.clone(),
+                namespace,
+                pod,
+                pod_uid: uid,
+                container: name,
+                state: state_name(c.state).into(),
+                stored_hash: c.annotations.get(keys::HASH).cloned(),
+                stored_hash_without_resources: c
+                    .annotations
+                    .get(keys::HASH_WITHOUT_RESOURCES)
+                    .cloned(),
+                verdict: Verdict::Error,
+                provenance: vec![],
+                new_hash: None,
+                new_hash_without_resources: None,
+                reason: String::new(),
+            };
+            decide(&mut p, pods, to, from, &all);
+            p
+        })
+        .collect()
+}
+
+fn decide(
+    p: &mut ContainerPlan,
+    pods: &PodIndex,
+    to: KubeletVersion,
+    from: Option<KubeletVersion>,
+    all: &[KubeletVersion],
+) {
+    let Some(spec) = pods.find(&p.pod_uid, &p.namespace, &p.pod, &p.container) else {
+        p.verdict = Verdict::NoPod;
+        p.reason = format!(
+            "no spec for container {} of pod {}/{} (uid {:?}) in the pod list",
+            p.container, p.namespace, p.pod, p.pod_uid
+        );
+        return;
+    };
+    let path = format!("{}/{}: {}", p.namespace, p.pod, p.container);
+    let hashes = match hash_container(spec, all, &path) {
+        Ok(h) => h,
+        Err(e) => {
+            p.reason = e.to_string();
+            return;
+        }
+    };
+    p.new_hash = hashes.get(to).map(format_hash);
+    p.new_hash_without_resources = hashes.get_without_resources(to).map(format_hash);
+    let Some(stored) = p.stored_hash.clone() else {
+        p.reason = format!("the container has no {} annotation", keys::HASH);
+        return;
+    };
+    let matching: Vec<KubeletVersion> = hashes
+        .hash
+        .iter()
+        .filter(|(_, h)| format_hash(*h) == stored)
+        .map(|(v, _)| *v)
+        .collect();
+    p.provenance = version_ranges(&matching);
+    if p.new_hash.as_deref() == Some(stored.as_str()) {
+        p.verdict = Verdict::Unchanged;
+        p.reason = format!("kubelet {to} computes the stored hash {stored}");
+        return;
+    }
+    let proven = match from {
+        Some(f) => matching.contains(&f),
+        None => !matching.is_empty(),
+    };
+    if proven {
+        p.verdict = Verdict::Rewrite;
+        p.reason = match from {
+            Some(f) => format!("stored hash {stored} is kubelet {f}'s hash of the current spec"),
+            None => format!(
+                "stored hash {stored} is the hash of the current spec for kubelet {}",
+                p.provenance.join(", ")
+            ),
+        };
+    } else {
+        p.verdict = Verdict::WillRestart;
+        p.reason = match (from, matching.is_empty()) {
+            (Some(f), false) => format!(
+                "stored hash {stored} is not kubelet {f}'s hash of the current spec (it is {}'s): kubelet {f} would restart it too",
+                p.provenance.join(", ")
+            ),
+            (Some(f), true) => format!("stored hash {stored} is not kubelet {f}'s hash of the current spec: the spec changed since the container was created"),
+            (None, _) => format!("stored hash {stored} matches no kubelet's hash of the current spec: the spec changed since the container was created"),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn v(s: &str) -> KubeletVersion {
+        s.parse().unwrap()
+    }
+
+    fn container(id: &str, uid: &str, name: &str, hash: Option<&str>) -> proto::Container {
+        let mut labels = HashMap::new();
+        labels.insert(keys::POD_UID.to_string(), uid.to_string());
+        labels.insert(keys::POD_NAMESPACE.to_string(), "ns".to_string());
+        labels.insert(keys::POD_NAME.to_string(), "p".to_string());
+        labels.insert(keys::CONTAINER_NAME.to_string(), name.to_string());
+        let mut annotations = HashMap::new();
+        if let Some(h) = hash {
+            annotations.insert(keys::HASH.to_string(), h.to_string());
+        }
+        proto::Container {
+            id: id.into(),
+            labels,
+            annotations,
+            state: proto::ContainerState::ContainerRunning as i32,
+            ..Default::default()
+        }
+    }
+
+    fn hash_of(spec: &Value, ver: &str) -> String {
+        format_hash(hash_container(spec, &[v(ver)], "").unwrap().hash[0].1)
+    }
+
+    #[test]
+    fn every_verdict() {
+        let spec = json!({"name":"app","image":"nginx:1","args":["-v"]});
+        let old_spec = json!({"name":"app","image":"nginx:1","args":["-v","--old"]});
+        let mut pods = PodIndex::default();
+        pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[spec.clone()]}}));
+        let cs = vec![
+            container("a", "u1", "app", Some(&hash_of(&spec, "1.30"))),
+            container("b", "u1", "app", Some(&hash_of(&old_spec, "1.30"))),
+            container("c", "u1", "app", Some(&hash_of(&spec, "1.31"))),
+            container("d", "u2", "app", Some("123")),
+            container("e", "u1", "app", None),
+        ];
+        let got: Vec<Verdict> = plan(&cs, &pods, v("1.31"), Some(v("1.30")))
+            .iter()
+            .map(|p| p.verdict)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                Verdict::Rewrite,
+                Verdict::WillRestart,
+                Verdict::Unchanged,
+                Verdict::NoPod,
+                Verdict::Error
+            ]
+        );
+        let p = &plan(&cs[..1], &pods, v("1.31"), None)[0];
+        assert_eq!(p.verdict, Verdict::Rewrite);
+        assert_eq!(p.provenance, ["1.16–1.30"]);
+        assert_eq!(p.new_hash.as_deref(), Some(hash_of(&spec, "1.31").as_str()));
+    }
+
+    #[test]
+    fn from_version_must_match_not_just_any_version() {
+        // Stored by a 1.15 kubelet, but the node claims 1.30: 1.30 would restart it itself.
+        let spec = json!({"name":"app","image":"nginx:1"});
+        let mut pods = PodIndex::default();
+        pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[spec.clone()]}}));
+        let cs = vec![container("a", "u1", "app", Some(&hash_of(&spec, "1.15")))];
+        let p = &plan(&cs, &pods, v("1.31"), Some(v("1.30")))[0];
+        assert_eq!(p.verdict, Verdict::WillRestart);
+        assert!(
+            p.reason.contains("(it is 1.14–1.15's)") || p.reason.contains("it is 1."),
+            "{}",
+            p.reason
+        );
+    }
+
+    #[test]
+    fn a_recreated_pod_is_not_the_same_pod() {
+        let spec = json!({"name":"app","image":"nginx:1"});
+        let mut pods = PodIndex::default();
+        pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"new"},"spec":{"containers":[spec.clone()]}}));
+        assert!(pods.find("old", "ns", "p", "app").is_none());
+        assert!(pods.find("new", "ns", "p", "app").is_some());
+        let mut no_uid = PodIndex::default();
+        no_uid.add_pod(
+            json!({"metadata":{"namespace":"ns","name":"p"},"spec":{"containers":[spec]}}),
+        );
+        assert!(no_uid.find("any", "ns", "p", "app").is_some());
+    }
+
+    #[test]
+    fn ranges() {
+        let vs: Vec<KubeletVersion> = ["1.8", "1.9", "1.10", "1.12", "1.31"]
+            .iter()
+            .map(|s| v(s))
+            .collect();
+        assert_eq!(version_ranges(&vs), ["1.8–1.10", "1.12", "1.31"]);
+    }
+}

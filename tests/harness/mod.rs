@@ -1,0 +1,477 @@
+//! A real containerd for integration tests (Debian's `containerd` and `runc`, installed by
+//! `.ci/run`), on its own root, state, socket and runc root under a temporary directory, with a
+//! locally built OCI image (busybox-static) as both the sandbox image and the container image, the
+//! `native` snapshotter and `restrict_oom_score_adj = true` (needed on these machines), and
+//! host-network pods without a hostname. See shared/docs/containerd-notes.md.
+//!
+//! Pods are created through the real CRI API the way a kubelet of a given version does: labels,
+//! annotations and the container hash computed by kubehash for that version.
+//!
+//! If containerd cannot be started the test fails: it never skips silently.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kubehash::cri::{keys, proto, Cri};
+use kubehash::hash::hash_container;
+use kubehash::sink::format_hash;
+use kubehash::version::KubeletVersion;
+use serde_json::Value;
+
+/// The image every pod and sandbox uses; its default command sleeps.
+pub const IMAGE: &str = "docker.io/local/app:1";
+
+/// One containerd at a time: the tests share the machine's two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub struct Containerd {
+    pub dir: PathBuf,
+    child: Option<Child>,
+    _serial: MutexGuard<'static, ()>,
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sha256(path: &Path) -> (String, u64) {
+    let out = run(Command::new("sha256sum").arg(path));
+    let digest = out
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    (digest, size)
+}
+
+/// Builds an OCI image layout tarball holding busybox-static, and returns its path.
+fn build_image(dir: &Path) -> PathBuf {
+    let layer = dir.join("image-src/layer");
+    let blobs = dir.join("image-src/oci/blobs/sha256");
+    std::fs::create_dir_all(layer.join("bin")).unwrap();
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::copy("/bin/busybox", layer.join("bin/busybox")).expect(
+        "busybox-static is needed to build the test image (apt-get install busybox-static)",
+    );
+    for applet in ["sh", "sleep", "cat", "echo", "ls"] {
+        std::os::unix::fs::symlink("busybox", layer.join("bin").join(applet)).unwrap();
+    }
+    let layer_tar = dir.join("image-src/layer.tar");
+    run(Command::new("tar")
+        .args(["-C"])
+        .arg(&layer)
+        .args([
+            "--owner=0",
+            "--group=0",
+            "--numeric-owner",
+            "--sort=name",
+            "--mtime=@0",
+            "-cf",
+        ])
+        .arg(&layer_tar)
+        .arg("."));
+    let blob = |path: &Path| {
+        let (d, s) = sha256(path);
+        std::fs::copy(path, blobs.join(&d)).unwrap();
+        (d, s)
+    };
+    let (l, ls) = blob(&layer_tar);
+    let config = dir.join("image-src/config.json");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{{"architecture":"amd64","os":"linux","config":{{"Cmd":["/bin/sleep","1000000"],"Env":["PATH=/bin"]}},"rootfs":{{"type":"layers","diff_ids":["sha256:{l}"]}}}}"#
+        ),
+    )
+    .unwrap();
+    let (c, cs) = blob(&config);
+    let manifest = dir.join("image-src/manifest.json");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:{c}","size":{cs}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:{l}","size":{ls}}}]}}"#
+        ),
+    )
+    .unwrap();
+    let (m, ms) = blob(&manifest);
+    let oci = dir.join("image-src/oci");
+    std::fs::write(
+        oci.join("index.json"),
+        format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:{m}","size":{ms},"annotations":{{"io.containerd.image.name":"{IMAGE}","org.opencontainers.image.ref.name":"1"}}}}]}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(oci.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let image = dir.join("image.tar");
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&oci)
+        .arg("-cf")
+        .arg(&image)
+        .arg("."));
+    image
+}
+
+impl Containerd {
+    /// Starts containerd on a fresh temporary directory and imports the test image.
+    pub fn start() -> Containerd {
+        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        for tool in ["containerd", "runc", "ctr"] {
+            assert!(
+                Command::new("sh")
+                    .args(["-c", &format!("command -v {tool}")])
+                    .stdout(Stdio::null())
+                    .status()
+                    .map(|s| s.success())
+                    .unwrap_or(false),
+                "{tool} is not installed: the containerd tests need Debian's containerd and runc (see .ci/run)"
+            );
+        }
+        // Unix socket paths are limited to 108 bytes: keep the directory short.
+        let dir = PathBuf::from(format!(
+            "/tmp/kh-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir_all(dir.join("cni/bin")).unwrap();
+        std::fs::create_dir_all(dir.join("cni/conf")).unwrap();
+        let image = build_image(&dir);
+        let d = dir.display();
+        std::fs::write(
+            dir.join("config.toml"),
+            format!(
+                r#"version = 2
+root = "{d}/root"
+state = "{d}/state"
+[grpc]
+  address = "{d}/containerd.sock"
+[ttrpc]
+  address = "{d}/containerd.sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d}/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{IMAGE}"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "{d}/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{d}/cni/bin"
+    conf_dir = "{d}/cni/conf"
+"#
+            ),
+        )
+        .unwrap();
+        let mut c = Containerd {
+            dir,
+            child: None,
+            _serial: serial,
+        };
+        c.spawn();
+        run(Command::new("ctr")
+            .arg("--address")
+            .arg(c.socket())
+            .args(["-n", "k8s.io", "images", "import", "--all-platforms"])
+            .arg(&image));
+        c
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("containerd.sock")
+    }
+
+    /// `unix:///…/containerd.sock`
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}", self.socket().display())
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default()
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("containerd.log"))
+            .unwrap();
+        let _ = std::fs::remove_file(self.socket());
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(self.dir.join("config.toml"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("cannot start containerd");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.socket().exists() {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("containerd exited ({status}) during start:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "containerd did not open its socket in 30 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops containerd (SIGTERM) and waits for it; shims and containers keep running.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill").arg(child.id().to_string()).status();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// Restarts containerd, as an operator would after rewriting its metadata.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// The PID of a container's task as runc sees it.
+    pub fn task_pid(&self, id: &str) -> Option<u32> {
+        let out = Command::new("runc")
+            .arg("--root")
+            .arg(self.dir.join("runc/k8s.io"))
+            .args(["state", id])
+            .output()
+            .ok()?;
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["pid"].as_u64().map(|p| p as u32)
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        // Kill every container and sandbox task, then containerd and its shims, then the files.
+        let runc_root = self.dir.join("runc/k8s.io");
+        if let Ok(out) = Command::new("runc")
+            .arg("--root")
+            .arg(&runc_root)
+            .args(["list", "-q"])
+            .output()
+        {
+            for id in String::from_utf8_lossy(&out.stdout).lines() {
+                let _ = Command::new("runc")
+                    .arg("--root")
+                    .arg(&runc_root)
+                    .args(["kill", id, "KILL"])
+                    .output();
+            }
+        }
+        self.stop();
+        let _ = Command::new("pkill")
+            .args(["-9", "-f", &self.dir.display().to_string()])
+            .status();
+        std::thread::sleep(Duration::from_millis(200));
+        if let Ok(mounts) = std::fs::read_to_string("/proc/mounts") {
+            let prefix = self.dir.display().to_string();
+            let mut points: Vec<&str> = mounts
+                .lines()
+                .filter_map(|l| l.split_whitespace().nth(1))
+                .filter(|m| m.starts_with(&prefix))
+                .collect();
+            points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+            for m in points {
+                let _ = Command::new("umount").args(["-l", m]).status();
+            }
+        }
+        if std::env::var_os("KUBEHASH_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// One container of a test pod: its spec and, optionally, the hash to store instead of the
+/// creating kubelet's (to model a spec that changed after the container was created).
+pub struct TestContainer {
+    pub spec: Value,
+    pub stored_hash: Option<String>,
+}
+
+/// A pod created over CRI as kubelet `version` creates it.
+pub struct CreatedPod {
+    pub sandbox_id: String,
+    pub container_ids: Vec<String>,
+    pub config: proto::PodSandboxConfig,
+}
+
+fn ns_options() -> proto::NamespaceOption {
+    proto::NamespaceOption {
+        network: proto::NamespaceMode::Node as i32,
+        pid: proto::NamespaceMode::Container as i32,
+        ipc: proto::NamespaceMode::Pod as i32,
+        target_id: String::new(),
+    }
+}
+
+/// Runs a host-network sandbox and creates and starts each container with the labels and
+/// annotations kubelet `version` sets, including its `io.kubernetes.container.hash`.
+pub async fn create_pod(
+    cri: &mut Cri,
+    logs: &Path,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    containers: &[TestContainer],
+    version: KubeletVersion,
+) -> CreatedPod {
+    let mut labels = HashMap::new();
+    labels.insert(keys::POD_UID.to_string(), uid.to_string());
+    labels.insert(keys::POD_NAMESPACE.to_string(), namespace.to_string());
+    labels.insert(keys::POD_NAME.to_string(), name.to_string());
+    let config = proto::PodSandboxConfig {
+        metadata: Some(proto::PodSandboxMetadata {
+            name: name.into(),
+            uid: uid.into(),
+            namespace: namespace.into(),
+            attempt: 0,
+        }),
+        hostname: String::new(),
+        log_directory: logs
+            .join(format!("{namespace}_{name}_{uid}"))
+            .display()
+            .to_string(),
+        labels: labels.clone(),
+        annotations: [
+            (
+                "kubernetes.io/config.seen".to_string(),
+                "2026-01-01T00:00:00Z".to_string(),
+            ),
+            ("kubernetes.io/config.source".to_string(), "api".to_string()),
+        ]
+        .into(),
+        linux: Some(proto::LinuxPodSandboxConfig {
+            cgroup_parent: String::new(),
+            security_context: Some(proto::LinuxSandboxSecurityContext {
+                namespace_options: Some(ns_options()),
+                readonly_rootfs: false,
+                privileged: false,
+            }),
+            sysctls: HashMap::new(),
+        }),
+    };
+    let sandbox_id = cri
+        .run_pod_sandbox(config.clone())
+        .await
+        .unwrap_or_else(|e| panic!("RunPodSandbox {namespace}/{name}: {e}"));
+    let mut container_ids = Vec::new();
+    for tc in containers {
+        let cname = tc.spec["name"]
+            .as_str()
+            .expect("container name")
+            .to_string();
+        let hashes = hash_container(&tc.spec, &[version], "test").expect("test spec hashes");
+        let mut annotations: HashMap<String, String> = [
+            (
+                keys::HASH.to_string(),
+                tc.stored_hash
+                    .clone()
+                    .unwrap_or_else(|| format_hash(hashes.hash[0].1)),
+            ),
+            (
+                "io.kubernetes.container.restartCount".to_string(),
+                "0".to_string(),
+            ),
+            (
+                "io.kubernetes.container.terminationMessagePath".to_string(),
+                "/dev/termination-log".to_string(),
+            ),
+            (
+                "io.kubernetes.container.terminationMessagePolicy".to_string(),
+                "File".to_string(),
+            ),
+            (
+                "io.kubernetes.pod.terminationGracePeriod".to_string(),
+                "30".to_string(),
+            ),
+        ]
+        .into();
+        if let Some(&(_, h)) = hashes.hash_without_resources.first() {
+            annotations.insert(keys::HASH_WITHOUT_RESOURCES.to_string(), format_hash(h));
+        }
+        let mut clabels = labels.clone();
+        clabels.insert(keys::CONTAINER_NAME.to_string(), cname.clone());
+        let cconfig = proto::ContainerConfig {
+            metadata: Some(proto::ContainerMetadata {
+                name: cname.clone(),
+                attempt: 0,
+            }),
+            image: Some(proto::ImageSpec {
+                image: IMAGE.into(),
+                annotations: HashMap::new(),
+            }),
+            labels: clabels,
+            annotations,
+            log_path: format!("{cname}/0.log"),
+            linux: Some(proto::LinuxContainerConfig {
+                security_context: Some(proto::LinuxContainerSecurityContext {
+                    privileged: false,
+                    namespace_options: Some(ns_options()),
+                    readonly_rootfs: false,
+                }),
+            }),
+            ..Default::default()
+        };
+        let id = cri
+            .create_container(&sandbox_id, cconfig, config.clone())
+            .await
+            .unwrap_or_else(|e| panic!("CreateContainer {cname}: {e}"));
+        cri.start_container(&id)
+            .await
+            .unwrap_or_else(|e| panic!("StartContainer {cname}: {e}"));
+        container_ids.push(id);
+    }
+    CreatedPod {
+        sandbox_id,
+        container_ids,
+        config,
+    }
+}
+
+/// A pod object as the API server returns it, for `--pods` files.
+pub fn pod_json(namespace: &str, name: &str, uid: &str, containers: &[Value]) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"namespace": namespace, "name": name, "uid": uid},
+        "spec": {"nodeName": "test-node", "hostNetwork": true, "containers": containers},
+    })
+}

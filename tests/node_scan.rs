@@ -1,0 +1,178 @@
+//! `kubehash scan --cri` against a real containerd (tests/harness): pods are created over CRI as
+//! a kubelet 1.30 would, then scanned for an upgrade to 1.31.
+
+mod harness;
+
+use std::process::Command;
+
+use harness::{create_pod, pod_json, Containerd, TestContainer};
+use kubehash::cri::Cri;
+use serde_json::{json, Value};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_scan_gives_every_verdict() {
+    let ctrd = Containerd::start();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.expect("CRI connect");
+    assert_eq!(cri.api(), kubehash::cri::ApiVersion::V1);
+    let v130 = "1.30".parse().unwrap();
+    let v131 = "1.31".parse().unwrap();
+    let logs = ctrd.dir.join("pods");
+
+    let web = json!({"name":"web","image":harness::IMAGE,"args":["--port=8080"],
+        "resources":{"requests":{"cpu":"100m"}},"terminationMessagePath":"/dev/termination-log",
+        "terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"});
+    let changed_now = json!({"name":"changed","image":harness::IMAGE,"args":["--new-flag"]});
+    let changed_then = json!({"name":"changed","image":harness::IMAGE,"args":["--old-flag"]});
+    let current = json!({"name":"current","image":harness::IMAGE});
+
+    // A pod made by kubelet 1.30: one container current, one whose spec changed since.
+    create_pod(
+        &mut cri,
+        &logs,
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &[
+            TestContainer {
+                spec: web.clone(),
+                stored_hash: None,
+            },
+            TestContainer {
+                spec: changed_now.clone(),
+                stored_hash: Some(kubehash::sink::format_hash(
+                    kubehash::hash::hash_container(&changed_then, &[v130], "")
+                        .unwrap()
+                        .hash[0]
+                        .1,
+                )),
+            },
+        ],
+        v130,
+    )
+    .await;
+    // A pod already made by kubelet 1.31, and one the API server no longer has.
+    create_pod(
+        &mut cri,
+        &logs,
+        "shop",
+        "new-1",
+        "uid-new-1",
+        &[TestContainer {
+            spec: current.clone(),
+            stored_hash: None,
+        }],
+        v131,
+    )
+    .await;
+    create_pod(
+        &mut cri,
+        &logs,
+        "gone",
+        "old-1",
+        "uid-old-1",
+        &[TestContainer {
+            spec: current.clone(),
+            stored_hash: None,
+        }],
+        v130,
+    )
+    .await;
+
+    let pods = json!({"kind":"List","items":[
+        pod_json("shop", "web-1", "uid-web-1", &[web, changed_now]),
+        pod_json("shop", "new-1", "uid-new-1", &[current]),
+    ]});
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(&pods_file, serde_json::to_vec(&pods).unwrap()).unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args([
+            "scan",
+            "--cri",
+            &ctrd.endpoint(),
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-o",
+            "json",
+            "--pods",
+        ])
+        .arg(&pods_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["runtime"]["name"], "containerd");
+    assert_eq!(
+        doc["counts"],
+        json!({"rewrite":1,"unchanged":1,"will-restart":1,"no-pod":1,"error":0})
+    );
+    let by_name = |pod: &str, c: &str| -> Value {
+        doc["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["pod"] == pod && x["container"] == c)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {pod}/{c} in {doc}"))
+    };
+    let web = by_name("web-1", "web");
+    assert_eq!(web["verdict"], "rewrite");
+    assert_eq!(web["provenance"], json!(["1.16–1.30"]));
+    assert_eq!(web["state"], "running");
+    assert_eq!(by_name("web-1", "changed")["verdict"], "will-restart");
+    assert_eq!(by_name("new-1", "current")["verdict"], "unchanged");
+    assert_eq!(by_name("old-1", "current")["verdict"], "no-pod");
+
+    // The table names the runtime and counts verdicts first.
+    let table = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args([
+            "scan",
+            "--cri",
+            &ctrd.endpoint(),
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "--pods",
+        ])
+        .arg(&pods_file)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        t.starts_with("Plan for kubelet 1.31 on this node (containerd "),
+        "{t}"
+    );
+    assert!(
+        t.contains("1 rewrite, 1 unchanged, 1 will-restart, 1 no-pod, 0 error"),
+        "{t}"
+    );
+}
+
+#[test]
+fn an_unreachable_runtime_is_one_clear_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args([
+            "scan",
+            "--cri",
+            "unix:///nonexistent/containerd.sock",
+            "--to",
+            "1.31",
+            "--pods",
+            "testdata/cluster/pods.json",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "kubehash: CRI endpoint unix:///nonexistent/containerd.sock: no socket at /nonexistent/containerd.sock (is the runtime running?)\n"
+    );
+}
