@@ -57,7 +57,8 @@ pub fn for_each_value<'de, R: serde_json::de::Read<'de>>(
     }
 }
 
-/// Reads a file or every `.json` file of a directory (sorted by name), or stdin for `-`.
+/// Reads a JSON or YAML file (`.yaml`/`.yml`, several documents allowed), every such file of a
+/// directory (sorted by name), or JSON on stdin for `-`.
 pub fn for_each_object_in_path(path: &Path, mut each: impl FnMut(Value)) -> Result<()> {
     read_path(path, &mut each)
 }
@@ -75,13 +76,13 @@ fn read_path(path: &Path, each: &mut dyn FnMut(Value)) -> Result<()> {
         let mut files: Vec<_> = std::fs::read_dir(path)
             .map_err(io)?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter(|p| p.is_file() && (is_yaml(p) || p.extension().is_some_and(|x| x == "json")))
             .collect();
         files.sort();
         if files.is_empty() {
             return Err(Error::Input {
                 source_name: name,
-                reason: "directory has no .json files".into(),
+                reason: "directory has no .json, .yaml or .yml files".into(),
             });
         }
         for f in files {
@@ -90,7 +91,48 @@ fn read_path(path: &Path, each: &mut dyn FnMut(Value)) -> Result<()> {
         return Ok(());
     }
     let file = File::open(path).map_err(io)?;
+    if is_yaml(path) {
+        return for_each_yaml_object(BufReader::new(file), &name, each);
+    }
     for_each_object(BufReader::with_capacity(1 << 20, file), &name, each)
+}
+
+fn is_yaml(p: &Path) -> bool {
+    p.extension().is_some_and(|x| x == "yaml" || x == "yml")
+}
+
+/// YAML documents (`---`-separated), each a Pod, a List of them, or a Node. Each document is
+/// turned into the JSON value it denotes; a List's items are handed over one by one.
+pub fn for_each_yaml_object<R: Read>(
+    reader: R,
+    source: &str,
+    each: &mut dyn FnMut(Value),
+) -> Result<()> {
+    use serde::Deserialize;
+    let mut any = false;
+    for (i, doc) in serde_yaml_ng::Deserializer::from_reader(reader).enumerate() {
+        let v = Value::deserialize(doc).map_err(|e| Error::Input {
+            source_name: source.to_string(),
+            reason: format!("YAML document {}: {e}", i + 1),
+        })?;
+        match v {
+            Value::Null => continue, // an empty document
+            Value::Object(mut m) if m.get("items").is_some_and(Value::is_array) => {
+                if let Some(Value::Array(items)) = m.remove("items") {
+                    items.into_iter().for_each(&mut *each);
+                }
+            }
+            v => each(v),
+        }
+        any = true;
+    }
+    if !any {
+        return Err(Error::Input {
+            source_name: source.to_string(),
+            reason: "no YAML documents".into(),
+        });
+    }
+    Ok(())
 }
 
 struct Top<'f, F> {
@@ -438,6 +480,22 @@ mod tests {
             "{err}"
         );
         assert!(for_each_object(&b"  "[..], "t", |_| {}).is_err());
+    }
+
+    #[test]
+    fn yaml_documents_and_lists() {
+        let y = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n---\nkind: List\nitems:\n- {kind: Pod, metadata: {name: b}}\n- {kind: Pod, metadata: {name: c}}\n";
+        let mut names = Vec::new();
+        for_each_yaml_object(y.as_bytes(), "t.yaml", &mut |v| {
+            names.push(v["metadata"]["name"].as_str().unwrap().to_string())
+        })
+        .unwrap();
+        assert_eq!(names, ["a", "b", "c"]);
+        let err = for_each_yaml_object("a: [1".as_bytes(), "bad.yaml", &mut |_| {}).unwrap_err();
+        assert!(
+            err.to_string().starts_with("bad.yaml: YAML document 1: "),
+            "{err}"
+        );
     }
 
     #[test]

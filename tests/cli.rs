@@ -322,3 +322,47 @@ fn matrix_of_the_example_cluster() {
     let s = text(&out.stdout);
     assert!(s.contains("1.30 → 1.31  21         21  100.0%"), "{s}");
 }
+
+#[test]
+fn scan_a_directory_of_json_and_yaml_pods() {
+    let dir = std::env::temp_dir().join(format!("kubehash-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("a.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  namespace: ns\nspec:\n  nodeName: n1\n  containers:\n  - name: app\n    image: nginx:1.27\n    args: [\"--port=80\"]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, namespace: ns}\nspec: {nodeName: n1, containers: [{name: app, image: 'nginx:1.27'}]}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("c.json"),
+        r#"{"kind":"Pod","metadata":{"name":"c","namespace":"ns"},"spec":{"nodeName":"n1","containers":[{"name":"app","image":"nginx:1.27"}]}}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.txt"), "ignored").unwrap();
+    let out = kubehash(
+        &[
+            "scan",
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+            dir.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"]["containers"], 3);
+    // The same container from YAML and from JSON hashes alike.
+    let hashes: Vec<&serde_json::Value> = v["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|c| &c["hash_from"])
+        .collect();
+    assert_eq!(hashes[0], hashes[1]);
+    std::fs::remove_dir_all(dir).ok();
+}
