@@ -40,6 +40,10 @@ pub enum Error {
     #[error("{source_name}: {reason}")]
     Input { source_name: String, reason: String },
 
+    /// The API server could not be reached or refused a request.
+    #[error("API server {url}: {reason}")]
+    Cluster { url: String, reason: String },
+
     /// A CRI runtime could not be reached or refused a call.
     #[error("CRI endpoint {endpoint}: {reason}")]
     Cri { endpoint: String, reason: String },

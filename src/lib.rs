@@ -14,6 +14,7 @@
 //!                                              report   ─ table / JSON / JSON Lines
 //! ```
 
+pub mod cluster;
 pub mod cri;
 pub mod decode;
 pub mod error;

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use kubehash::cluster::Cluster;
 use kubehash::cri::Cri;
 use kubehash::hash::{hash_container, hashed_text, marshalled_json, Annotation};
 use kubehash::input::{for_each_item, read_items, Item};
@@ -22,7 +23,7 @@ use kubehash::report::{plan_counts, write_plan_table};
 use kubehash::report::{
     write_json, write_jsonl, write_matrix_table, write_scan_table, write_table, HashRow,
 };
-use kubehash::scan::{scan_path, FromVersions};
+use kubehash::scan::{scan_path, scan_source, FromVersions};
 use kubehash::sink::format_hash;
 use kubehash::version::{parse_version_set, KubeletVersion};
 
@@ -70,9 +71,31 @@ struct ScanArgs {
     #[arg(long, value_name = "VERSION")]
     from: Option<String>,
 
-    /// Pods: a PodList/List or Pod JSON file, a directory of .json files, or `-` for stdin.
-    #[arg(short = 'i', long = "pods", value_name = "PATH")]
-    pods: PathBuf,
+    /// Pods: a PodList/List or Pod file (JSON or YAML), a directory of them, or `-` for stdin.
+    #[arg(
+        short = 'i',
+        long = "pods",
+        value_name = "PATH",
+        required_unless_present = "cluster",
+        conflicts_with = "cluster"
+    )]
+    pods: Option<PathBuf>,
+
+    /// Read pods (and, without --from or --nodes, nodes) from the API server instead.
+    #[arg(long)]
+    cluster: bool,
+
+    /// Kubeconfig for --cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, value_name = "PATH", requires = "cluster")]
+    kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context for --cluster.
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    context: Option<String>,
+
+    /// With --cri --cluster: this node's name, to list only its pods (default: the hostname).
+    #[arg(long, value_name = "NAME")]
+    node_name: Option<String>,
 
     /// Nodes (kubectl get nodes -o json), for each node's kubelet version.
     #[arg(long, value_name = "PATH")]
@@ -288,20 +311,46 @@ fn run_scan(args: ScanArgs) -> Result<ExitCode> {
     if let Some(endpoint) = &args.cri {
         return run_node_scan(&args, endpoint, to);
     }
-    let from = match (&args.from, &args.nodes) {
-        (Some(f), _) => FromVersions::Fixed(f.parse()?),
-        (None, Some(path)) => FromVersions::PerNode(NodeVersions::from_path(path)?),
-        (None, None) => bail!(
-            "say which kubelet version the nodes run now: --from VERSION, or --nodes FILE \
-             (kubectl get nodes -o json)"
-        ),
-    };
     let show_progress = io::stderr().is_terminal();
-    let report = scan_path(&args.pods, to, from, |n| {
+    let progress = |n| {
         if show_progress {
             eprint!("\rkubehash: read {n} objects…");
         }
-    })?;
+    };
+    let fixed_from = args
+        .from
+        .as_deref()
+        .map(str::parse::<KubeletVersion>)
+        .transpose()?;
+    let report = if args.cluster {
+        let rt = runtime()?;
+        let cluster = rt.block_on(Cluster::connect(
+            args.kubeconfig.as_deref(),
+            args.context.as_deref(),
+        ))?;
+        let from = match (fixed_from, &args.nodes) {
+            (Some(f), _) => FromVersions::Fixed(f),
+            (None, Some(path)) => FromVersions::PerNode(NodeVersions::from_path(path)?),
+            (None, None) => FromVersions::PerNode(rt.block_on(cluster.node_versions())?),
+        };
+        scan_source(to, from, progress, cluster.url().to_string(), |each| {
+            rt.block_on(cluster.for_each_pod(None, each)).map(|_| ())
+        })?
+    } else {
+        let from = match (fixed_from, &args.nodes) {
+            (Some(f), _) => FromVersions::Fixed(f),
+            (None, Some(path)) => FromVersions::PerNode(NodeVersions::from_path(path)?),
+            (None, None) => bail!(
+                "say which kubelet version the nodes run now: --from VERSION, or --nodes FILE \
+                 (kubectl get nodes -o json)"
+            ),
+        };
+        let pods = args
+            .pods
+            .as_deref()
+            .context("--pods PATH or --cluster is needed")?;
+        scan_path(pods, to, from, progress)?
+    };
     if show_progress {
         eprint!("\r\x1b[K");
     }
@@ -356,12 +405,23 @@ fn run_matrix(args: MatrixArgs) -> Result<ExitCode> {
 /// `scan --cri`: this node's containers, joined to their pods, with a verdict each.
 fn run_node_scan(args: &ScanArgs, endpoint: &str, to: KubeletVersion) -> Result<ExitCode> {
     let from: Option<KubeletVersion> = args.from.as_deref().map(str::parse).transpose()?;
+    let rt = runtime()?;
     let mut pods = PodIndex::default();
-    for_each_object_in_path(&args.pods, |p| pods.add_pod(p))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    match &args.pods {
+        Some(path) => for_each_object_in_path(path, |p| pods.add_pod(p))?,
+        None => {
+            let node = match &args.node_name {
+                Some(n) => n.clone(),
+                None => hostname()?,
+            };
+            let cluster = rt.block_on(Cluster::connect(
+                args.kubeconfig.as_deref(),
+                args.context.as_deref(),
+            ))?;
+            let selector = format!("spec.nodeName={node}");
+            rt.block_on(cluster.for_each_pod(Some(&selector), &mut |p| pods.add_pod(p)))?;
+        }
+    }
     let (containers, runtime) = rt.block_on(async {
         let mut cri = Cri::connect(endpoint).await?;
         let containers = cri.list_containers().await?;
@@ -407,4 +467,18 @@ fn run_node_scan(args: &ScanArgs, endpoint: &str, to: KubeletVersion) -> Result<
         return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// This machine's hostname (the kubelet's default node name).
+fn hostname() -> Result<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .context("cannot read the hostname; pass --node-name")?;
+    Ok(name.trim().to_string())
 }

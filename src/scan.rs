@@ -514,17 +514,30 @@ impl FromVersions {
     }
 }
 
-/// Scans every pod in a file, a directory of `.json` files, or stdin (`-`) for an upgrade to `to`.
-///
-/// Reading and assessing run on two threads joined by a bounded channel, so memory stays bounded
-/// by a few pods however large the input is, and both cores work. Objects that are not pods are
-/// listed in [`ScanReport::problems`] and the scan goes on. `progress` is called with the number
-/// of objects read so far, every 1024 objects.
+/// Scans every pod in a file, a directory of JSON/YAML files, or stdin (`-`) for an upgrade to `to`.
+/// `progress` is called with the number of objects read so far, every 1024 objects.
 pub fn scan_path(
     path: &Path,
     to: KubeletVersion,
     from: FromVersions,
+    progress: impl FnMut(u64),
+) -> Result<ScanReport> {
+    scan_source(to, from, progress, path.display().to_string(), |each| {
+        for_each_object_in_path(path, each)
+    })
+}
+
+/// Scans the pods that `produce` hands over (one at a time, to the callback it is given).
+///
+/// Producing and assessing run on two threads joined by a bounded channel, so memory stays
+/// bounded by a few pods however many there are, and both cores work. Objects that are not pods
+/// are listed in [`ScanReport::problems`] and the scan goes on.
+pub fn scan_source(
+    to: KubeletVersion,
+    from: FromVersions,
     mut progress: impl FnMut(u64),
+    source_name: String,
+    produce: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()>,
 ) -> Result<ScanReport> {
     // Pods travel in batches: one channel operation per pod costs more in thread wake-ups than
     // assessing it.
@@ -552,7 +565,7 @@ pub fn scan_path(
     });
     let mut n = 0u64;
     let mut batch = Vec::with_capacity(BATCH);
-    let read = for_each_object_in_path(path, |v| {
+    let read = produce(&mut |v| {
         n += 1;
         if n.is_multiple_of(1024) {
             progress(n);
@@ -566,7 +579,7 @@ pub fn scan_path(
     let _ = tx.send(batch);
     drop(tx);
     let report = worker.join().map_err(|_| Error::Input {
-        source_name: path.display().to_string(),
+        source_name: source_name.clone(),
         reason: "the scan worker stopped unexpectedly".into(),
     })?;
     read?;

@@ -1,0 +1,253 @@
+//! Pods and nodes from a live API server (kube-rs), for scans of a running cluster.
+//!
+//! Configuration is the standard one: `--kubeconfig`, else `$KUBECONFIG` / `~/.kube/config`, else
+//! the in-cluster service account. Pods are listed in pages (`limit` + `continue`) and handed over
+//! one at a time, so a large cluster scans in bounded memory. When a continue token expires
+//! (410 Gone, reason Expired) the list starts again from the beginning and pods already handed
+//! over (by UID) are skipped, so nothing is counted twice. Server errors (5xx, 429) are retried a
+//! few times; 401 and 403 are reported at once with what to check.
+//!
+//! Pods are read as raw JSON (`DynamicObject`), not as k8s-openapi's typed `Pod`: typed structs
+//! drop fields newer than the crate's API version, and those fields change the hashes of the
+//! kubelets that know them.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::pods::NodeVersions;
+
+/// A connection to an API server.
+#[derive(Clone)]
+pub struct Cluster {
+    client: Client,
+    url: String,
+}
+
+/// How many pods to ask for per page.
+pub const PAGE_SIZE: u32 = 500;
+/// How often to start a list again after its continue token expired.
+const MAX_RESTARTS: usize = 3;
+/// How often to retry a page after a server error.
+const MAX_RETRIES: usize = 3;
+
+fn pods_resource() -> ApiResource {
+    ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        plural: "pods".into(),
+    }
+}
+
+fn nodes_resource() -> ApiResource {
+    ApiResource {
+        kind: "Node".into(),
+        plural: "nodes".into(),
+        ..pods_resource()
+    }
+}
+
+/// What a list produced.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ListStats {
+    pub pods: u64,
+    pub pages: u64,
+    /// Lists started again after an expired continue token.
+    pub restarts: u64,
+    /// Pages retried after a server error.
+    pub retries: u64,
+}
+
+impl Cluster {
+    /// Connects with a kubeconfig file (and context), or the standard configuration.
+    pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Cluster> {
+        let fail = |reason: String| Error::Input {
+            source_name: match kubeconfig {
+                Some(p) => format!("kubeconfig {}", p.display()),
+                None => "kubeconfig".into(),
+            },
+            reason,
+        };
+        let options = KubeConfigOptions {
+            context: context.map(str::to_string),
+            ..Default::default()
+        };
+        let config = match kubeconfig {
+            Some(path) => {
+                let kc = Kubeconfig::read_from(path)
+                    .map_err(|e| fail(format!("cannot read kubeconfig: {e}")))?;
+                Config::from_custom_kubeconfig(kc, &options)
+                    .await
+                    .map_err(|e| fail(format!("unusable kubeconfig: {e}")))?
+            }
+            None if context.is_some() => Config::from_kubeconfig(&options)
+                .await
+                .map_err(|e| fail(format!("unusable kubeconfig: {e}")))?,
+            None => Config::infer()
+                .await
+                .map_err(|e| fail(format!("no kubeconfig and not in a cluster: {e}")))?,
+        };
+        let url = config.cluster_url.to_string();
+        let client =
+            Client::try_from(config).map_err(|e| fail(format!("cannot build a client: {e}")))?;
+        Ok(Cluster { client, url })
+    }
+
+    /// The API server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn error(&self, what: &str, e: kube::Error) -> Error {
+        let reason = match &e {
+            kube::Error::Api(s) if s.code == 401 => format!(
+                "{what}: 401 Unauthorized ({}): the credentials in the kubeconfig were refused",
+                s.message
+            ),
+            kube::Error::Api(s) if s.code == 403 => format!(
+                "{what}: 403 Forbidden ({}): kubehash needs get/list on pods and nodes",
+                s.message
+            ),
+            kube::Error::Api(s) => format!("{what}: {} {} ({})", s.code, s.reason, s.message),
+            other => format!("{what}: cannot reach the API server: {}", chain(other)),
+        };
+        Error::Cluster {
+            url: self.url.clone(),
+            reason,
+        }
+    }
+
+    /// Every node's kubelet version.
+    pub async fn node_versions(&self) -> Result<NodeVersions> {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodes_resource());
+        let mut nv = NodeVersions::default();
+        let mut problems = Vec::new();
+        self.list_pages(&api, &ListParams::default(), &mut |node| {
+            let mut v = node;
+            if let Value::Object(m) = &mut v {
+                m.entry("kind").or_insert_with(|| "Node".into());
+            }
+            if let Err(e) = nv.add_node_object(&v) {
+                problems.push(e);
+            }
+        })
+        .await
+        .map_err(|e| self.error("listing nodes", e))?;
+        Ok(nv)
+    }
+
+    /// Calls `each` for every pod (optionally restricted by a field selector such as
+    /// `spec.nodeName=node-a`), one page at a time.
+    pub async fn for_each_pod(
+        &self,
+        field_selector: Option<&str>,
+        each: &mut dyn FnMut(Value),
+    ) -> Result<ListStats> {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &pods_resource());
+        let mut lp = ListParams::default().limit(PAGE_SIZE);
+        if let Some(fs) = field_selector {
+            lp = lp.fields(fs);
+        }
+        self.list_pages(&api, &lp, &mut |pod| {
+            let mut v = pod;
+            if let Value::Object(m) = &mut v {
+                m.entry("kind").or_insert_with(|| "Pod".into());
+            }
+            each(v)
+        })
+        .await
+        .map_err(|e| self.error("listing pods", e))
+    }
+
+    async fn list_pages(
+        &self,
+        api: &Api<DynamicObject>,
+        params: &ListParams,
+        each: &mut dyn FnMut(Value),
+    ) -> std::result::Result<ListStats, kube::Error> {
+        let mut stats = ListStats::default();
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut lp = params.clone();
+            if let Some(t) = &token {
+                lp = lp.continue_token(t);
+            }
+            let page = match self.page(api, &lp, &mut stats).await {
+                Ok(p) => p,
+                Err(kube::Error::Api(s))
+                    if s.code == 410
+                        && token.is_some()
+                        && (stats.restarts as usize) < MAX_RESTARTS =>
+                {
+                    // The continue token expired: list again from the start, skipping what we have.
+                    stats.restarts += 1;
+                    token = None;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            stats.pages += 1;
+            for obj in page.items {
+                let uid = obj.metadata.uid.clone().unwrap_or_default();
+                if !uid.is_empty() && !seen.insert(uid) {
+                    continue;
+                }
+                match serde_json::to_value(&obj) {
+                    Ok(v) => {
+                        stats.pods += 1;
+                        each(v)
+                    }
+                    Err(e) => return Err(kube::Error::SerdeError(e)),
+                }
+            }
+            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            if token.is_none() {
+                return Ok(stats);
+            }
+        }
+    }
+
+    async fn page(
+        &self,
+        api: &Api<DynamicObject>,
+        lp: &ListParams,
+        stats: &mut ListStats,
+    ) -> std::result::Result<kube::api::ObjectList<DynamicObject>, kube::Error> {
+        let mut attempt = 0;
+        loop {
+            match api.list(lp).await {
+                Err(kube::Error::Api(s))
+                    if (s.code >= 500 || s.code == 429) && attempt < MAX_RETRIES =>
+                {
+                    attempt += 1;
+                    stats.retries += 1;
+                    tokio::time::sleep(Duration::from_millis(200 * attempt as u64)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}

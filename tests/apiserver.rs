@@ -1,0 +1,274 @@
+//! `kubehash scan --cluster` against an API server over real HTTP.
+//!
+//! There is no kube-apiserver on these machines, so a small HTTP server in this test serves
+//! responses in the exact shape a kube-apiserver sends: list pages with `metadata.continue`
+//! tokens built from `testdata/cluster/`, and the Status objects recorded in
+//! `testdata/apiserver/` (401, 403, 410 Expired, 500). kubehash reaches it through a real
+//! kubeconfig file and the kube crate, exactly as it would reach a cluster.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+/// What the fake API server answers: (status code, JSON body) for a path-and-query and the
+/// number of times that exact request was seen before.
+type Handler = dyn Fn(&str, usize) -> (u16, String) + Send + Sync;
+
+struct ApiServer {
+    url: String,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+fn serve(handler: Box<Handler>) -> ApiServer {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let requests = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = requests.clone();
+    let handler: Arc<Handler> = Arc::from(handler);
+    std::thread::spawn(move || {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        // Bounded: a test makes a handful of requests.
+        for stream in listener.incoming().take(200) {
+            let Ok(mut stream) = stream else { continue };
+            let Some(target) = read_request(&mut stream) else {
+                continue;
+            };
+            let n = seen.entry(target.clone()).or_insert(0);
+            let (code, body) = handler(&target, *n);
+            *n += 1;
+            log.lock().unwrap().push(target);
+            let reason = match code {
+                200 => "OK",
+                401 => "Unauthorized",
+                403 => "Forbidden",
+                410 => "Gone",
+                _ => "Internal Server Error",
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    ApiServer { url, requests }
+}
+
+/// The request target of one HTTP/1.1 request (headers read and dropped).
+fn read_request(stream: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&buf);
+    head.lines()
+        .next()?
+        .split_whitespace()
+        .nth(1)
+        .map(str::to_string)
+}
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/testdata/apiserver/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+fn example(name: &str) -> Vec<Value> {
+    let path = format!("{}/testdata/cluster/{name}", env!("CARGO_MANIFEST_DIR"));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v["items"].as_array().unwrap().clone()
+}
+
+/// Page `n` (from 0) of the example pods, 5 per page, as a PodList with a continue token.
+fn pod_page(n: usize) -> String {
+    let pods = example("pods.json");
+    let items: Vec<Value> = pods.iter().skip(n * 5).take(5).cloned().collect();
+    let cont = if (n + 1) * 5 < pods.len() {
+        format!("page-{}", n + 1)
+    } else {
+        String::new()
+    };
+    json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"48213","continue":cont},"items":items}).to_string()
+}
+
+fn node_list() -> String {
+    json!({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"48213"},"items":example("nodes.json")}).to_string()
+}
+
+/// The normal answers: paged pods, all nodes.
+fn normal(target: &str) -> (u16, String) {
+    if target.starts_with("/api/v1/nodes") {
+        return (200, node_list());
+    }
+    if target.starts_with("/api/v1/pods") {
+        let page = target
+            .split(['?', '&'])
+            .find_map(|kv| kv.strip_prefix("continue=page-"))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        return (200, pod_page(page));
+    }
+    (
+        404,
+        r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#
+            .into(),
+    )
+}
+
+fn kubeconfig(url: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "kubehash-kc-{}-{}",
+        std::process::id(),
+        url.rsplit(':').next().unwrap_or("0")
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {url}\nusers:\n- name: test\n  user:\n    token: test-token\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn scan(url: &str, extra: &[&str]) -> Output {
+    let kc = kubeconfig(url);
+    Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(["scan", "--cluster", "--kubeconfig"])
+        .arg(&kc)
+        .args(["--to", "1.31", "-o", "json"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn lists_pods_page_by_page_and_nodes_for_their_versions() {
+    let server = serve(Box::new(|t, _| normal(t)));
+    let out = scan(&server.url, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"]["containers"], 21);
+    assert_eq!(v["nodes"]["node-c"]["from"], "1.27");
+    let reqs = server.requests.lock().unwrap().clone();
+    let pages: Vec<&String> = reqs
+        .iter()
+        .filter(|r| r.starts_with("/api/v1/pods"))
+        .collect();
+    assert_eq!(pages.len(), 3, "{reqs:?}");
+    assert!(pages[0].contains("limit=500"), "{reqs:?}");
+    assert!(pages[1].contains("continue=page-1"), "{reqs:?}");
+}
+
+#[test]
+fn an_expired_continue_token_restarts_the_list_without_double_counting() {
+    let server = serve(Box::new(|t, n| {
+        if t.contains("continue=page-2") && n == 0 {
+            (410, fixture("status-410-expired.json"))
+        } else {
+            normal(t)
+        }
+    }));
+    let out = scan(&server.url, &["--from", "1.30"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"]["containers"], 21, "no pod counted twice");
+    let reqs = server.requests.lock().unwrap().clone();
+    let firsts = reqs
+        .iter()
+        .filter(|r| r.starts_with("/api/v1/pods") && !r.contains("continue="))
+        .count();
+    assert_eq!(firsts, 2, "the list started again: {reqs:?}");
+}
+
+#[test]
+fn unauthorized_and_forbidden_say_what_to_check() {
+    let server = serve(Box::new(|_, _| (401, fixture("status-401.json"))));
+    let out = scan(&server.url, &["--from", "1.30"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("kubehash: API server http://127.0.0.1:"),
+        "{err}"
+    );
+    assert!(err.contains("listing pods: 401 Unauthorized (Unauthorized): the credentials in the kubeconfig were refused"), "{err}");
+    assert!(out.stdout.is_empty());
+
+    let server = serve(Box::new(|t, _| {
+        if t.starts_with("/api/v1/nodes") {
+            normal(t)
+        } else {
+            (403, fixture("status-403-pods.json"))
+        }
+    }));
+    let out = scan(&server.url, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("listing pods: 403 Forbidden (pods is forbidden: User \"system:serviceaccount:kube-system:kubehash\" cannot list resource \"pods\""), "{err}");
+    assert!(
+        err.contains("kubehash needs get/list on pods and nodes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn server_errors_are_retried_then_reported() {
+    // One 500, then normal answers: the scan completes.
+    let server = serve(Box::new(|t, n| {
+        if t.starts_with("/api/v1/pods") && n == 0 {
+            (500, fixture("status-500.json"))
+        } else {
+            normal(t)
+        }
+    }));
+    let out = scan(&server.url, &["--from", "1.30"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // Always 500: a clear error after a few tries.
+    let server = serve(Box::new(|_, _| (500, fixture("status-500.json"))));
+    let out = scan(&server.url, &["--from", "1.30"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("listing pods: 500 InternalError (Internal error occurred: etcdserver: request timed out)"), "{err}");
+    assert_eq!(
+        server.requests.lock().unwrap().len(),
+        4,
+        "one try and three retries"
+    );
+}
+
+#[test]
+fn an_unreachable_cluster_is_one_clear_line() {
+    // A port that was just free: nothing listens there.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = scan(&format!("http://127.0.0.1:{port}"), &["--from", "1.30"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("listing pods: cannot reach the API server"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
