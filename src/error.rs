@@ -44,6 +44,11 @@ pub enum Error {
     #[error("API server {url}: {reason}")]
     Cluster { url: String, reason: String },
 
+    /// containerd's own API could not be reached, refused a call, or holds a record kubehash
+    /// will not touch.
+    #[error("containerd {endpoint}: {reason}")]
+    Containerd { endpoint: String, reason: String },
+
     /// A CRI runtime could not be reached or refused a call.
     #[error("CRI endpoint {endpoint}: {reason}")]
     Cri { endpoint: String, reason: String },

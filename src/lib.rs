@@ -15,13 +15,16 @@
 //! ```
 
 pub mod cluster;
+pub mod containerd;
 pub mod cri;
 pub mod decode;
 pub mod error;
 pub mod gojson;
 pub mod hash;
 pub mod input;
+pub mod journal;
 pub mod matrix;
+pub mod node;
 pub mod plan;
 pub mod pods;
 pub mod quantity;

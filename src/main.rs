@@ -1,7 +1,7 @@
 //! The `kubehash` command line: a thin layer over the library.
 
 use std::io::{self, IsTerminal, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -59,7 +59,120 @@ enum Command {
 
     /// The restart table for every upgrade step between the given versions, for a set of pods.
     Matrix(MatrixArgs),
+
+    /// The node agent: make an in-place kubelet upgrade restart-free by rewriting verified
+    /// hashes in containerd (stop kubelet → apply → restart containerd → verify → new kubelet).
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
 }
+
+#[derive(Subcommand)]
+enum NodeCommand {
+    /// Read-only: this node's containers over CRI, joined to their pods, a verdict each.
+    Plan(NodePlanArgs),
+    /// Rewrite the stored hash of every `rewrite` container in containerd (kubelet stopped).
+    ///
+    /// Journals every old and new value first (fsync), validates every new value, reads every
+    /// record back, and is safe to run again. Then restart containerd and run `node verify`.
+    Apply(NodeApplyArgs),
+    /// Check a journal's containers: record as written, and CRI reporting the new hash.
+    Verify(NodeJournalArgs),
+    /// Restore the original values from a journal (only records still holding kubehash's value).
+    Rollback(NodeJournalArgs),
+}
+
+#[derive(clap::Args)]
+struct PodSource {
+    /// Pods: a PodList/List or Pod file (JSON or YAML), a directory of them, or `-` for stdin.
+    #[arg(
+        short = 'i',
+        long = "pods",
+        value_name = "PATH",
+        required_unless_present = "cluster",
+        conflicts_with = "cluster"
+    )]
+    pods: Option<PathBuf>,
+    /// Read this node's pods from the API server instead.
+    #[arg(long)]
+    cluster: bool,
+    /// Kubeconfig for --cluster.
+    #[arg(long, value_name = "PATH", requires = "cluster")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context for --cluster.
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    context: Option<String>,
+    /// This node's name, to list only its pods (default: the hostname).
+    #[arg(long, value_name = "NAME")]
+    node_name: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct NodePlanArgs {
+    /// Target kubelet version.
+    #[arg(long, value_name = "VERSION")]
+    to: String,
+    /// The kubelet version running now (without it, any version's hash proves the spec).
+    #[arg(long, value_name = "VERSION")]
+    from: Option<String>,
+    /// CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    cri: String,
+    #[command(flatten)]
+    source: PodSource,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = ScanFormat::Table)]
+    output: ScanFormat,
+}
+
+#[derive(clap::Args)]
+struct NodeApplyArgs {
+    #[command(flatten)]
+    plan: NodePlanArgs,
+    /// containerd's own API endpoint (usually the same socket as CRI).
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    containerd: String,
+    /// Journal file (default: a new file under /var/lib/kubehash/journal/).
+    #[arg(long, value_name = "PATH")]
+    journal: Option<PathBuf>,
+    /// Go on even though a kubelet is running.
+    #[arg(long)]
+    force: bool,
+    /// Restart containerd afterwards through systemd (`systemctl restart containerd`).
+    #[arg(long)]
+    restart_containerd: bool,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(clap::Args)]
+struct NodeJournalArgs {
+    /// The journal of an `apply` run (default: the newest under /var/lib/kubehash/journal/).
+    #[arg(long, value_name = "PATH")]
+    journal: Option<PathBuf>,
+    /// CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    cri: String,
+    /// containerd's own API endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    containerd: String,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = ScanFormat::Table)]
+    output: ScanFormat,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+const DEFAULT_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
 
 #[derive(clap::Args)]
 struct ScanArgs {
@@ -170,6 +283,7 @@ fn main() -> ExitCode {
         Command::Hash(args) => run_hash(args),
         Command::Scan(args) => run_scan(args),
         Command::Matrix(args) => run_matrix(args),
+        Command::Node { command } => run_node(command),
     };
     match result {
         Ok(code) => code,
@@ -405,23 +519,57 @@ fn run_matrix(args: MatrixArgs) -> Result<ExitCode> {
 /// `scan --cri`: this node's containers, joined to their pods, with a verdict each.
 fn run_node_scan(args: &ScanArgs, endpoint: &str, to: KubeletVersion) -> Result<ExitCode> {
     let from: Option<KubeletVersion> = args.from.as_deref().map(str::parse).transpose()?;
-    let rt = runtime()?;
+    let source = PodSource {
+        pods: args.pods.clone(),
+        cluster: args.cluster,
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+        node_name: args.node_name.clone(),
+    };
+    print_node_plan(
+        endpoint,
+        to,
+        from,
+        &source,
+        args.output,
+        args.fail_on_restart,
+    )
+}
+
+/// This node's pods, from a file or from the API server (filtered to this node).
+fn node_pods(rt: &tokio::runtime::Runtime, source: &PodSource) -> Result<PodIndex> {
     let mut pods = PodIndex::default();
-    match &args.pods {
+    match &source.pods {
         Some(path) => for_each_object_in_path(path, |p| pods.add_pod(p))?,
         None => {
-            let node = match &args.node_name {
+            let node = match &source.node_name {
                 Some(n) => n.clone(),
                 None => hostname()?,
             };
             let cluster = rt.block_on(Cluster::connect(
-                args.kubeconfig.as_deref(),
-                args.context.as_deref(),
+                source.kubeconfig.as_deref(),
+                source.context.as_deref(),
             ))?;
             let selector = format!("spec.nodeName={node}");
             rt.block_on(cluster.for_each_pod(Some(&selector), &mut |p| pods.add_pod(p)))?;
         }
     }
+    for p in &pods.problems {
+        eprintln!("kubehash: not a usable pod: {p}");
+    }
+    Ok(pods)
+}
+
+fn print_node_plan(
+    endpoint: &str,
+    to: KubeletVersion,
+    from: Option<KubeletVersion>,
+    source: &PodSource,
+    output: ScanFormat,
+    fail_on_restart: bool,
+) -> Result<ExitCode> {
+    let rt = runtime()?;
+    let pods = node_pods(&rt, source)?;
     let (containers, runtime) = rt.block_on(async {
         let mut cri = Cri::connect(endpoint).await?;
         let containers = cri.list_containers().await?;
@@ -429,7 +577,7 @@ fn run_node_scan(args: &ScanArgs, endpoint: &str, to: KubeletVersion) -> Result<
     })?;
     let plans = plan(&containers, &pods, to, from);
     let mut out = io::BufWriter::new(io::stdout().lock());
-    match args.output {
+    match output {
         ScanFormat::Table => write_plan_table(
             &plans,
             &format!(
@@ -456,17 +604,187 @@ fn run_node_scan(args: &ScanArgs, endpoint: &str, to: KubeletVersion) -> Result<
         }
     }
     out.flush()?;
-    for p in &pods.problems {
-        eprintln!("kubehash: not a usable pod: {p}");
-    }
     let restarts = plans.iter().any(|p| p.verdict == Verdict::WillRestart);
-    if args.fail_on_restart && restarts {
+    if fail_on_restart && restarts {
         return Ok(ExitCode::from(3));
     }
     if plans.iter().any(|p| p.verdict == Verdict::Error) {
         return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+fn run_node(command: NodeCommand) -> Result<ExitCode> {
+    match command {
+        NodeCommand::Plan(a) => {
+            let to: KubeletVersion = a.to.parse()?;
+            let from = a.from.as_deref().map(str::parse).transpose()?;
+            print_node_plan(&a.cri, to, from, &a.source, a.output, false)
+        }
+        NodeCommand::Apply(a) => run_node_apply(a),
+        NodeCommand::Verify(a) => run_node_check(a, true),
+        NodeCommand::Rollback(a) => run_node_check(a, false),
+    }
+}
+
+fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
+    init_logs(a.log_format);
+    let to: KubeletVersion = a.plan.to.parse()?;
+    let from: Option<KubeletVersion> = a.plan.from.as_deref().map(str::parse).transpose()?;
+    let journal = a.journal.clone().unwrap_or_else(|| {
+        PathBuf::from(kubehash::journal::DEFAULT_DIR)
+            .join(format!("{}-to-{to}.jsonl", kubehash::journal::now_unix()))
+    });
+    let rt = runtime()?;
+    let pods = node_pods(&rt, &a.plan.source)?;
+    let report = rt.block_on(kubehash::node::apply(
+        &a.plan.cri,
+        &a.containerd,
+        &pods,
+        to,
+        from,
+        &journal,
+        a.force,
+    ))?;
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    match a.plan.output {
+        ScanFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            out.write_all(b"\n")?;
+        }
+        ScanFormat::Table => {
+            let mut rows = vec![vec![
+                "CONTAINER".to_string(),
+                "POD".into(),
+                "NAME".into(),
+                "VERDICT".into(),
+                "RESULT".into(),
+                "DETAIL".into(),
+            ]];
+            for o in &report.outcomes {
+                rows.push(vec![
+                    o.container_id.chars().take(13).collect(),
+                    o.pod.clone(),
+                    o.container.clone(),
+                    o.verdict.as_str().into(),
+                    o.result.clone(),
+                    o.detail.clone(),
+                ]);
+            }
+            kubehash::report::write_columns(&rows, &mut out)?;
+            writeln!(out)?;
+            writeln!(
+                out,
+                "Summary: {} written, {} already rewritten, {} left alone, {} errors. Journal: {}",
+                report.count("written"),
+                report.count("already-rewritten"),
+                report.count("left-alone"),
+                report.count("error"),
+                report.journal
+            )?;
+        }
+    }
+    out.flush()?;
+    if a.restart_containerd {
+        if Path::new("/run/systemd/system").exists() {
+            let status = std::process::Command::new("systemctl")
+                .args(["restart", "containerd"])
+                .status()
+                .context("cannot run systemctl")?;
+            if !status.success() {
+                bail!(
+                    "systemctl restart containerd failed ({status}); journal {}",
+                    report.journal
+                );
+            }
+            eprintln!(
+                "kubehash: containerd restarted; now run: kubehash node verify --journal {}",
+                report.journal
+            );
+        } else {
+            bail!("--restart-containerd needs systemd, which is not running here; restart containerd yourself, then run kubehash node verify --journal {}", report.journal);
+        }
+    } else if report.count("written") > 0 {
+        eprintln!(
+            "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the new hashes, \
+             run `kubehash node verify --journal {}`, then start kubelet {to}. To undo: kubehash node rollback --journal {}",
+            report.journal, report.journal
+        );
+    }
+    Ok(if report.count("error") > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn run_node_check(a: NodeJournalArgs, verify: bool) -> Result<ExitCode> {
+    init_logs(a.log_format);
+    let journal = match &a.journal {
+        Some(j) => j.clone(),
+        None => kubehash::journal::latest(Path::new(kubehash::journal::DEFAULT_DIR))?,
+    };
+    let rt = runtime()?;
+    let results = if verify {
+        rt.block_on(kubehash::node::verify(&a.cri, &a.containerd, &journal))?
+    } else {
+        rt.block_on(kubehash::node::rollback(&a.containerd, &journal))?
+    };
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    match a.output {
+        ScanFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &results)?;
+            out.write_all(b"\n")?;
+        }
+        ScanFormat::Table => {
+            let mut rows = vec![vec![
+                "CONTAINER".to_string(),
+                "NAME".into(),
+                "OK".into(),
+                "DETAIL".into(),
+            ]];
+            for r in &results {
+                rows.push(vec![
+                    r.container_id.chars().take(13).collect(),
+                    r.name.clone(),
+                    if r.ok { "yes".into() } else { "NO".into() },
+                    r.detail.clone(),
+                ]);
+            }
+            kubehash::report::write_columns(&rows, &mut out)?;
+            writeln!(out)?;
+            let bad = results.iter().filter(|r| !r.ok).count();
+            writeln!(
+                out,
+                "Summary: {} of {} containers {}.",
+                results.len() - bad,
+                results.len(),
+                if verify {
+                    "verified"
+                } else {
+                    "restored or already original"
+                }
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(if results.iter().all(|r| r.ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

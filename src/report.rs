@@ -131,7 +131,7 @@ fn runs(h: &ContainerHashes) -> Vec<(String, String, String)> {
 }
 
 /// Left-aligned columns, two spaces apart, trailing space trimmed.
-fn write_columns(rows: &[Vec<String>], out: &mut impl Write) -> io::Result<()> {
+pub fn write_columns(rows: &[Vec<String>], out: &mut impl Write) -> io::Result<()> {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..n)
         .map(|i| {

@@ -1,0 +1,357 @@
+//! containerd's record of a CRI container, and the one edit kubehash makes to it.
+//!
+//! containerd keeps the kubelet's CRI annotations in the container record's extension
+//! `io.cri-containerd.container.metadata` (type URL
+//! `github.com/containerd/cri/pkg/store/container/Metadata`), as compact JSON:
+//! `{"Version":"v1","Metadata":{"ID","Name","SandboxID","Config":{…,"annotations":{…}},…}}`.
+//! The same key, type URL and shape are used by containerd 1.6, 1.7 and 2.x. The CRI plugin reads
+//! it only at start-up, so an edit shows over CRI after containerd restarts.
+//!
+//! containerd stores *any* bytes it is given, and a bad value makes the container invisible to CRI
+//! after the next restart (see shared/docs/containerd-notes.md), so [`rewrite_hashes`] changes only
+//! the hash values, byte for byte in place, and [`validate_edit`] proves that before anything is
+//! written: the new value parses, `Version` is `v1`, `ID`/`Name`/`SandboxID` are unchanged, the
+//! type URL is exact, and the two values are equal but for the hash annotations. [`Store::write`]
+//! uses the exact field mask and reads the record back.
+
+use containerd_client::services::v1::containers_client::ContainersClient;
+use containerd_client::services::v1::version_client::VersionClient;
+use containerd_client::services::v1::{Container, GetContainerRequest, UpdateContainerRequest};
+use prost_types::{Any, FieldMask};
+use serde_json::Value;
+use tonic::transport::Channel;
+use tonic::Request;
+
+use crate::cri::{keys, unix_channel};
+use crate::error::{Error, Result};
+
+/// The extension holding the CRI metadata of a container.
+pub const EXTENSION: &str = "io.cri-containerd.container.metadata";
+/// Its type URL, which must be exactly this for the CRI plugin to load the container.
+pub const TYPE_URL: &str = "github.com/containerd/cri/pkg/store/container/Metadata";
+/// The only field mask kubehash ever writes with (an empty mask would replace the whole record).
+pub const FIELD_MASK: &str = "extensions.io.cri-containerd.container.metadata";
+/// The containerd namespace of CRI containers.
+pub const NAMESPACE: &str = "k8s.io";
+/// containerd major.minor versions whose CRI metadata format kubehash knows.
+pub const KNOWN_VERSIONS: &[&str] = &["1.6", "1.7", "2.0", "2.1"];
+
+/// A connection to containerd's own API (not CRI).
+#[derive(Clone)]
+pub struct Store {
+    channel: Channel,
+    endpoint: String,
+    version: String,
+}
+
+fn with_ns<T>(msg: T) -> Request<T> {
+    let mut req = Request::new(msg);
+    req.metadata_mut().insert(
+        "containerd-namespace",
+        tonic::metadata::MetadataValue::from_static(NAMESPACE),
+    );
+    req
+}
+
+/// `1.6.20~ds1` → `1.6`.
+pub fn major_minor(version: &str) -> String {
+    let v = version.trim_start_matches('v');
+    let mut parts = v.split(|c: char| !c.is_ascii_digit());
+    match (parts.next(), parts.next()) {
+        (Some(a), Some(b)) if !a.is_empty() && !b.is_empty() => format!("{a}.{b}"),
+        _ => v.to_string(),
+    }
+}
+
+impl Store {
+    /// Connects to containerd and reads its version.
+    pub async fn connect(endpoint: &str) -> Result<Store> {
+        let channel = unix_channel(endpoint).await?;
+        let version = VersionClient::new(channel.clone())
+            .version(Request::new(()))
+            .await
+            .map_err(|s| Error::Containerd {
+                endpoint: endpoint.into(),
+                reason: format!("Version: {}", s.message()),
+            })?
+            .into_inner()
+            .version;
+        Ok(Store {
+            channel,
+            endpoint: endpoint.into(),
+            version,
+        })
+    }
+
+    /// containerd's version, as it reports it (`1.6.20~ds1`).
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Fails unless kubehash knows this containerd's metadata format.
+    pub fn check_known_version(&self) -> Result<()> {
+        let mm = major_minor(&self.version);
+        if KNOWN_VERSIONS.contains(&mm.as_str()) {
+            Ok(())
+        } else {
+            Err(Error::Containerd {
+                endpoint: self.endpoint.clone(),
+                reason: format!(
+                    "containerd {} is not one whose CRI metadata format kubehash knows ({})",
+                    self.version,
+                    KNOWN_VERSIONS.join(", ")
+                ),
+            })
+        }
+    }
+
+    fn error(&self, what: &str, s: tonic::Status) -> Error {
+        Error::Containerd {
+            endpoint: self.endpoint.clone(),
+            reason: format!("{what}: {} ({:?})", s.message(), s.code()),
+        }
+    }
+
+    /// The container record (namespace `k8s.io`).
+    pub async fn get(&self, id: &str) -> Result<Container> {
+        ContainersClient::new(self.channel.clone())
+            .get(with_ns(GetContainerRequest { id: id.into() }))
+            .await
+            .map_err(|s| self.error(&format!("get container {id}"), s))?
+            .into_inner()
+            .container
+            .ok_or_else(|| Error::Containerd {
+                endpoint: self.endpoint.clone(),
+                reason: format!("get container {id}: empty answer"),
+            })
+    }
+
+    /// Writes `value` as the CRI metadata extension of `id` (exact type URL, exact field mask),
+    /// reads the record back and checks that it holds exactly `value`.
+    pub async fn write(&self, id: &str, value: &[u8]) -> Result<Container> {
+        let mut record = Container {
+            id: id.into(),
+            ..Default::default()
+        };
+        record.extensions.insert(
+            EXTENSION.into(),
+            Any {
+                type_url: TYPE_URL.into(),
+                value: value.to_vec(),
+            },
+        );
+        ContainersClient::new(self.channel.clone())
+            .update(with_ns(UpdateContainerRequest {
+                container: Some(record),
+                update_mask: Some(FieldMask {
+                    paths: vec![FIELD_MASK.into()],
+                }),
+            }))
+            .await
+            .map_err(|s| self.error(&format!("update container {id}"), s))?;
+        let back = self.get(id).await?;
+        match back.extensions.get(EXTENSION) {
+            Some(a) if a.type_url == TYPE_URL && a.value == value => Ok(back),
+            _ => Err(Error::Containerd {
+                endpoint: self.endpoint.clone(),
+                reason: format!(
+                    "container {id}: the record read back does not hold the value written"
+                ),
+            }),
+        }
+    }
+}
+
+/// The CRI metadata extension of a record: its raw bytes, after the checks of [`parse_metadata`].
+pub fn extension(record: &Container) -> std::result::Result<&[u8], String> {
+    let any = record
+        .extensions
+        .get(EXTENSION)
+        .ok_or_else(|| format!("the record has no {EXTENSION} extension"))?;
+    if any.type_url != TYPE_URL {
+        return Err(format!(
+            "extension type URL is {:?}, expected {TYPE_URL:?}",
+            any.type_url
+        ));
+    }
+    parse_metadata(&any.value, &record.id)?;
+    Ok(&any.value)
+}
+
+/// Parses a metadata value and checks what the CRI plugin needs to load it.
+pub fn parse_metadata(value: &[u8], record_id: &str) -> std::result::Result<Value, String> {
+    let v: Value =
+        serde_json::from_slice(value).map_err(|e| format!("metadata is not JSON: {e}"))?;
+    if v["Version"] != "v1" {
+        return Err(format!(
+            "metadata Version is {}, expected \"v1\"",
+            v["Version"]
+        ));
+    }
+    let m = &v["Metadata"];
+    if m["ID"] != record_id {
+        return Err(format!(
+            "metadata ID {} is not the record's id {record_id}",
+            m["ID"]
+        ));
+    }
+    for k in ["Name", "SandboxID"] {
+        if !m[k].is_string() {
+            return Err(format!("metadata has no {k}"));
+        }
+    }
+    if !m["Config"]["annotations"].is_object() {
+        return Err("metadata has no Config.annotations".into());
+    }
+    Ok(v)
+}
+
+/// The hash annotations stored in a metadata value: (hash, hashWithoutResources).
+pub fn stored_hashes(meta: &Value) -> (Option<String>, Option<String>) {
+    let a = &meta["Metadata"]["Config"]["annotations"];
+    let s = |k: &str| a[k].as_str().map(str::to_string);
+    (s(keys::HASH), s(keys::HASH_WITHOUT_RESOURCES))
+}
+
+/// Replaces the value of annotation `key` in the raw JSON, in place. The key must occur exactly
+/// once as a JSON key (`"key":"`); hash values are plain hex, so no escaping is involved.
+fn replace_annotation(raw: &[u8], key: &str, new: &str) -> std::result::Result<Vec<u8>, String> {
+    let pat = format!("\"{key}\":\"");
+    let starts: Vec<usize> = raw
+        .windows(pat.len())
+        .enumerate()
+        .filter(|(_, w)| *w == pat.as_bytes())
+        .map(|(i, _)| i + pat.len())
+        .collect();
+    let [start] = starts[..] else {
+        return Err(format!(
+            "annotation {key} occurs {} times in the metadata, expected once",
+            starts.len()
+        ));
+    };
+    let len = raw[start..]
+        .iter()
+        .position(|&c| c == b'"')
+        .ok_or_else(|| format!("annotation {key} has no closing quote"))?;
+    let old = &raw[start..start + len];
+    if !old.iter().all(u8::is_ascii_hexdigit)
+        || !new.bytes().all(|c| c.is_ascii_hexdigit())
+        || new.is_empty()
+    {
+        return Err(format!("annotation {key} is not a plain hex hash"));
+    }
+    let mut out = Vec::with_capacity(raw.len() + new.len());
+    out.extend_from_slice(&raw[..start]);
+    out.extend_from_slice(new.as_bytes());
+    out.extend_from_slice(&raw[start + len..]);
+    Ok(out)
+}
+
+/// The new metadata value: `hash` set to `new_hash`, and `hashWithoutResources` set to
+/// `new_without` when given and already present (never added). Every other byte is kept.
+pub fn rewrite_hashes(
+    raw: &[u8],
+    record_id: &str,
+    new_hash: &str,
+    new_without: Option<&str>,
+) -> std::result::Result<Vec<u8>, String> {
+    let meta = parse_metadata(raw, record_id)?;
+    let (_, without) = stored_hashes(&meta);
+    let mut out = replace_annotation(raw, keys::HASH, new_hash)?;
+    if let (Some(nw), Some(_)) = (new_without, without) {
+        out = replace_annotation(&out, keys::HASH_WITHOUT_RESOURCES, nw)?;
+    }
+    validate_edit(raw, &out, record_id)?;
+    Ok(out)
+}
+
+/// Proves that `new` may replace `old`: it loads in the CRI plugin, belongs to the same container,
+/// and differs from `old` only in the values of the two hash annotations.
+pub fn validate_edit(old: &[u8], new: &[u8], record_id: &str) -> std::result::Result<(), String> {
+    let mut a = parse_metadata(old, record_id)?;
+    let mut b = parse_metadata(new, record_id)?;
+    for k in ["ID", "Name", "SandboxID"] {
+        if a["Metadata"][k] != b["Metadata"][k] {
+            return Err(format!("the edit changes Metadata.{k}"));
+        }
+    }
+    for v in [&mut a, &mut b] {
+        if let Some(ann) = v["Metadata"]["Config"]["annotations"].as_object_mut() {
+            for k in [keys::HASH, keys::HASH_WITHOUT_RESOURCES] {
+                if let Some(x) = ann.get_mut(k) {
+                    *x = Value::Null;
+                }
+            }
+        }
+    }
+    if a != b {
+        return Err("the edit changes more than the hash annotations".into());
+    }
+    if old.len() != new.len() && (old.len() as i64 - new.len() as i64).abs() > 32 {
+        return Err("the edit changes the value's length by more than two hashes".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEFORE: &str = include_str!("../testdata/containerd/container_metadata_before.json");
+    const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
+
+    #[test]
+    fn rewrites_only_the_hash_bytes() {
+        let raw = BEFORE.trim_end().as_bytes();
+        let new = rewrite_hashes(raw, ID, "8e45cbd0", None).unwrap();
+        let want = BEFORE.trim_end().replace(
+            "\"io.kubernetes.container.hash\":\"abc123\"",
+            "\"io.kubernetes.container.hash\":\"8e45cbd0\"",
+        );
+        assert_eq!(String::from_utf8(new).unwrap(), want);
+        // hashWithoutResources is never added when absent.
+        let new = rewrite_hashes(raw, ID, "8e45cbd0", Some("1234")).unwrap();
+        assert!(!String::from_utf8(new)
+            .unwrap()
+            .contains("hashWithoutResources"));
+    }
+
+    #[test]
+    fn refuses_what_would_break_the_container() {
+        let raw = BEFORE.trim_end();
+        assert!(
+            parse_metadata(raw.replace("\"v1\"", "\"v2\"").as_bytes(), ID)
+                .unwrap_err()
+                .contains("Version")
+        );
+        assert!(parse_metadata(&raw.as_bytes()[..200], ID)
+            .unwrap_err()
+            .contains("not JSON"));
+        assert!(parse_metadata(raw.as_bytes(), "other")
+            .unwrap_err()
+            .contains("is not the record's id"));
+        assert!(rewrite_hashes(raw.as_bytes(), ID, "not-hex", None).is_err());
+        // Any other change, however small, is refused.
+        let other = raw.replace(
+            "io.kubernetes.container.restartCount\":\"0",
+            "io.kubernetes.container.restartCount\":\"1",
+        );
+        assert_ne!(other, raw);
+        assert_eq!(
+            validate_edit(raw.as_bytes(), other.as_bytes(), ID).unwrap_err(),
+            "the edit changes more than the hash annotations"
+        );
+        let dup = raw.replace(
+            "\"io.kubernetes.container.restartCount\"",
+            "\"io.kubernetes.container.hash\":\"1\",\"x\"",
+        );
+        assert!(rewrite_hashes(dup.as_bytes(), ID, "ff", None).is_err());
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(major_minor("1.6.20~ds1"), "1.6");
+        assert_eq!(major_minor("v2.0.3"), "2.0");
+        assert_eq!(major_minor("1.7.13"), "1.7");
+    }
+}

@@ -1,0 +1,688 @@
+//! The node agent against a real containerd (tests/harness): pods are created over CRI as kubelet
+//! F would, then `kubehash node plan` → `apply` → containerd restart → `verify`, as an operator
+//! runs them during a kubelet binary swap.
+
+mod harness;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{create_pod, pod_json, Containerd, TestContainer};
+use kubehash::containerd::{
+    parse_metadata, stored_hashes, validate_edit, Store, EXTENSION, TYPE_URL,
+};
+use kubehash::cri::{keys, Cri};
+use kubehash::hash::hash_container;
+use kubehash::sink::format_hash;
+use kubehash::version::KubeletVersion;
+use serde_json::{json, Value};
+
+fn v(s: &str) -> KubeletVersion {
+    s.parse().unwrap()
+}
+
+fn hash(spec: &Value, ver: &str) -> String {
+    format_hash(hash_container(spec, &[v(ver)], "").unwrap().hash[0].1)
+}
+
+fn kubehash(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Containers whose spec is current (`a`, `b`; both carry `resizePolicy`, as an API server with
+/// in-place resize returns them, which 1.26 drops and 1.27 hashes) and one whose spec changed after
+/// it was created (`changed`).
+fn specs() -> (Value, Value, Value, Value) {
+    let a = json!({"name":"a","image":harness::IMAGE,"args":["--a"],"resources":{"limits":{"memory":"64Mi"},"requests":{"cpu":"100m","memory":"64Mi"}},
+        "resizePolicy":[{"resourceName":"cpu","restartPolicy":"NotRequired"},{"resourceName":"memory","restartPolicy":"NotRequired"}],
+        "terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"});
+    let b = json!({"name":"b","image":harness::IMAGE,"env":[{"name":"X","value":"1"}],
+        "resizePolicy":[{"resourceName":"memory","restartPolicy":"RestartContainer"}],"terminationMessagePath":"/dev/termination-log",
+        "terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"});
+    let changed_now = json!({"name":"changed","image":harness::IMAGE,"args":["--new"]});
+    let changed_then = json!({"name":"changed","image":harness::IMAGE,"args":["--old"]});
+    (a, b, changed_now, changed_then)
+}
+
+struct Node {
+    ctrd: Containerd,
+    pods_file: std::path::PathBuf,
+    ids: HashMap<String, String>,
+}
+
+/// A node whose containers were created by kubelet `from`: a/b current, `changed` not.
+async fn node_made_by(from: &str) -> Node {
+    let ctrd = Containerd::start();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.expect("CRI");
+    let (a, b, changed_now, changed_then) = specs();
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &[
+            TestContainer {
+                spec: a.clone(),
+                stored_hash: None,
+            },
+            TestContainer {
+                spec: b.clone(),
+                stored_hash: None,
+            },
+            TestContainer {
+                spec: changed_now.clone(),
+                stored_hash: Some(hash(&changed_then, from)),
+            },
+        ],
+        v(from),
+    )
+    .await;
+    let pods_file = ctrd.dir.join("pods.json");
+    let list =
+        json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",&[a, b, changed_now])]});
+    std::fs::write(&pods_file, serde_json::to_vec(&list).unwrap()).unwrap();
+    let ids = ["a", "b", "changed"]
+        .iter()
+        .zip(pod.container_ids)
+        .map(|(n, id)| (n.to_string(), id))
+        .collect();
+    Node {
+        ctrd,
+        pods_file,
+        ids,
+    }
+}
+
+async fn records(
+    store: &Store,
+    ids: &HashMap<String, String>,
+) -> HashMap<String, containerd_client::services::v1::Container> {
+    let mut out = HashMap::new();
+    for (name, id) in ids {
+        out.insert(name.clone(), store.get(id).await.unwrap());
+    }
+    out
+}
+
+fn ext(r: &containerd_client::services::v1::Container) -> Vec<u8> {
+    r.extensions[EXTENSION].value.clone()
+}
+
+async fn upgrade(from: &str, to: &str) {
+    let mut node = node_made_by(from).await;
+    let ep = node.ctrd.endpoint();
+    let pods = node.pods_file.display().to_string();
+    let journal = node.ctrd.dir.join("journal/run.jsonl");
+    let journal_s = journal.display().to_string();
+    let (a, b, ..) = specs();
+
+    // Plan: a and b provably run their spec; `changed` does not.
+    let plan = kubehash(&[
+        "node", "plan", "--cri", &ep, "--to", to, "--from", from, "-i", &pods, "-o", "json",
+    ]);
+    assert!(plan.status.success(), "{}", text(&plan.stderr));
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let verdict = |c: &str| {
+        plan["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["container"] == c)
+            .unwrap()["verdict"]
+            .clone()
+    };
+    assert_eq!(verdict("a"), "rewrite", "{plan}");
+    assert_eq!(verdict("b"), "rewrite", "{plan}");
+    assert_eq!(verdict("changed"), "will-restart", "{plan}");
+
+    let store = Store::connect(&ep).await.unwrap();
+    let before = records(&store, &node.ids).await;
+    let pids_before: HashMap<String, Option<u32>> = node
+        .ids
+        .iter()
+        .map(|(n, id)| (n.clone(), node.ctrd.task_pid(id)))
+        .collect();
+    assert!(pids_before.values().all(Option::is_some), "{pids_before:?}");
+
+    let apply = kubehash(&[
+        "node",
+        "apply",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "--to",
+        to,
+        "--from",
+        from,
+        "-i",
+        &pods,
+        "--journal",
+        &journal_s,
+        "-o",
+        "json",
+    ]);
+    assert!(
+        apply.status.success(),
+        "{}{}",
+        text(&apply.stdout),
+        text(&apply.stderr)
+    );
+    let report: Value = serde_json::from_slice(&apply.stdout).unwrap();
+    let results: Vec<&str> = report["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["result"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        results.iter().filter(|r| **r == "written").count(),
+        2,
+        "{report}"
+    );
+
+    // Idempotent: nothing changes the second time.
+    let again = kubehash(&[
+        "node",
+        "apply",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "--to",
+        to,
+        "--from",
+        from,
+        "-i",
+        &pods,
+        "--journal",
+        &journal_s,
+        "-o",
+        "json",
+    ]);
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert!(
+        again["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["result"] != "written"),
+        "{again}"
+    );
+
+    node.ctrd.restart();
+    drop(store);
+    let store = Store::connect(&ep).await.unwrap();
+    let after = records(&store, &node.ids).await;
+
+    let verify = kubehash(&[
+        "node",
+        "verify",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "--journal",
+        &journal_s,
+    ]);
+    assert!(
+        verify.status.success(),
+        "{}{}\n{}",
+        text(&verify.stdout),
+        text(&verify.stderr),
+        node.ctrd.log()
+    );
+
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    let listed = cri.list_containers().await.unwrap();
+    for (name, spec) in [("a", &a), ("b", &b), ("changed", &specs().2)] {
+        let id = &node.ids[name];
+        let c = listed
+            .iter()
+            .find(|c| &c.id == id)
+            .unwrap_or_else(|| panic!("{name} ({id}) no longer listed by CRI"));
+        assert_eq!(
+            c.state,
+            kubehash::cri::proto::ContainerState::ContainerRunning as i32,
+            "{name} still running"
+        );
+        assert_eq!(
+            node.ctrd.task_pid(id),
+            pids_before[name],
+            "{name} kept its task PID"
+        );
+        let (old, new) = (&before[name], &after[name]);
+        // Nothing but the extension (and UpdatedAt) changes in the record.
+        assert_eq!(
+            (
+                &old.labels,
+                &old.image,
+                &old.spec,
+                &old.snapshot_key,
+                &old.created_at,
+                &old.sandbox,
+                &old.runtime
+            ),
+            (
+                &new.labels,
+                &new.image,
+                &new.spec,
+                &new.snapshot_key,
+                &new.created_at,
+                &new.sandbox,
+                &new.runtime
+            ),
+            "{name}"
+        );
+        let new_meta = parse_metadata(&ext(new), id).unwrap();
+        let (h, hw) = stored_hashes(&new_meta);
+        let (_, hw_before) = stored_hashes(&parse_metadata(&ext(old), id).unwrap());
+        if name == "changed" {
+            assert_eq!(
+                ext(old),
+                ext(new),
+                "a container whose spec changed is never touched"
+            );
+            assert_ne!(c.annotations[keys::HASH], hash(spec, to));
+        } else {
+            validate_edit(&ext(old), &ext(new), id).unwrap();
+            assert_eq!(h.as_deref(), Some(hash(spec, to).as_str()));
+            assert_eq!(
+                c.annotations[keys::HASH],
+                hash(spec, to),
+                "CRI reports hash_T(S)"
+            );
+            let to_v = v(to);
+            match (hw_before, to_v.has_hash_without_resources()) {
+                (None, _) => assert!(hw.is_none(), "hashWithoutResources is never added"),
+                (Some(before_w), false) => assert_eq!(
+                    hw,
+                    Some(before_w),
+                    "left as is when the target does not use it"
+                ),
+                (Some(_), true) => assert_eq!(
+                    hw.as_deref(),
+                    Some(
+                        format_hash(
+                            hash_container(spec, &[to_v], "")
+                                .unwrap()
+                                .hash_without_resources[0]
+                                .1
+                        )
+                        .as_str()
+                    )
+                ),
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_1_15_to_1_16() {
+    upgrade("1.15", "1.16").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_1_26_to_1_27_hash_without_resources_appears() {
+    upgrade("1.26", "1.27").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_1_30_to_1_31() {
+    upgrade("1.30", "1.31").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_1_22_to_1_33_multi_version_jump() {
+    upgrade("1.22", "1.33").await;
+}
+
+fn wait_for_lines(path: &Path, needle: &str, n: usize, deadline: Duration) -> bool {
+    let end = Instant::now() + deadline;
+    while Instant::now() < end {
+        let count = std::fs::read_to_string(path)
+            .map(|s| s.matches(needle).count())
+            .unwrap_or(0);
+        if count >= n {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_apply_converges_and_rollback_restores_every_byte() {
+    let ctrd = Containerd::start();
+    let ep = ctrd.endpoint();
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    let specs: Vec<Value> = (0..4)
+        .map(|i| json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]}))
+        .collect();
+    let tcs: Vec<TestContainer> = specs
+        .iter()
+        .map(|s| TestContainer {
+            spec: s.clone(),
+            stored_hash: None,
+        })
+        .collect();
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "ns",
+        "p",
+        "uid-p",
+        &tcs,
+        v("1.30"),
+    )
+    .await;
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(
+        &pods_file,
+        serde_json::to_vec(&pod_json("ns", "p", "uid-p", &specs)).unwrap(),
+    )
+    .unwrap();
+    let store = Store::connect(&ep).await.unwrap();
+    let mut originals = Vec::new();
+    for id in &pod.container_ids {
+        originals.push(ext(&store.get(id).await.unwrap()));
+    }
+    let journal = ctrd.dir.join("journal/run.jsonl");
+    let args = |j: &Path| -> Vec<String> {
+        [
+            "node",
+            "apply",
+            "--cri",
+            &ep,
+            "--containerd",
+            &ep,
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            pods_file.display().to_string(),
+            "--journal".into(),
+            j.display().to_string(),
+        ])
+        .collect()
+    };
+
+    // Kill apply (SIGKILL) after 2 of 4 writes.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(args(&journal))
+        .env("KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS", "1500")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for_lines(&journal, "\"kind\":\"written\"", 2, Duration::from_secs(30)),
+        "two writes never finished"
+    );
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    let done: usize = {
+        let mut n = 0;
+        for (id, orig) in pod.container_ids.iter().zip(&originals) {
+            if ext(&store.get(id).await.unwrap()) != *orig {
+                n += 1;
+            }
+        }
+        n
+    };
+    assert_eq!(done, 2, "killed after two writes");
+
+    // Running apply again converges: the two remaining are written, the two done are skipped.
+    let again = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(args(&journal))
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let report: Value = serde_json::from_slice(&again.stdout).unwrap();
+    let count = |r: &str| {
+        report["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["result"] == r)
+            .count()
+    };
+    assert_eq!(
+        (count("written"), count("already-rewritten")),
+        (2, 2),
+        "{report}"
+    );
+    for (id, spec) in pod.container_ids.iter().zip(&specs) {
+        let meta = parse_metadata(&ext(&store.get(id).await.unwrap()), id).unwrap();
+        assert_eq!(stored_hashes(&meta).0, Some(hash(spec, "1.31")));
+    }
+
+    // Rollback from the journal restores every record byte for byte.
+    let rb = kubehash(&[
+        "node",
+        "rollback",
+        "--containerd",
+        &ep,
+        "--journal",
+        &journal.display().to_string(),
+    ]);
+    assert!(
+        rb.status.success(),
+        "{}{}",
+        text(&rb.stdout),
+        text(&rb.stderr)
+    );
+    for (id, orig) in pod.container_ids.iter().zip(&originals) {
+        assert_eq!(
+            &ext(&store.get(id).await.unwrap()),
+            orig,
+            "{id} restored byte for byte"
+        );
+    }
+    // A second rollback finds everything original and writes nothing.
+    let rb2 = kubehash(&[
+        "node",
+        "rollback",
+        "--containerd",
+        &ep,
+        "--journal",
+        &journal.display().to_string(),
+    ]);
+    assert!(rb2.status.success());
+    assert!(
+        text(&rb2.stdout).contains("already holds the original value"),
+        "{}",
+        text(&rb2.stdout)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_metadata_is_reported_and_never_written() {
+    let ctrd = Containerd::start();
+    let ep = ctrd.endpoint();
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    let specs: Vec<Value> = ["truncated", "v2", "typeurl", "fine"]
+        .iter()
+        .map(|n| json!({"name":n,"image":harness::IMAGE}))
+        .collect();
+    let tcs: Vec<TestContainer> = specs
+        .iter()
+        .map(|s| TestContainer {
+            spec: s.clone(),
+            stored_hash: None,
+        })
+        .collect();
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "ns",
+        "p",
+        "uid-p",
+        &tcs,
+        v("1.30"),
+    )
+    .await;
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(
+        &pods_file,
+        serde_json::to_vec(&pod_json("ns", "p", "uid-p", &specs)).unwrap(),
+    )
+    .unwrap();
+    let store = Store::connect(&ep).await.unwrap();
+
+    // Damage three records behind CRI's back (CRI answers from memory, so it still plans them).
+    let good = ext(&store.get(&pod.container_ids[0]).await.unwrap());
+    store
+        .write(&pod.container_ids[0], &good[..good.len() / 2])
+        .await
+        .unwrap();
+    let v1 = ext(&store.get(&pod.container_ids[1]).await.unwrap());
+    let v2 = String::from_utf8(v1)
+        .unwrap()
+        .replace("\"Version\":\"v1\"", "\"Version\":\"v2\"");
+    store
+        .write(&pod.container_ids[1], v2.as_bytes())
+        .await
+        .unwrap();
+    {
+        use containerd_client::services::v1::{
+            containers_client::ContainersClient, Container, UpdateContainerRequest,
+        };
+        let channel = kubehash::cri::unix_channel(&ep).await.unwrap();
+        let mut rec = Container {
+            id: pod.container_ids[2].clone(),
+            ..Default::default()
+        };
+        let value = ext(&store.get(&pod.container_ids[2]).await.unwrap());
+        rec.extensions.insert(
+            EXTENSION.into(),
+            prost_types::Any {
+                type_url: "example.com/Other".into(),
+                value,
+            },
+        );
+        let mut req = tonic::Request::new(UpdateContainerRequest {
+            container: Some(rec),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec![kubehash::containerd::FIELD_MASK.into()],
+            }),
+        });
+        req.metadata_mut().insert(
+            "containerd-namespace",
+            tonic::metadata::MetadataValue::from_static("k8s.io"),
+        );
+        ContainersClient::new(channel).update(req).await.unwrap();
+    }
+    let mut before = Vec::new();
+    for id in &pod.container_ids {
+        before.push(store.get(id).await.unwrap());
+    }
+
+    let journal = ctrd.dir.join("journal/run.jsonl");
+    let out = kubehash(&[
+        "node",
+        "apply",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "--to",
+        "1.31",
+        "--from",
+        "1.30",
+        "-i",
+        &pods_file.display().to_string(),
+        "--journal",
+        &journal.display().to_string(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "errors exit 2: {}",
+        text(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let result = |c: &str| {
+        report["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["container"] == c)
+            .unwrap()
+            .clone()
+    };
+    for c in ["truncated", "v2", "typeurl"] {
+        let r = result(c);
+        assert_eq!(r["result"], "error", "{r}");
+        assert!(r["detail"].as_str().unwrap().contains("not written"), "{r}");
+    }
+    assert_eq!(result("fine")["result"], "written");
+    assert!(result("typeurl")["detail"]
+        .as_str()
+        .unwrap()
+        .contains(TYPE_URL));
+    // Proof that no write reached containerd for the damaged records: UpdatedAt and bytes unchanged.
+    for (id, old) in pod.container_ids.iter().zip(&before).take(3) {
+        let now = store.get(id).await.unwrap();
+        assert_eq!(now.updated_at, old.updated_at, "{id} was written");
+        assert_eq!(now.extensions, old.extensions);
+    }
+    // And the journal has no write record for them.
+    let j = std::fs::read_to_string(&journal).unwrap();
+    for id in pod.container_ids.iter().take(3) {
+        assert!(!j.contains(id.as_str()), "journaled a write for {id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_refuses_while_a_kubelet_runs() {
+    let ctrd = Containerd::start();
+    let ep = ctrd.endpoint();
+    // A process named kubelet.
+    let bin = ctrd.dir.join("kubelet");
+    std::fs::copy("/bin/sleep", &bin).unwrap();
+    let mut kubelet = Command::new(&bin).arg("60").spawn().unwrap();
+    std::fs::write(ctrd.dir.join("pods.json"), r#"{"kind":"List","items":[]}"#).unwrap();
+    let out = kubehash(&[
+        "node",
+        "apply",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "--to",
+        "1.31",
+        "-i",
+        &ctrd.dir.join("pods.json").display().to_string(),
+        "--journal",
+        &ctrd.dir.join("j.jsonl").display().to_string(),
+    ]);
+    let _ = kubelet.kill();
+    let _ = kubelet.wait();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("a kubelet is running (pid "), "{err}");
+    assert!(err.contains("or pass --force"), "{err}");
+    assert!(
+        !ctrd.dir.join("j.jsonl").exists(),
+        "nothing written, not even a journal"
+    );
+}
