@@ -24,6 +24,7 @@ use kubehash::report::{
     write_json, write_jsonl, write_matrix_table, write_scan_table, write_table, HashRow,
 };
 use kubehash::scan::{scan_path, scan_source, FromVersions};
+use kubehash::shim::ShimState;
 use kubehash::sink::format_hash;
 use kubehash::version::{parse_version_set, KubeletVersion};
 
@@ -66,6 +67,69 @@ enum Command {
         #[command(subcommand)]
         command: NodeCommand,
     },
+
+    /// A CRI proxy for the new kubelet that shows it the hash it expects for every container that
+    /// provably runs its current spec: no writes to the runtime, no runtime restart.
+    ///
+    /// Point the kubelet at it with --container-runtime-endpoint=unix:///run/kubehash/cri.sock.
+    /// It plans once (like `node plan`) and keeps its decisions in --state, so a restart of the
+    /// shim or an API-server outage never changes what the kubelet sees. Remove it (point the
+    /// kubelet back at the runtime) after `node apply` has persisted the hashes, or when
+    /// `kubehash shim --status` reports that no translated container is left.
+    Shim(ShimArgs),
+}
+
+#[derive(clap::Args)]
+struct ShimArgs {
+    /// Where the kubelet connects.
+    #[arg(
+        long,
+        value_name = "ENDPOINT",
+        default_value = "unix:///run/kubehash/cri.sock"
+    )]
+    listen: String,
+    /// The real runtime's CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    runtime_endpoint: String,
+    /// The new kubelet's version (needed to make the state; checked against an existing one).
+    #[arg(long, value_name = "VERSION")]
+    to: Option<String>,
+    /// The kubelet version that created the containers.
+    #[arg(long, value_name = "VERSION")]
+    from: Option<String>,
+    /// Pods to plan from (only when there is no state file yet).
+    #[arg(
+        short = 'i',
+        long = "pods",
+        value_name = "PATH",
+        conflicts_with = "cluster"
+    )]
+    pods: Option<PathBuf>,
+    /// Plan from this node's pods on the API server (only when there is no state file yet).
+    #[arg(long)]
+    cluster: bool,
+    #[arg(long, value_name = "PATH", requires = "cluster")]
+    kubeconfig: Option<PathBuf>,
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    context: Option<String>,
+    #[arg(long, value_name = "NAME")]
+    node_name: Option<String>,
+    /// The shim's decisions (container id + stored hash → translated hash).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/lib/kubehash/shim-state.json"
+    )]
+    state: PathBuf,
+    /// Mode of the listening socket, in octal.
+    #[arg(long, value_name = "OCTAL", default_value = "600")]
+    socket_mode: String,
+    /// Report how many translated containers are still running, and exit.
+    #[arg(long)]
+    status: bool,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -284,6 +348,7 @@ fn main() -> ExitCode {
         Command::Scan(args) => run_scan(args),
         Command::Matrix(args) => run_matrix(args),
         Command::Node { command } => run_node(command),
+        Command::Shim(args) => run_shim(args),
     };
     match result {
         Ok(code) => code,
@@ -799,4 +864,95 @@ fn hostname() -> Result<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .context("cannot read the hostname; pass --node-name")?;
     Ok(name.trim().to_string())
+}
+
+fn run_shim(a: ShimArgs) -> Result<ExitCode> {
+    init_logs(a.log_format);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let existing = ShimState::load(&a.state)?;
+    if a.status {
+        let state = existing.with_context(|| format!("no shim state at {}", a.state.display()))?;
+        let listed = rt.block_on(async {
+            let mut cri = Cri::connect(&a.runtime_endpoint).await?;
+            cri.list_containers().await
+        })?;
+        let live = state
+            .translations
+            .iter()
+            .filter(|(id, t)| {
+                listed.iter().any(|c| {
+                    &c.id == *id
+                        && c.annotations.get(kubehash::cri::keys::HASH) == Some(&t.stored_hash)
+                })
+            })
+            .count();
+        println!(
+            "{live} of {} translated containers are still there (target kubelet {}); the shim can be removed when this is 0 or after `kubehash node apply`.",
+            state.translations.len(),
+            state.to
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let to: Option<KubeletVersion> = a.to.as_deref().map(str::parse).transpose()?;
+    let state = match existing {
+        Some(s) => {
+            if let Some(t) = to {
+                if s.to != t.to_string() {
+                    bail!(
+                        "the shim state {} was made for kubelet {}, not {t}; remove it to plan again",
+                        a.state.display(),
+                        s.to
+                    );
+                }
+            }
+            s
+        }
+        None => {
+            let to = to.context("--to VERSION is needed to plan (there is no shim state yet)")?;
+            let from: Option<KubeletVersion> = a.from.as_deref().map(str::parse).transpose()?;
+            let source = PodSource {
+                pods: a.pods.clone(),
+                cluster: a.cluster,
+                kubeconfig: a.kubeconfig.clone(),
+                context: a.context.clone(),
+                node_name: a.node_name.clone(),
+            };
+            if source.pods.is_none() && !source.cluster {
+                bail!("to plan, give --pods PATH or --cluster");
+            }
+            let pods = node_pods(&rt, &source)?;
+            let containers = rt.block_on(async {
+                let mut cri = Cri::connect(&a.runtime_endpoint).await?;
+                cri.list_containers().await
+            })?;
+            let plans = plan(&containers, &pods, to, from);
+            let state = ShimState::from_plans(&plans, &to.to_string());
+            state.save(&a.state)?;
+            state
+        }
+    };
+    let mode = u32::from_str_radix(&a.socket_mode, 8)
+        .context("--socket-mode takes an octal mode such as 600")?;
+    rt.block_on(kubehash::shim::serve(
+        &a.listen,
+        &a.runtime_endpoint,
+        state,
+        mode,
+        async {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(t) => t,
+                    Err(_) => return std::future::pending().await,
+                };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        },
+    ))?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -239,6 +239,41 @@ state = "{d}/state"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+        self.wait_cri_ready();
+    }
+
+    /// Waits until containerd's CRI plugin answers (right after a start it says
+    /// "server is not initialized yet" for a moment).
+    fn wait_cri_ready(&self) {
+        let ep = self.endpoint();
+        let ready = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let end = Instant::now() + Duration::from_secs(30);
+                loop {
+                    if let Ok(mut c) = Cri::connect(&ep).await {
+                        if c.list_containers().await.is_ok() {
+                            return Some(());
+                        }
+                    }
+                    if Instant::now() > end {
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        })
+        .join()
+        .ok()
+        .flatten();
+        assert!(
+            ready.is_some(),
+            "containerd's CRI did not become ready in 30 s:\n{}",
+            self.log()
+        );
     }
 
     /// Stops containerd (SIGTERM) and waits for it; shims and containers keep running.

@@ -1,0 +1,388 @@
+//! `kubehash shim` between a CRI client (playing the new kubelet 1.31) and a real containerd
+//! (tests/harness) whose containers were created by kubelet 1.30.
+
+mod harness;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{create_pod, pod_json, Containerd, TestContainer};
+use kubehash::cri::{keys, Cri};
+use kubehash::hash::hash_container;
+use kubehash::sink::format_hash;
+use serde_json::{json, Value};
+use tonic::codegen::http::uri::PathAndQuery;
+
+fn hash(spec: &Value, ver: &str) -> String {
+    format_hash(
+        hash_container(spec, &[ver.parse().unwrap()], "")
+            .unwrap()
+            .hash[0]
+            .1,
+    )
+}
+
+// Messages outside kubehash's proto subset, as a kubelet sends them (field numbers from api.proto).
+#[derive(Clone, PartialEq, prost::Message)]
+struct ExecSyncRequest {
+    #[prost(string, tag = "1")]
+    container_id: String,
+    #[prost(string, repeated, tag = "2")]
+    cmd: Vec<String>,
+    #[prost(int64, tag = "3")]
+    timeout: i64,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct ExecSyncResponse {
+    #[prost(bytes = "vec", tag = "1")]
+    stdout: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    stderr: Vec<u8>,
+    #[prost(int32, tag = "3")]
+    exit_code: i32,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct ListImagesRequest {}
+#[derive(Clone, PartialEq, prost::Message)]
+struct Image {
+    #[prost(string, tag = "1")]
+    id: String,
+    #[prost(string, repeated, tag = "2")]
+    repo_tags: Vec<String>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct ListImagesResponse {
+    #[prost(message, repeated, tag = "1")]
+    images: Vec<Image>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct StatusRequest {
+    #[prost(bool, tag = "1")]
+    verbose: bool,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct RuntimeCondition {
+    #[prost(string, tag = "1")]
+    r#type: String,
+    #[prost(bool, tag = "2")]
+    status: bool,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct RuntimeStatus {
+    #[prost(message, repeated, tag = "1")]
+    conditions: Vec<RuntimeCondition>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct StatusResponse {
+    #[prost(message, optional, tag = "1")]
+    status: Option<RuntimeStatus>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct GetEventsRequest {}
+
+async fn raw_call<Req, Resp>(
+    endpoint: &str,
+    path: &'static str,
+    req: Req,
+) -> Result<Resp, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Resp: prost::Message + Default + Send + Sync + 'static,
+{
+    let channel = kubehash::cri::unix_channel(endpoint)
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    grpc.unary(
+        tonic::Request::new(req),
+        PathAndQuery::from_static(path),
+        tonic_prost::ProstCodec::default(),
+    )
+    .await
+    .map(tonic::Response::into_inner)
+}
+
+fn start_shim(dir: &Path, runtime: &str, extra: &[&str]) -> (Child, String) {
+    let sock = dir.join("shim.sock");
+    let listen = format!("unix://{}", sock.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args([
+            "shim",
+            "--listen",
+            &listen,
+            "--runtime-endpoint",
+            runtime,
+            "--state",
+        ])
+        .arg(dir.join("shim-state.json"))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.join("shim.log")).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while !sock.exists() {
+        assert!(
+            Instant::now() < end,
+            "the shim did not start: {}",
+            std::fs::read_to_string(dir.join("shim.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    (child, listen)
+}
+
+fn stop(child: &mut Child) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status(); // SIGTERM: graceful
+    let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_kubelet_sees_translated_hashes_and_everything_else_as_is() {
+    let mut ctrd = Containerd::start();
+    let runtime = ctrd.endpoint();
+    let mut cri = Cri::connect(&runtime).await.unwrap();
+    let web = json!({"name":"web","image":harness::IMAGE,"args":["--port=8080"]});
+    let changed_now = json!({"name":"changed","image":harness::IMAGE,"args":["--new"]});
+    let changed_then = json!({"name":"changed","image":harness::IMAGE,"args":["--old"]});
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &[
+            TestContainer {
+                spec: web.clone(),
+                stored_hash: None,
+            },
+            TestContainer {
+                spec: changed_now.clone(),
+                stored_hash: Some(hash(&changed_then, "1.30")),
+            },
+        ],
+        "1.30".parse().unwrap(),
+    )
+    .await;
+    let (web_id, changed_id) = (pod.container_ids[0].clone(), pod.container_ids[1].clone());
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(
+        &pods_file,
+        serde_json::to_vec(&pod_json(
+            "shop",
+            "web-1",
+            "uid-web-1",
+            &[web.clone(), changed_now],
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+
+    let (mut shim, listen) = start_shim(
+        &ctrd.dir,
+        &runtime,
+        &[
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+            &pods_file.display().to_string(),
+        ],
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(ctrd.dir.join("shim.sock"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    // A container created after the shim planned is passed through as it is.
+    let late = json!({"name":"late","image":harness::IMAGE});
+    let late_pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "late-1",
+        "uid-late-1",
+        &[TestContainer {
+            spec: late.clone(),
+            stored_hash: Some(hash(&late, "1.30")),
+        }],
+        "1.30".parse().unwrap(),
+    )
+    .await;
+
+    let mut via = Cri::connect(&listen)
+        .await
+        .expect("connect through the shim");
+    assert_eq!(
+        via.runtime_version().runtime_name,
+        "containerd",
+        "Version passes through"
+    );
+    let listed = via.list_containers().await.unwrap();
+    let ann = |id: &str| {
+        listed
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap()
+            .annotations
+            .clone()
+    };
+    assert_eq!(
+        ann(&web_id)[keys::HASH],
+        hash(&web, "1.31"),
+        "translated for the new kubelet"
+    );
+    assert_eq!(
+        ann(&changed_id)[keys::HASH],
+        hash(&changed_then, "1.30"),
+        "a changed spec is never masked"
+    );
+    assert_eq!(
+        ann(&late_pod.container_ids[0])[keys::HASH],
+        hash(&late, "1.30"),
+        "later containers pass through"
+    );
+    assert_eq!(
+        ann(&web_id)["io.kubernetes.container.restartCount"],
+        "0",
+        "other annotations as they are"
+    );
+    let direct = cri.list_containers().await.unwrap();
+    assert_eq!(direct.len(), listed.len());
+    assert_eq!(
+        direct.iter().find(|c| c.id == web_id).unwrap().annotations[keys::HASH],
+        hash(&web, "1.30"),
+        "the runtime itself is unchanged"
+    );
+
+    let status = via.container_status(&web_id).await.unwrap();
+    assert_eq!(
+        status.status.unwrap().annotations[keys::HASH],
+        hash(&web, "1.31")
+    );
+    assert!(
+        status.info.contains_key("info"),
+        "verbose info passes through"
+    );
+
+    // Methods outside kubehash's proto subset: exec, images, runtime status.
+    let exec: ExecSyncResponse = raw_call(
+        &listen,
+        "/runtime.v1.RuntimeService/ExecSync",
+        ExecSyncRequest {
+            container_id: web_id.clone(),
+            cmd: vec!["echo".into(), "hi".into()],
+            timeout: 10,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!((exec.stdout.as_slice(), exec.exit_code), (&b"hi\n"[..], 0));
+    let images: ListImagesResponse = raw_call(
+        &listen,
+        "/runtime.v1.ImageService/ListImages",
+        ListImagesRequest {},
+    )
+    .await
+    .unwrap();
+    assert!(
+        images
+            .images
+            .iter()
+            .any(|i| i.repo_tags.iter().any(|t| t == harness::IMAGE)),
+        "{images:?}"
+    );
+    let st: StatusResponse = raw_call(
+        &listen,
+        "/runtime.v1.RuntimeService/Status",
+        StatusRequest { verbose: false },
+    )
+    .await
+    .unwrap();
+    assert!(st
+        .status
+        .unwrap()
+        .conditions
+        .iter()
+        .any(|c| c.r#type == "RuntimeReady" && c.status));
+
+    // Status codes pass through: the runtime's NotFound, and its Unimplemented for a method it lacks.
+    let err = via
+        .container_status("no-such-container")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("NotFound"), "{err}");
+    let events = raw_call::<_, GetEventsRequest>(
+        &listen,
+        "/runtime.v1.RuntimeService/GetContainerEvents",
+        GetEventsRequest {},
+    )
+    .await;
+    if let Err(s) = events {
+        // containerd 1.6 has no GetContainerEvents; its answer must reach the client unchanged.
+        assert_eq!(s.code(), tonic::Code::Unimplemented, "{s}");
+    }
+
+    // The runtime socket disappears: the shim keeps serving and answers UNAVAILABLE; it comes back.
+    ctrd.stop();
+    let down = raw_call::<_, ListImagesResponse>(
+        &listen,
+        "/runtime.v1.ImageService/ListImages",
+        ListImagesRequest {},
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(down.code(), tonic::Code::Unavailable, "{down}");
+    ctrd.restart();
+    let mut via = Cri::connect(&listen).await.expect("the shim still serves");
+    let listed = via.list_containers().await.unwrap();
+    assert_eq!(
+        listed.iter().find(|c| c.id == web_id).unwrap().annotations[keys::HASH],
+        hash(&web, "1.31")
+    );
+
+    // A restarted shim keeps its decisions (no pods given: it must use the state file).
+    stop(&mut shim);
+    assert!(
+        !ctrd.dir.join("shim.sock").exists(),
+        "graceful shutdown removes the socket"
+    );
+    let (mut shim, listen) = start_shim(&ctrd.dir, &runtime, &[]);
+    let mut via = Cri::connect(&listen).await.unwrap();
+    let listed = via.list_containers().await.unwrap();
+    assert_eq!(
+        listed.iter().find(|c| c.id == web_id).unwrap().annotations[keys::HASH],
+        hash(&web, "1.31")
+    );
+    let status = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args([
+            "shim",
+            "--status",
+            "--runtime-endpoint",
+            &runtime,
+            "--state",
+        ])
+        .arg(ctrd.dir.join("shim-state.json"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&status.stdout)
+            .starts_with("1 of 1 translated containers are still there"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    stop(&mut shim);
+}
