@@ -75,42 +75,64 @@ struct Field {
     payload: std::ops::Range<usize>,
 }
 
-fn fields(b: &[u8]) -> Option<Vec<Field>> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < b.len() {
-        let start = pos;
-        let key = read_varint(b, &mut pos)?;
+/// The top-level fields of a message, without allocating. Yields `Err(())` once on bad input.
+struct Fields<'b> {
+    b: &'b [u8],
+    pos: usize,
+}
+
+fn fields(b: &[u8]) -> Fields<'_> {
+    Fields { b, pos: 0 }
+}
+
+impl Iterator for Fields<'_> {
+    type Item = Result<Field, ()>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.b.len() {
+            return None;
+        }
+        let r = self.step();
+        if r.is_err() {
+            self.pos = self.b.len();
+        }
+        Some(r)
+    }
+}
+
+impl Fields<'_> {
+    fn step(&mut self) -> Result<Field, ()> {
+        let b = self.b;
+        let start = self.pos;
+        let mut pos = self.pos;
+        let key = read_varint(b, &mut pos).ok_or(())?;
         let (number, wire) = ((key >> 3) as u32, (key & 7) as u8);
         let payload = match wire {
             0 => {
-                read_varint(b, &mut pos)?;
+                read_varint(b, &mut pos).ok_or(())?;
                 pos..pos
             }
-            1 => {
-                pos = pos.checked_add(8).filter(|&p| p <= b.len())?;
+            1 | 5 => {
+                let n = if wire == 1 { 8 } else { 4 };
+                pos = pos.checked_add(n).filter(|&p| p <= b.len()).ok_or(())?;
                 pos..pos
             }
             2 => {
-                let len = usize::try_from(read_varint(b, &mut pos)?).ok()?;
-                let p = pos..pos.checked_add(len).filter(|&e| e <= b.len())?;
+                let len = usize::try_from(read_varint(b, &mut pos).ok_or(())?).map_err(|_| ())?;
+                let p = pos..pos.checked_add(len).filter(|&e| e <= b.len()).ok_or(())?;
                 pos = p.end;
                 p
             }
-            5 => {
-                pos = pos.checked_add(4).filter(|&p| p <= b.len())?;
-                pos..pos
-            }
-            _ => return None, // groups (3, 4) are not used by CRI
+            _ => return Err(()), // groups (3, 4) are not used by CRI
         };
-        out.push(Field {
+        self.pos = pos;
+        Ok(Field {
             number,
             wire,
             whole: start..pos,
             payload,
-        });
+        })
     }
-    Some(out)
 }
 
 fn put_len_field(out: &mut Vec<u8>, number: u32, payload: &[u8]) {
@@ -144,42 +166,83 @@ fn map_entry(b: &[u8]) -> Option<(&str, &str)> {
 /// Decides, for one container (its id and annotations), which annotation values to replace.
 pub type Decide<'a> = dyn FnMut(&str, &[(&str, &str)]) -> Vec<(String, String)> + 'a;
 
-/// Calls `decide(container_id, annotations)` for one container message; it returns replacement
-/// values for some annotation keys. Returns the edited message, or None when nothing changed.
-fn edit_container(b: &[u8], annotations_field: u32, decide: &mut Decide) -> Option<Vec<u8>> {
-    let fs = fields(b)?;
-    let id = fs
-        .iter()
-        .find(|f| f.number == 1 && f.wire == 2)
-        .and_then(|f| std::str::from_utf8(&b[f.payload.clone()]).ok())?;
-    let entries: Vec<(&str, &str)> = fs
-        .iter()
-        .filter(|f| f.number == annotations_field && f.wire == 2)
-        .map(|f| map_entry(&b[f.payload.clone()]))
-        .collect::<Option<_>>()?;
-    let replace = decide(id, &entries);
-    if replace.is_empty() {
-        return None;
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
     }
-    let mut out = Vec::with_capacity(b.len() + 16);
-    let mut changed = false;
-    for f in &fs {
-        if f.number == annotations_field && f.wire == 2 {
-            if let Some((k, _)) = map_entry(&b[f.payload.clone()]) {
-                let k = k.to_string();
-                if let Some((_, new)) = replace.iter().find(|(rk, _)| *rk == k) {
-                    let mut entry = Vec::new();
-                    put_len_field(&mut entry, 1, k.as_bytes());
-                    put_len_field(&mut entry, 2, new.as_bytes());
-                    put_len_field(&mut out, annotations_field, &entry);
-                    changed = true;
-                    continue;
-                }
-            }
+    n
+}
+
+fn len_field_len(number: u32, payload: usize) -> usize {
+    varint_len(u64::from(number) << 3) + varint_len(payload as u64) + payload
+}
+
+/// Edits one container message (`b`, at response field `field`) into `out` and returns true, or
+/// returns false (writing nothing) when `decide` changes nothing or the message does not parse.
+/// Untouched bytes are copied in spans; only replaced annotation entries are encoded anew.
+fn edit_container_into(
+    b: &[u8],
+    field: u32,
+    annotations_field: u32,
+    decide: &mut Decide,
+    out: &mut Vec<u8>,
+) -> bool {
+    let mut id = None;
+    let mut entries: Vec<(&str, &str)> = Vec::with_capacity(8);
+    let mut ranges: Vec<std::ops::Range<usize>> = Vec::with_capacity(8);
+    for f in fields(b) {
+        let Ok(f) = f else { return false };
+        if f.wire != 2 {
+            continue;
         }
-        out.extend_from_slice(&b[f.whole.clone()]);
+        if f.number == 1 {
+            match std::str::from_utf8(&b[f.payload]) {
+                Ok(s) => id = Some(s),
+                Err(_) => return false,
+            }
+        } else if f.number == annotations_field {
+            let Some(e) = map_entry(&b[f.payload]) else {
+                return false;
+            };
+            entries.push(e);
+            ranges.push(f.whole);
+        }
     }
-    changed.then_some(out)
+    let Some(id) = id else { return false };
+    let replace = decide(id, &entries);
+    // (range of the old entry field, key, new value)
+    let edits: Vec<(&std::ops::Range<usize>, &str, &str)> = entries
+        .iter()
+        .zip(&ranges)
+        .filter_map(|((k, _), r)| {
+            replace
+                .iter()
+                .find(|(rk, _)| rk == k)
+                .map(|(_, nv)| (r, *k, nv.as_str()))
+        })
+        .collect();
+    if edits.is_empty() {
+        return false;
+    }
+    let entry_len = |k: &str, v: &str| len_field_len(1, k.len()) + len_field_len(2, v.len());
+    let new_len = edits.iter().fold(b.len(), |n, (r, k, v)| {
+        n - r.len() + len_field_len(annotations_field, entry_len(k, v))
+    });
+    put_varint(out, (u64::from(field) << 3) | 2);
+    put_varint(out, new_len as u64);
+    let mut last = 0;
+    for (r, k, v) in edits {
+        out.extend_from_slice(&b[last..r.start]);
+        put_varint(out, (u64::from(annotations_field) << 3) | 2);
+        put_varint(out, entry_len(k, v) as u64);
+        put_len_field(out, 1, k.as_bytes());
+        put_len_field(out, 2, v.as_bytes());
+        last = r.end;
+    }
+    out.extend_from_slice(&b[last..]);
+    true
 }
 
 /// Edits every container message a response carries. `decide` gets each container's id and
@@ -187,18 +250,24 @@ fn edit_container(b: &[u8], annotations_field: u32, decide: &mut Decide) -> Opti
 /// or the message could not be parsed (the caller then forwards the original bytes).
 pub fn edit_response(msg: &[u8], carrier: Carrier, decide: &mut Decide) -> Option<Vec<u8>> {
     let (field, annotations) = carrier.field_and_layout();
-    let fs = fields(msg)?;
-    let mut out = Vec::with_capacity(msg.len() + 64);
+    let mut out = Vec::with_capacity(msg.len() + 1024);
     let mut changed = false;
-    for f in &fs {
-        if f.number == field && f.wire == 2 {
-            if let Some(edited) = edit_container(&msg[f.payload.clone()], annotations, decide) {
-                put_len_field(&mut out, field, &edited);
-                changed = true;
-                continue;
-            }
+    for f in fields(msg) {
+        let f = f.ok()?;
+        if f.number == field
+            && f.wire == 2
+            && edit_container_into(
+                &msg[f.payload.clone()],
+                field,
+                annotations,
+                decide,
+                &mut out,
+            )
+        {
+            changed = true;
+            continue;
         }
-        out.extend_from_slice(&msg[f.whole.clone()]);
+        out.extend_from_slice(&msg[f.whole]);
     }
     changed.then_some(out)
 }
