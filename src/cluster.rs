@@ -125,6 +125,63 @@ impl Cluster {
         }
     }
 
+    /// One Node object, as JSON.
+    pub async fn node(&self, name: &str) -> Result<Value> {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodes_resource());
+        let node = api
+            .get(name)
+            .await
+            .map_err(|e| self.error(&format!("getting node {name}"), e))?;
+        serde_json::to_value(&node).map_err(|e| Error::Cluster {
+            url: self.url.clone(),
+            reason: format!("node {name}: {e}"),
+        })
+    }
+
+    /// Records a Kubernetes Event on a Node (namespace `default`, as the kubelet does).
+    pub async fn node_event(
+        &self,
+        node: &str,
+        uid: &str,
+        reason: &str,
+        message: &str,
+        warning: bool,
+    ) -> Result<()> {
+        use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let event = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{node}.kubehash.")),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node.into()),
+                uid: (!uid.is_empty()).then(|| uid.to_string()),
+                ..Default::default()
+            },
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+            source: Some(EventSource {
+                component: Some("kubehash".into()),
+                host: Some(node.into()),
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            ..Default::default()
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), "default");
+        api.create(&kube::api::PostParams::default(), &event)
+            .await
+            .map_err(|e| self.error("creating an event", e))?;
+        Ok(())
+    }
+
     /// Every node's kubelet version.
     pub async fn node_versions(&self) -> Result<NodeVersions> {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodes_resource());

@@ -14,6 +14,7 @@
 //!                                              report   ─ table / JSON / JSON Lines
 //! ```
 
+pub mod agent;
 pub mod cluster;
 pub mod containerd;
 pub mod cri;

@@ -77,6 +77,58 @@ enum Command {
     /// kubelet back at the runtime) after `node apply` has persisted the hashes, or when
     /// `kubehash shim --status` reports that no translated container is left.
     Shim(ShimArgs),
+
+    /// Run as a DaemonSet pod: plan when the Node gets the target-version annotation, apply while
+    /// the kubelet is down, verify when it is back. See deploy/.
+    Agent(AgentArgs),
+}
+
+#[derive(clap::Args)]
+struct AgentArgs {
+    /// This node's name (the downward API's spec.nodeName, in NODE_NAME).
+    #[arg(long, env = "NODE_NAME", value_name = "NAME")]
+    node_name: String,
+    /// Kubeconfig (default: in-cluster service account, or the usual kubeconfig).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    cri: String,
+    /// containerd's own API endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    containerd: String,
+    /// Where plans, pod specs, journals and the agent's state live.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/kubehash")]
+    state_dir: PathBuf,
+    /// The kubelet's healthz URL.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:10248/healthz"
+    )]
+    kubelet_healthz: String,
+    /// How long the kubelet must be down before apply runs.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    grace_seconds: u64,
+    /// How often to look at the Node and the kubelet.
+    #[arg(long, value_name = "MILLISECONDS", default_value_t = 2000)]
+    poll_ms: u64,
+    /// The Node annotation that carries the target kubelet version.
+    #[arg(long, default_value = kubehash::agent::TARGET_ANNOTATION)]
+    annotation: String,
+    /// Restart containerd after apply with this command (e.g. `systemctl restart containerd`,
+    /// or `nsenter -t 1 -m -- systemctl restart containerd` from a pod with host PID).
+    #[arg(long, value_name = "COMMAND")]
+    restart_containerd: Option<String>,
+    /// Publish what would be done; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Address for /metrics and /healthz.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9808")]
+    listen: String,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Json)]
+    log_format: LogFormat,
 }
 
 #[derive(clap::Args)]
@@ -349,6 +401,7 @@ fn main() -> ExitCode {
         Command::Matrix(args) => run_matrix(args),
         Command::Node { command } => run_node(command),
         Command::Shim(args) => run_shim(args),
+        Command::Agent(args) => run_agent(args),
     };
     match result {
         Ok(code) => code,
@@ -954,5 +1007,50 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
             }
         },
     ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_agent(a: AgentArgs) -> Result<ExitCode> {
+    init_logs(a.log_format);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let cfg = kubehash::agent::AgentConfig {
+        node_name: a.node_name,
+        kubeconfig: a.kubeconfig,
+        cri: a.cri,
+        containerd: a.containerd,
+        state_dir: a.state_dir,
+        kubelet_healthz: a.kubelet_healthz,
+        grace: std::time::Duration::from_secs(a.grace_seconds),
+        poll: std::time::Duration::from_millis(a.poll_ms),
+        annotation: a.annotation,
+        restart_containerd: a.restart_containerd,
+        dry_run: a.dry_run,
+    };
+    rt.block_on(async move {
+        let metrics = kubehash::agent::Metrics::default();
+        let listener = tokio::spawn(kubehash::agent::serve_metrics_owned(
+            a.listen,
+            metrics.clone(),
+        ));
+        let agent = kubehash::agent::Agent::new(cfg, metrics).await?;
+        let stop = async {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(t) => t,
+                    Err(_) => return std::future::pending().await,
+                };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        };
+        agent.run(stop).await?;
+        listener.abort();
+        Ok::<_, anyhow::Error>(())
+    })?;
     Ok(ExitCode::SUCCESS)
 }
