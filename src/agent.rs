@@ -2,7 +2,7 @@
 //! right moment of a kubelet binary swap — after the old kubelet stopped, before the new one runs.
 //!
 //! ```text
-//! Idle ──(Node annotated kubehash.dev/target-kubelet-version=T)──▶ Planned
+//! Idle ──(Node annotated kubehash.dev/target-kubelet-version=T, seen through a watch)──▶ Planned
 //!   plan: CRI + this node's pods; published as a Node Event, metrics and a plan file;
 //!   the pod specs are saved so that apply never needs the API server.
 //! Planned ──(kubelet healthz down for the grace period)──▶ Applying ──▶ Applied
@@ -268,6 +268,9 @@ pub struct Agent {
     phase: Phase,
     down_since: Option<Instant>,
     node_uid: String,
+    /// The newest Node object, kept by a watch.
+    node: Arc<Mutex<Option<Value>>>,
+    watch: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Agent {
@@ -276,6 +279,16 @@ impl Agent {
         let phase = load_phase(&cfg.state_dir)?;
         metrics.set_phase(&phase);
         info!(node = %cfg.node_name, phase = phase.name(), "agent starting");
+        let node = Arc::new(Mutex::new(None));
+        let watch = {
+            let (cluster, name, node, pause) = (
+                cluster.clone(),
+                cfg.node_name.clone(),
+                node.clone(),
+                cfg.poll,
+            );
+            tokio::spawn(async move { cluster.watch_node(&name, node, pause).await })
+        };
         Ok(Agent {
             cfg,
             cluster,
@@ -283,6 +296,8 @@ impl Agent {
             phase,
             down_since: None,
             node_uid: String::new(),
+            node,
+            watch: Some(watch),
         })
     }
 
@@ -404,7 +419,11 @@ impl Agent {
     }
 
     async fn look_for_target(&mut self) -> Result<()> {
-        let node = self.cluster.node(&self.cfg.node_name).await?;
+        let watched = self.node.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let node = match watched {
+            Some(n) => n,
+            None => return Ok(()), // the watch has not delivered the Node yet
+        };
         self.node_uid = node
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
@@ -556,7 +575,12 @@ impl Agent {
             }
             tokio::select! {
                 _ = tokio::time::sleep(self.cfg.poll) => {}
-                _ = &mut stop => return Ok(()),
+                _ = &mut stop => {
+                    if let Some(w) = self.watch.take() {
+                        w.abort();
+                    }
+                    return Ok(());
+                }
             }
         }
     }

@@ -138,6 +138,64 @@ impl Cluster {
         })
     }
 
+    /// Keeps `latest` up to date with the Node `name`, through a watch (started again whenever it
+    /// ends, after `pause`). Runs until the task is dropped.
+    pub async fn watch_node(
+        &self,
+        name: &str,
+        latest: std::sync::Arc<std::sync::Mutex<Option<Value>>>,
+        pause: Duration,
+    ) {
+        use futures_util::StreamExt;
+        use kube::api::{WatchEvent, WatchParams};
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodes_resource());
+        let set = |v: Value| *latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(v);
+        loop {
+            let version = match api.get(name).await {
+                Ok(node) => {
+                    let rv = node.metadata.resource_version.clone().unwrap_or_default();
+                    if let Ok(v) = serde_json::to_value(&node) {
+                        set(v);
+                    }
+                    rv
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot get the node; will try again");
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+            };
+            let wp = WatchParams::default()
+                .fields(&format!("metadata.name={name}"))
+                .timeout(290);
+            match api.watch(&wp, &version).await {
+                Ok(stream) => {
+                    let mut stream = std::pin::pin!(stream);
+                    while let Some(ev) = stream.next().await {
+                        match ev {
+                            Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
+                                if let Ok(v) = serde_json::to_value(&o) {
+                                    set(v);
+                                }
+                            }
+                            Ok(WatchEvent::Bookmark(_)) | Ok(WatchEvent::Deleted(_)) => {}
+                            Ok(WatchEvent::Error(e)) => {
+                                tracing::debug!(error = %e.message, "node watch ended");
+                                break;
+                            }
+                            Err(e) => {
+                                tracing::debug!(error = %e, "node watch ended");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot watch the node; will try again"),
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
     /// Records a Kubernetes Event on a Node (namespace `default`, as the kubelet does).
     pub async fn node_event(
         &self,

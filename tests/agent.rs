@@ -132,11 +132,33 @@ async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() 
     let pod_list = json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},
         "items":[pod_json("shop","web-1","uid-web-1",&[web.clone(), changed_now.clone()])]})
     .to_string();
+    let node = |annotated: bool| {
+        let annotations = if annotated {
+            json!({"kubehash.dev/target-kubelet-version":"v1.31.0"})
+        } else {
+            json!({})
+        };
+        json!({"kind":"Node","apiVersion":"v1","metadata":{"name":"test-node","uid":"node-uid-1","resourceVersion":"100",
+            "annotations":annotations},"status":{"nodeInfo":{"kubeletVersion":"v1.30.2"}}})
+    };
+    // The Node is annotated only once the watch is running: the annotation arrives as a watch
+    // event, as it does when upgrade tooling sets it.
+    let watched = Arc::new(AtomicBool::new(false));
+    let w = watched.clone();
+    let watch_requests = Arc::new(Mutex::new(Vec::<String>::new()));
+    let wr = watch_requests.clone();
     let api = http_server(Arc::new(move |method, target, body| {
         if method == "GET" && target.starts_with("/api/v1/nodes/test-node") {
-            (200, json!({"kind":"Node","apiVersion":"v1","metadata":{"name":"test-node","uid":"node-uid-1",
-                "annotations":{"kubehash.dev/target-kubelet-version":"v1.31.0"}},
-                "status":{"nodeInfo":{"kubeletVersion":"v1.30.2"}}}).to_string())
+            (200, node(w.load(Ordering::SeqCst)).to_string())
+        } else if method == "GET"
+            && target.starts_with("/api/v1/nodes?")
+            && target.contains("watch=true")
+        {
+            wr.lock().unwrap().push(target.to_string());
+            let first = !w.swap(true, Ordering::SeqCst);
+            let event =
+                json!({"type": if first { "MODIFIED" } else { "ADDED" }, "object": node(true)});
+            (200, format!("{event}\n"))
         } else if method == "GET"
             && target.starts_with("/api/v1/pods")
             && target.contains("spec.nodeName%3Dtest-node")
@@ -216,8 +238,17 @@ async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() 
         .value
         .clone();
 
-    // 1. Kubelet up: the plan is published, nothing is written.
+    // 1. Kubelet up: the annotation arrives through the Node watch; the plan is published,
+    //    nothing is written.
     let mut agent = start_agent();
+    wait("the node watch", Duration::from_secs(30), || {
+        !watch_requests.lock().unwrap().is_empty()
+    });
+    assert!(
+        watch_requests.lock().unwrap()[0].contains("fieldSelector=metadata.name%3Dtest-node"),
+        "{:?}",
+        watch_requests.lock().unwrap()
+    );
     wait("the plan", Duration::from_secs(30), || {
         phase(&state_dir) == "planned"
     });
