@@ -206,30 +206,6 @@ pub fn load_phase(dir: &Path) -> Result<Phase> {
     }
 }
 
-fn save_json(path: &Path, v: &impl Serialize) -> Result<()> {
-    let io = |e| Error::Io {
-        source_name: path.display().to_string(),
-        source: e,
-    };
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d).map_err(io)?;
-    }
-    let tmp = path.with_extension("tmp");
-    let bytes = serde_json::to_vec_pretty(v).map_err(|e| io(e.into()))?;
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp).map_err(io)?;
-        f.write_all(&bytes).and_then(|_| f.sync_all()).map_err(io)?;
-    }
-    std::fs::rename(&tmp, path).map_err(io)?;
-    if let Some(d) = path.parent() {
-        std::fs::File::open(d)
-            .and_then(|d| d.sync_all())
-            .map_err(io)?;
-    }
-    Ok(())
-}
-
 /// Whether the kubelet's healthz answers 200.
 async fn kubelet_healthy(url: &str) -> bool {
     let Some(rest) = url.strip_prefix("http://") else {
@@ -302,7 +278,7 @@ impl Agent {
     }
 
     fn set(&mut self, p: Phase) -> Result<()> {
-        save_json(&state_path(&self.cfg.state_dir), &p)?;
+        crate::durable::write_json(&state_path(&self.cfg.state_dir), &p)?;
         self.metrics.set_phase(&p);
         info!(phase = p.name(), "phase");
         self.phase = p;
@@ -467,7 +443,7 @@ impl Agent {
             .for_each_pod(Some(&selector), &mut |p| pods_json.push(p))
             .await?;
         let pods_file = self.pods_file(&to.to_string());
-        save_json(
+        crate::durable::write_json(
             &pods_file,
             &serde_json::json!({"kind": "List", "apiVersion": "v1", "items": pods_json}),
         )?;
@@ -478,7 +454,7 @@ impl Agent {
         let mut cri = Cri::connect(&self.cfg.cri).await?;
         let containers = cri.list_containers().await?;
         let plans = plan(&containers, &pods, to, from);
-        save_json(&self.cfg.state_dir.join(format!("plan-{to}.json")), &plans)?;
+        crate::durable::write_json(&self.cfg.state_dir.join(format!("plan-{to}.json")), &plans)?;
         let counts = crate::report::plan_counts(&plans);
         for (v, n) in &counts {
             self.metrics

@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod containerd;
 pub mod cri;
 pub mod decode;
+pub mod durable;
 pub mod error;
 pub mod gojson;
 pub mod hash;

@@ -210,16 +210,18 @@ struct PodSource {
         conflicts_with = "cluster"
     )]
     pods: Option<PathBuf>,
-    /// Read this node's pods from the API server instead.
+    /// Read pods from the API server instead (with --cri and node commands only this node's; for
+    /// a cluster-wide scan without --from or --nodes, node versions too).
     #[arg(long)]
     cluster: bool,
-    /// Kubeconfig for --cluster.
+    /// Kubeconfig for --cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, value_name = "PATH", requires = "cluster")]
     kubeconfig: Option<PathBuf>,
     /// Kubeconfig context for --cluster.
     #[arg(long, value_name = "NAME", requires = "cluster")]
     context: Option<String>,
-    /// This node's name, to list only its pods (default: the hostname).
+    /// With --cri and node commands: this node's name, to list only its pods (default: the
+    /// hostname).
     #[arg(long, value_name = "NAME")]
     node_name: Option<String>,
 }
@@ -300,31 +302,8 @@ struct ScanArgs {
     #[arg(long, value_name = "VERSION")]
     from: Option<String>,
 
-    /// Pods: a PodList/List or Pod file (JSON or YAML), a directory of them, or `-` for stdin.
-    #[arg(
-        short = 'i',
-        long = "pods",
-        value_name = "PATH",
-        required_unless_present = "cluster",
-        conflicts_with = "cluster"
-    )]
-    pods: Option<PathBuf>,
-
-    /// Read pods (and, without --from or --nodes, nodes) from the API server instead.
-    #[arg(long)]
-    cluster: bool,
-
-    /// Kubeconfig for --cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
-    #[arg(long, value_name = "PATH", requires = "cluster")]
-    kubeconfig: Option<PathBuf>,
-
-    /// Kubeconfig context for --cluster.
-    #[arg(long, value_name = "NAME", requires = "cluster")]
-    context: Option<String>,
-
-    /// With --cri --cluster: this node's name, to list only its pods (default: the hostname).
-    #[arg(long, value_name = "NAME")]
-    node_name: Option<String>,
+    #[command(flatten)]
+    source: PodSource,
 
     /// Nodes (kubectl get nodes -o json), for each node's kubelet version.
     #[arg(long, value_name = "PATH")]
@@ -554,11 +533,11 @@ fn run_scan(args: ScanArgs) -> Result<ExitCode> {
         .as_deref()
         .map(str::parse::<KubeletVersion>)
         .transpose()?;
-    let report = if args.cluster {
+    let report = if args.source.cluster {
         let rt = runtime()?;
         let cluster = rt.block_on(Cluster::connect(
-            args.kubeconfig.as_deref(),
-            args.context.as_deref(),
+            args.source.kubeconfig.as_deref(),
+            args.source.context.as_deref(),
         ))?;
         let from = match (fixed_from, &args.nodes) {
             (Some(f), _) => FromVersions::Fixed(f),
@@ -578,6 +557,7 @@ fn run_scan(args: ScanArgs) -> Result<ExitCode> {
             ),
         };
         let pods = args
+            .source
             .pods
             .as_deref()
             .context("--pods PATH or --cluster is needed")?;
@@ -637,18 +617,11 @@ fn run_matrix(args: MatrixArgs) -> Result<ExitCode> {
 /// `scan --cri`: this node's containers, joined to their pods, with a verdict each.
 fn run_node_scan(args: &ScanArgs, endpoint: &str, to: KubeletVersion) -> Result<ExitCode> {
     let from: Option<KubeletVersion> = args.from.as_deref().map(str::parse).transpose()?;
-    let source = PodSource {
-        pods: args.pods.clone(),
-        cluster: args.cluster,
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-        node_name: args.node_name.clone(),
-    };
     print_node_plan(
         endpoint,
         to,
         from,
-        &source,
+        &args.source,
         args.output,
         args.fail_on_restart,
     )

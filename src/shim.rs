@@ -103,28 +103,9 @@ impl ShimState {
         }
     }
 
-    /// Writes the state atomically (temporary file, fsync, rename, fsync of the directory).
+    /// Writes the state atomically and durably.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let io = |e| Error::Io {
-            source_name: format!("shim state {}", path.display()),
-            source: e,
-        };
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let tmp = path.with_extension("tmp");
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| io(e.into()))?;
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).map_err(io)?;
-            f.write_all(&bytes).and_then(|_| f.sync_all()).map_err(io)?;
-        }
-        std::fs::rename(&tmp, path).map_err(io)?;
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io)
+        crate::durable::write_json(path, self)
     }
 
     /// The annotation values to show for one container, given the ones the runtime reported.

@@ -14,21 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::{create_pod, pod_json, Containerd, TestContainer};
+use harness::{create_pod, hash, pod_json, Containerd, TestContainer};
 use kubehash::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
 use kubehash::cri::Cri;
-use kubehash::hash::hash_container;
-use kubehash::sink::format_hash;
 use serde_json::{json, Value};
-
-fn hash(spec: &Value, ver: &str) -> String {
-    format_hash(
-        hash_container(spec, &[ver.parse().unwrap()], "")
-            .unwrap()
-            .hash[0]
-            .1,
-    )
-}
 
 /// Answers a request: (method, target, body) → (status, body).
 type Handler = Arc<dyn Fn(&str, &str, &str) -> (u16, String) + Send + Sync>;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{create_pod, pod_json, Containerd, TestContainer};
+use harness::{create_pod, hash, pod_json, Containerd, TestContainer};
 use kubehash::containerd::{
     parse_metadata, stored_hashes, validate_edit, Store, EXTENSION, TYPE_URL,
 };
@@ -21,10 +21,6 @@ use serde_json::{json, Value};
 
 fn v(s: &str) -> KubeletVersion {
     s.parse().unwrap()
-}
-
-fn hash(spec: &Value, ver: &str) -> String {
-    format_hash(hash_container(spec, &[v(ver)], "").unwrap().hash[0].1)
 }
 
 fn kubehash(args: &[&str]) -> Output {

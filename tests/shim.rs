@@ -7,21 +7,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{create_pod, pod_json, Containerd, TestContainer};
+use harness::{create_pod, hash, pod_json, Containerd, TestContainer};
 use kubehash::cri::{keys, Cri};
-use kubehash::hash::hash_container;
-use kubehash::sink::format_hash;
-use serde_json::{json, Value};
+use serde_json::json;
 use tonic::codegen::http::uri::PathAndQuery;
-
-fn hash(spec: &Value, ver: &str) -> String {
-    format_hash(
-        hash_container(spec, &[ver.parse().unwrap()], "")
-            .unwrap()
-            .hash[0]
-            .1,
-    )
-}
 
 // Messages outside kubehash's proto subset, as a kubelet sends them (field numbers from api.proto).
 #[derive(Clone, PartialEq, prost::Message)]

@@ -502,6 +502,17 @@ pub async fn create_pod(
     }
 }
 
+/// kubelet `version`'s hash of a container spec, as stored in the annotation.
+pub fn hash(spec: &Value, version: &str) -> String {
+    let v: KubeletVersion = version.parse().expect("test version");
+    format_hash(
+        hash_container(spec, &[v], "test")
+            .expect("test spec hashes")
+            .hash[0]
+            .1,
+    )
+}
+
 /// A pod object as the API server returns it, for `--pods` files.
 pub fn pod_json(namespace: &str, name: &str, uid: &str, containers: &[Value]) -> Value {
     serde_json::json!({

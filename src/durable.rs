@@ -1,0 +1,38 @@
+//! Files that must survive a crash whole: written to a temporary file, synced, renamed over the
+//! old one, and the directory synced, so a reader sees the old content or the new, never half.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Replaces `path` with `bytes` atomically and durably (creating its directory if needed).
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |e| Error::Io {
+        source_name: path.display().to_string(),
+        source: e,
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp).map_err(io)?;
+        f.write_all(bytes).and_then(|_| f.sync_all()).map_err(io)?;
+    }
+    std::fs::rename(&tmp, path).map_err(io)?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)
+}
+
+/// [`write_atomically`] of a value as pretty JSON.
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Io {
+        source_name: path.display().to_string(),
+        source: e.into(),
+    })?;
+    write_atomically(path, &bytes)
+}
