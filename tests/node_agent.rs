@@ -365,29 +365,7 @@ async fn killed_apply_converges_and_rollback_restores_every_byte() {
     let specs: Vec<Value> = (0..4)
         .map(|i| json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]}))
         .collect();
-    let tcs: Vec<TestContainer> = specs
-        .iter()
-        .map(|s| TestContainer {
-            spec: s.clone(),
-            stored_hash: None,
-        })
-        .collect();
-    let pod = create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "ns",
-        "p",
-        "uid-p",
-        &tcs,
-        v("1.30"),
-    )
-    .await;
-    let pods_file = ctrd.dir.join("pods.json");
-    std::fs::write(
-        &pods_file,
-        serde_json::to_vec(&pod_json("ns", "p", "uid-p", &specs)).unwrap(),
-    )
-    .unwrap();
+    let (pod, pods_file) = harness::current_pod(&ctrd, &mut cri, &specs, "1.30").await;
     let store = Store::connect(&ep).await.unwrap();
     let mut originals = Vec::new();
     for id in &pod.container_ids {
@@ -517,29 +495,7 @@ async fn malformed_metadata_is_reported_and_never_written() {
         .iter()
         .map(|n| json!({"name":n,"image":harness::IMAGE}))
         .collect();
-    let tcs: Vec<TestContainer> = specs
-        .iter()
-        .map(|s| TestContainer {
-            spec: s.clone(),
-            stored_hash: None,
-        })
-        .collect();
-    let pod = create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "ns",
-        "p",
-        "uid-p",
-        &tcs,
-        v("1.30"),
-    )
-    .await;
-    let pods_file = ctrd.dir.join("pods.json");
-    std::fs::write(
-        &pods_file,
-        serde_json::to_vec(&pod_json("ns", "p", "uid-p", &specs)).unwrap(),
-    )
-    .unwrap();
+    let (pod, pods_file) = harness::current_pod(&ctrd, &mut cri, &specs, "1.30").await;
     let store = Store::connect(&ep).await.unwrap();
 
     // Damage three records behind CRI's back (CRI answers from memory, so it still plans them).

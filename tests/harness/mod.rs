@@ -502,6 +502,32 @@ pub async fn create_pod(
     }
 }
 
+/// Creates pod `ns/p` (uid `uid-p`) with these container specs as kubelet `version` would (each
+/// stored hash current), and writes the matching `--pods` file. Returns the pod and the file.
+pub async fn current_pod(
+    ctrd: &Containerd,
+    cri: &mut Cri,
+    specs: &[Value],
+    version: &str,
+) -> (CreatedPod, PathBuf) {
+    let tcs: Vec<TestContainer> = specs
+        .iter()
+        .map(|s| TestContainer {
+            spec: s.clone(),
+            stored_hash: None,
+        })
+        .collect();
+    let v: KubeletVersion = version.parse().expect("test version");
+    let pod = create_pod(cri, &ctrd.dir.join("pods"), "ns", "p", "uid-p", &tcs, v).await;
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(
+        &pods_file,
+        serde_json::to_vec(&pod_json("ns", "p", "uid-p", specs)).expect("pod json"),
+    )
+    .expect("pods file");
+    (pod, pods_file)
+}
+
 /// kubelet `version`'s hash of a container spec, as stored in the annotation.
 pub fn hash(spec: &Value, version: &str) -> String {
     let v: KubeletVersion = version.parse().expect("test version");
