@@ -179,39 +179,26 @@ fn len_field_len(number: u32, payload: usize) -> usize {
     varint_len(u64::from(number) << 3) + varint_len(payload as u64) + payload
 }
 
-/// Edits one container message (`b`, at response field `field`) into `out` and returns true, or
-/// returns false (writing nothing) when `decide` changes nothing or the message does not parse.
-/// Untouched bytes are copied in spans; only replaced annotation entries are encoded anew.
-fn edit_container_into(
-    b: &[u8],
-    field: u32,
-    annotations_field: u32,
-    decide: &mut Decide,
-    out: &mut Vec<u8>,
-) -> bool {
+/// Edits one container message, returning the new message bytes, or None when `decide` changes
+/// nothing or the message does not parse. Untouched bytes are copied in spans; only replaced
+/// annotation entries are encoded anew.
+fn edit_container(b: &[u8], annotations_field: u32, decide: &mut Decide) -> Option<Vec<u8>> {
     let mut id = None;
     let mut entries: Vec<(&str, &str)> = Vec::with_capacity(8);
     let mut ranges: Vec<std::ops::Range<usize>> = Vec::with_capacity(8);
     for f in fields(b) {
-        let Ok(f) = f else { return false };
+        let f = f.ok()?;
         if f.wire != 2 {
             continue;
         }
         if f.number == 1 {
-            match std::str::from_utf8(&b[f.payload]) {
-                Ok(s) => id = Some(s),
-                Err(_) => return false,
-            }
+            id = Some(std::str::from_utf8(&b[f.payload]).ok()?);
         } else if f.number == annotations_field {
-            let Some(e) = map_entry(&b[f.payload]) else {
-                return false;
-            };
-            entries.push(e);
+            entries.push(map_entry(&b[f.payload])?);
             ranges.push(f.whole);
         }
     }
-    let Some(id) = id else { return false };
-    let replace = decide(id, &entries);
+    let replace = decide(id?, &entries);
     // (range of the old entry field, key, new value)
     let edits: Vec<(&std::ops::Range<usize>, &str, &str)> = entries
         .iter()
@@ -224,25 +211,21 @@ fn edit_container_into(
         })
         .collect();
     if edits.is_empty() {
-        return false;
+        return None;
     }
     let entry_len = |k: &str, v: &str| len_field_len(1, k.len()) + len_field_len(2, v.len());
-    let new_len = edits.iter().fold(b.len(), |n, (r, k, v)| {
-        n - r.len() + len_field_len(annotations_field, entry_len(k, v))
-    });
-    put_varint(out, (u64::from(field) << 3) | 2);
-    put_varint(out, new_len as u64);
+    let mut out = Vec::with_capacity(b.len() + 32);
     let mut last = 0;
     for (r, k, v) in edits {
         out.extend_from_slice(&b[last..r.start]);
-        put_varint(out, (u64::from(annotations_field) << 3) | 2);
-        put_varint(out, entry_len(k, v) as u64);
-        put_len_field(out, 1, k.as_bytes());
-        put_len_field(out, 2, v.as_bytes());
+        put_varint(&mut out, (u64::from(annotations_field) << 3) | 2);
+        put_varint(&mut out, entry_len(k, v) as u64);
+        put_len_field(&mut out, 1, k.as_bytes());
+        put_len_field(&mut out, 2, v.as_bytes());
         last = r.end;
     }
     out.extend_from_slice(&b[last..]);
-    true
+    Some(out)
 }
 
 /// Edits every container message a response carries. `decide` gets each container's id and
@@ -254,22 +237,178 @@ pub fn edit_response(msg: &[u8], carrier: Carrier, decide: &mut Decide) -> Optio
     let mut changed = false;
     for f in fields(msg) {
         let f = f.ok()?;
-        if f.number == field
-            && f.wire == 2
-            && edit_container_into(
-                &msg[f.payload.clone()],
-                field,
-                annotations,
-                decide,
-                &mut out,
-            )
-        {
-            changed = true;
-            continue;
+        if f.number == field && f.wire == 2 {
+            if let Some(edited) = edit_container(&msg[f.payload.clone()], annotations, decide) {
+                put_len_field(&mut out, field, &edited);
+                changed = true;
+                continue;
+            }
         }
         out.extend_from_slice(&msg[f.whole]);
     }
     changed.then_some(out)
+}
+
+/// The largest container element [`StreamEditor`] holds back to edit; a larger one passes as is.
+const MAX_ELEMENT: usize = 8 << 20;
+
+#[derive(Debug, Clone, Copy)]
+enum St {
+    /// Expecting a gRPC frame header (5 bytes).
+    Header,
+    /// Passing `left` bytes through; then back to the fields of the message (`then` bytes left
+    /// in it) or, with `None`, to the next frame header.
+    Raw { left: usize, then: Option<usize> },
+    /// At a field key inside an uncompressed message with `left` bytes left.
+    Fields { left: usize },
+    /// Holding back a carrier element of `need` bytes; `after` bytes of the message follow it.
+    Element { need: usize, after: usize },
+}
+
+/// Edits gRPC response frames as they stream, for edits that keep every length (a translated hash
+/// as long as the stored one). Bytes are passed on as soon as their place in the message is known;
+/// only the container element being read is held back, edited in place and passed on. An edit
+/// that would change a length, and anything that does not parse, passes through unedited.
+pub struct StreamEditor {
+    field: u32,
+    annotations: u32,
+    buf: Vec<u8>,
+    st: St,
+}
+
+impl StreamEditor {
+    pub fn new(carrier: Carrier) -> StreamEditor {
+        let (field, annotations) = carrier.field_and_layout();
+        StreamEditor {
+            field,
+            annotations,
+            buf: Vec::new(),
+            st: St::Header,
+        }
+    }
+
+    /// Takes the next bytes of the body and appends to `out` what can be passed on already.
+    pub fn push(&mut self, data: &[u8], decide: &mut Decide, out: &mut Vec<u8>) {
+        self.buf.extend_from_slice(data);
+        let mut pos = 0;
+        loop {
+            let avail = &self.buf[pos..];
+            match self.st {
+                St::Header => {
+                    if avail.len() < 5 {
+                        break;
+                    }
+                    let len = u32::from_be_bytes([avail[1], avail[2], avail[3], avail[4]]) as usize;
+                    out.extend_from_slice(&avail[..5]);
+                    self.st = match (avail[0], len) {
+                        (_, 0) => St::Header,
+                        (0, _) => St::Fields { left: len },
+                        _ => St::Raw {
+                            left: len,
+                            then: None,
+                        }, // compressed: forwarded as is
+                    };
+                    pos += 5;
+                }
+                St::Raw { left, then } => {
+                    let n = left.min(avail.len());
+                    out.extend_from_slice(&avail[..n]);
+                    pos += n;
+                    if n < left {
+                        self.st = St::Raw {
+                            left: left - n,
+                            then,
+                        };
+                        break;
+                    }
+                    self.st = match then {
+                        Some(0) | None => St::Header,
+                        Some(rest) => St::Fields { left: rest },
+                    };
+                }
+                St::Fields { left } => {
+                    let mut p = 0;
+                    let Some(key) = read_varint(avail, &mut p) else {
+                        if avail.len() >= 10 {
+                            self.st = St::Raw { left, then: None }; // not protobuf: pass the rest
+                            continue;
+                        }
+                        break;
+                    };
+                    let (number, wire) = ((key >> 3) as u32, key & 7);
+                    let (head, payload) = match wire {
+                        0 => match read_varint(avail, &mut p) {
+                            Some(_) => (p, 0),
+                            None if avail.len() < p + 10 => break,
+                            None => (p, 0),
+                        },
+                        1 => (p, 8),
+                        5 => (p, 4),
+                        2 => match read_varint(avail, &mut p).and_then(|n| usize::try_from(n).ok())
+                        {
+                            Some(n) => (p, n),
+                            None if avail.len() < p + 10 => break,
+                            None => {
+                                self.st = St::Raw { left, then: None };
+                                continue;
+                            }
+                        },
+                        _ => {
+                            self.st = St::Raw { left, then: None };
+                            continue;
+                        }
+                    };
+                    if head + payload > left {
+                        self.st = St::Raw { left, then: None };
+                        continue;
+                    }
+                    out.extend_from_slice(&avail[..head]);
+                    pos += head;
+                    let after = left - head - payload;
+                    self.st = if wire == 2 && number == self.field && payload <= MAX_ELEMENT {
+                        St::Element {
+                            need: payload,
+                            after,
+                        }
+                    } else if payload == 0 {
+                        if after == 0 {
+                            St::Header
+                        } else {
+                            St::Fields { left: after }
+                        }
+                    } else {
+                        St::Raw {
+                            left: payload,
+                            then: Some(after),
+                        }
+                    };
+                }
+                St::Element { need, after } => {
+                    if avail.len() < need {
+                        break;
+                    }
+                    let element = &avail[..need];
+                    match edit_container(element, self.annotations, decide) {
+                        Some(edited) if edited.len() == need => out.extend_from_slice(&edited),
+                        _ => out.extend_from_slice(element),
+                    }
+                    pos += need;
+                    self.st = if after == 0 {
+                        St::Header
+                    } else {
+                        St::Fields { left: after }
+                    };
+                }
+            }
+        }
+        self.buf.drain(..pos);
+    }
+
+    /// Passes on whatever is still held (the body ended).
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        out.append(&mut self.buf);
+        self.st = St::Header;
+    }
 }
 
 #[cfg(test)]
@@ -324,6 +463,65 @@ mod tests {
         assert_eq!(got.containers[1], container("b", "222"));
         // Nothing to change: None, so the original bytes are forwarded.
         assert!(edit_response(&bytes, Carrier::Containers, &mut |_, _| vec![]).is_none());
+    }
+
+    fn frame(msg: &[u8]) -> Vec<u8> {
+        let mut f = vec![0];
+        f.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+        f.extend_from_slice(msg);
+        f
+    }
+
+    #[test]
+    fn streaming_edits_equal_whole_message_edits_for_any_chunking() {
+        let resp = proto::ListContainersResponse {
+            containers: (0..20)
+                .map(|i| {
+                    container(
+                        &format!("c{i}"),
+                        if i % 3 == 0 { "aaaa1111" } else { "bbbb2222" },
+                    )
+                })
+                .collect(),
+        };
+        let mut msg = resp.encode_to_vec();
+        put_len_field(&mut msg, 99, b"future"); // an unknown field survives
+        let mut decide = |_: &str, ann: &[(&str, &str)]| -> Vec<(String, String)> {
+            if ann
+                .iter()
+                .any(|(k, v)| *k == "io.kubernetes.container.hash" && *v == "aaaa1111")
+            {
+                vec![("io.kubernetes.container.hash".into(), "cccc3333".into())]
+            } else {
+                vec![]
+            }
+        };
+        let whole = edit_response(&msg, Carrier::Containers, &mut decide).unwrap();
+        let mut input = frame(&msg);
+        input.extend_from_slice(&frame(&msg));
+        let mut want = frame(&whole);
+        want.extend_from_slice(&frame(&whole));
+        for chunk in [1, 2, 3, 7, 64, 1000, input.len()] {
+            let mut ed = StreamEditor::new(Carrier::Containers);
+            let mut out = Vec::new();
+            for c in input.chunks(chunk) {
+                ed.push(c, &mut decide, &mut out);
+            }
+            ed.finish(&mut out);
+            assert_eq!(out, want, "chunks of {chunk}");
+        }
+        // A length-changing edit is not made (the element passes as is).
+        let mut longer = |_: &str, _: &[(&str, &str)]| {
+            vec![(
+                "io.kubernetes.container.hash".to_string(),
+                "toolong12345".to_string(),
+            )]
+        };
+        let mut ed = StreamEditor::new(Carrier::Containers);
+        let mut out = Vec::new();
+        ed.push(&frame(&msg), &mut longer, &mut out);
+        ed.finish(&mut out);
+        assert_eq!(out, frame(&msg));
     }
 
     #[test]

@@ -47,8 +47,26 @@ pub struct Translation {
     pub container: String,
     pub stored_hash: String,
     pub new_hash: String,
+    /// The stored hashWithoutResources, if the container has one.
+    #[serde(default)]
+    pub stored_hash_without_resources: Option<String>,
     /// Target's hashWithoutResources, shown only where the container has one (targets 1.27 – 1.30).
     pub new_hash_without_resources: Option<String>,
+}
+
+impl Translation {
+    /// Whether the translated values are as long as the stored ones (then answers can be edited
+    /// as they stream; otherwise a whole message must be held to re-encode lengths).
+    pub fn keeps_lengths(&self) -> bool {
+        self.new_hash.len() == self.stored_hash.len()
+            && match (
+                &self.new_hash_without_resources,
+                &self.stored_hash_without_resources,
+            ) {
+                (Some(n), Some(s)) => n.len() == s.len(),
+                (Some(_), None) | (None, _) => true,
+            }
+    }
 }
 
 /// The shim's decisions, made once and persisted.
@@ -74,6 +92,7 @@ impl ShimState {
                         container: p.container.clone(),
                         stored_hash: p.stored_hash.clone()?,
                         new_hash: p.new_hash.clone()?,
+                        stored_hash_without_resources: p.stored_hash_without_resources.clone(),
                         new_hash_without_resources: p.new_hash_without_resources.clone(),
                     },
                 ))
@@ -106,6 +125,11 @@ impl ShimState {
     /// Writes the state atomically and durably.
     pub fn save(&self, path: &Path) -> Result<()> {
         crate::durable::write_json(path, self)
+    }
+
+    /// Whether every translation keeps the stored values' lengths.
+    pub fn keeps_lengths(&self) -> bool {
+        self.translations.values().all(Translation::keeps_lengths)
     }
 
     /// The annotation values to show for one container, given the ones the runtime reported.
@@ -170,6 +194,8 @@ impl Upstream {
 struct Shim {
     state: Arc<ShimState>,
     upstream: Upstream,
+    /// Every translation keeps lengths: edit answers as they stream.
+    streaming: bool,
 }
 
 /// A trailers-only gRPC answer with this status.
@@ -251,6 +277,7 @@ async fn handle(
     let (parts, body) = resp.into_parts();
     let body = match carrier {
         None => body.map_err(|e| Box::new(e) as BoxError).boxed_unsync(),
+        Some(c) if shim.streaming => translate_streaming(body, c, shim.state.clone()),
         Some(c) => translate(body, c, shim.state.clone()),
     };
     Ok(Response::from_parts(parts, body))
@@ -326,6 +353,59 @@ fn translate(body: Incoming, carrier: Carrier, state: Arc<ShimState>) -> ProxyBo
     StreamBody::new(stream).boxed_unsync()
 }
 
+/// A response body whose container elements are edited in place as the bytes stream through
+/// (every translation keeps lengths); only the element being read is held back.
+fn translate_streaming(body: Incoming, carrier: Carrier, state: Arc<ShimState>) -> ProxyBody {
+    use crate::protowire::StreamEditor;
+    type St = Option<(
+        Incoming,
+        StreamEditor,
+        std::collections::VecDeque<Frame<Bytes>>,
+    )>;
+    let init: St = Some((body, StreamEditor::new(carrier), Default::default()));
+    let stream = futures_util::stream::unfold(init, move |st: St| {
+        let state = state.clone();
+        async move {
+            let (mut body, mut editor, mut pending) = st?;
+            let mut decide = |id: &str, ann: &[(&str, &str)]| state.decide(id, ann);
+            loop {
+                if let Some(f) = pending.pop_front() {
+                    return Some((Ok::<_, BoxError>(f), Some((body, editor, pending))));
+                }
+                match body.frame().await {
+                    None => {
+                        let mut out = Vec::new();
+                        editor.finish(&mut out);
+                        if out.is_empty() {
+                            return None;
+                        }
+                        return Some((Ok(Frame::data(Bytes::from(out))), None));
+                    }
+                    Some(Err(e)) => return Some((Err(Box::new(e) as BoxError), None)),
+                    Some(Ok(frame)) => match frame.into_data() {
+                        Ok(data) => {
+                            let mut out = Vec::with_capacity(data.len());
+                            editor.push(&data, &mut decide, &mut out);
+                            if !out.is_empty() {
+                                pending.push_back(Frame::data(Bytes::from(out)));
+                            }
+                        }
+                        Err(other) => {
+                            let mut out = Vec::new();
+                            editor.finish(&mut out);
+                            if !out.is_empty() {
+                                pending.push_back(Frame::data(Bytes::from(out)));
+                            }
+                            pending.push_back(other);
+                        }
+                    },
+                }
+            }
+        }
+    });
+    StreamBody::new(stream).boxed_unsync()
+}
+
 /// Runs the shim until `shutdown` resolves, then stops accepting, lets requests in flight finish
 /// (up to 10 s) and removes its socket.
 pub async fn serve(
@@ -357,8 +437,11 @@ pub async fn serve(
         std::fs::set_permissions(&listen_path, std::fs::Permissions::from_mode(socket_mode))
             .map_err(|e| fail(format!("cannot set the socket's mode: {e}")))?;
     }
-    info!(listen = %listen_path, runtime = %runtime_path, to = %state.to, translated = state.translations.len(), "shim serving");
+    info!(listen = %listen_path, runtime = %runtime_path, to = %state.to, translated = state.translations.len(),
+        streaming = state.keeps_lengths(), "shim serving");
+    let streaming = state.keeps_lengths();
     let shim = Arc::new(Shim {
+        streaming,
         state: Arc::new(state),
         upstream: Upstream {
             path: runtime_path,
@@ -408,6 +491,7 @@ mod tests {
                 container: "a".into(),
                 stored_hash: "111".into(),
                 new_hash: "999".into(),
+                stored_hash_without_resources: None,
                 new_hash_without_resources: Some("888".into()),
             },
         );
