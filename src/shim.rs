@@ -21,7 +21,7 @@ use std::convert::Infallible;
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, StreamBody};
@@ -277,8 +277,7 @@ async fn handle(
     let (parts, body) = resp.into_parts();
     let body = match carrier {
         None => body.map_err(|e| Box::new(e) as BoxError).boxed_unsync(),
-        Some(c) if shim.streaming => translate_streaming(body, c, shim.state.clone()),
-        Some(c) => translate(body, c, shim.state.clone()),
+        Some(c) => translate(body, Editor::new(c, shim.streaming), shim.state.clone()),
     };
     Ok(Response::from_parts(parts, body))
 }
@@ -311,92 +310,84 @@ fn take_messages(buf: &mut BytesMut, carrier: Carrier, state: &ShimState) -> Byt
     out.freeze()
 }
 
-/// A response body whose gRPC messages are edited as they stream through; trailers pass as is.
-fn translate(body: Incoming, carrier: Carrier, state: Arc<ShimState>) -> ProxyBody {
-    type St = Option<(Incoming, BytesMut, std::collections::VecDeque<Frame<Bytes>>)>;
-    let init: St = Some((body, BytesMut::new(), Default::default()));
-    let stream = futures_util::stream::unfold(init, move |st: St| {
-        let state = state.clone();
-        async move {
-            let (mut body, mut buf, mut pending) = st?;
-            loop {
-                if let Some(f) = pending.pop_front() {
-                    return Some((Ok::<_, BoxError>(f), Some((body, buf, pending))));
-                }
-                match body.frame().await {
-                    None => {
-                        if buf.has_remaining() {
-                            return Some((Ok(Frame::data(buf.split().freeze())), None));
-                        }
-                        return None;
-                    }
-                    Some(Err(e)) => return Some((Err(Box::new(e) as BoxError), None)),
-                    Some(Ok(frame)) => match frame.into_data() {
-                        Ok(data) => {
-                            buf.extend_from_slice(&data);
-                            let out = take_messages(&mut buf, carrier, &state);
-                            if !out.is_empty() {
-                                pending.push_back(Frame::data(out));
-                            }
-                        }
-                        Err(other) => {
-                            if buf.has_remaining() {
-                                pending.push_back(Frame::data(buf.split().freeze()));
-                            }
-                            pending.push_back(other);
-                        }
-                    },
-                }
-            }
-        }
-    });
-    StreamBody::new(stream).boxed_unsync()
+/// How a response's gRPC messages are edited: whole messages (lengths may change), or in place as
+/// the bytes stream (every translation keeps lengths).
+enum Editor {
+    Whole(Carrier, BytesMut),
+    Streaming(crate::protowire::StreamEditor),
 }
 
-/// A response body whose container elements are edited in place as the bytes stream through
-/// (every translation keeps lengths); only the element being read is held back.
-fn translate_streaming(body: Incoming, carrier: Carrier, state: Arc<ShimState>) -> ProxyBody {
-    use crate::protowire::StreamEditor;
-    type St = Option<(
-        Incoming,
-        StreamEditor,
-        std::collections::VecDeque<Frame<Bytes>>,
-    )>;
-    let init: St = Some((body, StreamEditor::new(carrier), Default::default()));
+impl Editor {
+    fn new(carrier: Carrier, streaming: bool) -> Editor {
+        if streaming {
+            Editor::Streaming(crate::protowire::StreamEditor::new(carrier))
+        } else {
+            Editor::Whole(carrier, BytesMut::new())
+        }
+    }
+
+    /// Takes the next body bytes; returns what can be sent on now.
+    fn push(&mut self, data: &[u8], state: &ShimState) -> Bytes {
+        match self {
+            Editor::Whole(carrier, buf) => {
+                buf.extend_from_slice(data);
+                take_messages(buf, *carrier, state)
+            }
+            Editor::Streaming(ed) => {
+                let mut out = Vec::with_capacity(data.len());
+                ed.push(data, &mut |id, ann| state.decide(id, ann), &mut out);
+                Bytes::from(out)
+            }
+        }
+    }
+
+    /// The body ended (or its trailers came): what is still held goes on unedited.
+    fn finish(&mut self) -> Bytes {
+        match self {
+            Editor::Whole(_, buf) => buf.split().freeze(),
+            Editor::Streaming(ed) => {
+                let mut out = Vec::new();
+                ed.finish(&mut out);
+                Bytes::from(out)
+            }
+        }
+    }
+}
+
+/// A response body whose gRPC messages are edited as they pass; trailers pass as is.
+fn translate(body: Incoming, editor: Editor, state: Arc<ShimState>) -> ProxyBody {
+    type St = Option<(Incoming, Editor, std::collections::VecDeque<Frame<Bytes>>)>;
+    let init: St = Some((body, editor, Default::default()));
     let stream = futures_util::stream::unfold(init, move |st: St| {
         let state = state.clone();
         async move {
             let (mut body, mut editor, mut pending) = st?;
-            let mut decide = |id: &str, ann: &[(&str, &str)]| state.decide(id, ann);
             loop {
                 if let Some(f) = pending.pop_front() {
                     return Some((Ok::<_, BoxError>(f), Some((body, editor, pending))));
                 }
                 match body.frame().await {
                     None => {
-                        let mut out = Vec::new();
-                        editor.finish(&mut out);
-                        if out.is_empty() {
+                        let rest = editor.finish();
+                        if rest.is_empty() {
                             return None;
                         }
-                        return Some((Ok(Frame::data(Bytes::from(out))), None));
+                        return Some((Ok(Frame::data(rest)), None));
                     }
                     Some(Err(e)) => return Some((Err(Box::new(e) as BoxError), None)),
                     Some(Ok(frame)) => match frame.into_data() {
                         Ok(data) => {
-                            let mut out = Vec::with_capacity(data.len());
-                            editor.push(&data, &mut decide, &mut out);
+                            let out = editor.push(&data, &state);
                             if !out.is_empty() {
-                                pending.push_back(Frame::data(Bytes::from(out)));
+                                pending.push_back(Frame::data(out));
                             }
                         }
-                        Err(other) => {
-                            let mut out = Vec::new();
-                            editor.finish(&mut out);
-                            if !out.is_empty() {
-                                pending.push_back(Frame::data(Bytes::from(out)));
+                        Err(trailers) => {
+                            let rest = editor.finish();
+                            if !rest.is_empty() {
+                                pending.push_back(Frame::data(rest));
                             }
-                            pending.push_back(other);
+                            pending.push_back(trailers);
                         }
                     },
                 }
