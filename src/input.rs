@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::gojson::go_clean_input;
-use crate::pods::for_each_value;
+use crate::pods::{for_each_value, take_container_slots, ContainerSlot};
 
 /// One thing to hash, or the reason a part of the input could not become one.
 #[derive(Debug)]
@@ -154,36 +154,30 @@ fn pod_containers(mut pod: Value, here: &str, items: &mut Vec<Item>) {
         (false, false) => format!("{ns}/{name}"),
     };
     let mut found = 0;
-    for list in ["initContainers", "containers", "ephemeralContainers"] {
-        let Some(slot) = pod.pointer_mut(&format!("/spec/{list}")) else {
-            continue;
-        };
-        match slot.take() {
-            Value::Array(cs) => {
-                for (i, c) in cs.into_iter().enumerate() {
-                    found += 1;
-                    let cname = c.get("name").and_then(Value::as_str).map(str::to_string);
-                    let path = format!("{pod_id}: spec.{list}[{i}]");
-                    match cname {
-                        Some(cname) if c.is_object() => items.push(Item::Container {
-                            id: format!("{pod_id}/{cname}"),
-                            path,
-                            json: c,
-                        }),
-                        _ => items.push(Item::Invalid {
-                            id: format!("{pod_id}/{list}[{i}]"),
-                            error: format!("{path}: a container needs a string \"name\""),
-                        }),
-                    }
+    for slot in take_container_slots(&mut pod) {
+        match slot {
+            ContainerSlot::Container {
+                list,
+                index: i,
+                json: c,
+            } => {
+                found += 1;
+                let path = format!("{pod_id}: spec.{list}[{i}]");
+                match c.get("name").and_then(Value::as_str).map(str::to_string) {
+                    Some(cname) if c.is_object() => items.push(Item::Container {
+                        id: format!("{pod_id}/{cname}"),
+                        path,
+                        json: c,
+                    }),
+                    _ => items.push(Item::Invalid {
+                        id: format!("{pod_id}/{list}[{i}]"),
+                        error: format!("{path}: a container needs a string \"name\""),
+                    }),
                 }
             }
-            Value::Null => {}
-            other => items.push(Item::Invalid {
+            ContainerSlot::NotAList { list, got } => items.push(Item::Invalid {
                 id: pod_id.clone(),
-                error: format!(
-                    "{pod_id}: spec.{list} must be a list, got {}",
-                    short(&other)
-                ),
+                error: format!("{pod_id}: spec.{list} must be a list, got {}", short(&got)),
             }),
         }
     }

@@ -392,6 +392,38 @@ pub fn workload_of(pod: &Value) -> Workload {
     }
 }
 
+/// What a pod's container lists hold, in the order the kubelet starts containers.
+pub enum ContainerSlot {
+    Container {
+        /// `initContainers`, `containers` or `ephemeralContainers`.
+        list: &'static str,
+        index: usize,
+        json: Value,
+    },
+    /// The list is there but is not a JSON list.
+    NotAList { list: &'static str, got: Value },
+}
+
+/// The pod's container lists, in start order.
+pub const CONTAINER_LISTS: [&str; 3] = ["initContainers", "containers", "ephemeralContainers"];
+
+/// Takes every container out of a pod object (init, regular, ephemeral), leaving the lists null.
+pub fn take_container_slots(pod: &mut Value) -> Vec<ContainerSlot> {
+    let mut out = Vec::new();
+    for list in CONTAINER_LISTS {
+        match pod.pointer_mut(&format!("/spec/{list}")).map(Value::take) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(cs)) => out.extend(
+                cs.into_iter()
+                    .enumerate()
+                    .map(|(index, json)| ContainerSlot::Container { list, index, json }),
+            ),
+            Some(got) => out.push(ContainerSlot::NotAList { list, got }),
+        }
+    }
+    out
+}
+
 /// Splits a pod object into its containers (init, sidecar, regular, ephemeral), taking the
 /// container values out of it. An object that is not a pod, or a pod without containers, is an
 /// error naming it.
@@ -418,40 +450,36 @@ pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, 
         .to_string();
     let workload = workload_of(&pod);
     let mut out = Vec::new();
-    for (list, default_kind) in [
-        ("initContainers", ContainerKind::Init),
-        ("containers", ContainerKind::Regular),
-        ("ephemeralContainers", ContainerKind::Ephemeral),
-    ] {
-        match pod.pointer_mut(&format!("/spec/{list}")).map(Value::take) {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(cs)) => {
-                for (i, c) in cs.into_iter().enumerate() {
-                    let Some(cname) = c.get("name").and_then(Value::as_str).map(str::to_string)
-                    else {
-                        return Err(format!("{id}: spec.{list}[{i}] has no name"));
-                    };
-                    let kind = if default_kind == ContainerKind::Init
-                        && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
-                    {
-                        ContainerKind::Sidecar
-                    } else {
-                        default_kind
-                    };
-                    out.push(PodContainer {
-                        namespace: namespace.clone(),
-                        pod: name.clone(),
-                        pod_uid: uid.clone(),
-                        node: node.clone(),
-                        workload: workload.clone(),
-                        kind,
-                        name: cname,
-                        json: c,
-                    });
-                }
+    for slot in take_container_slots(&mut pod) {
+        let (list, i, c) = match slot {
+            ContainerSlot::NotAList { list, .. } => {
+                return Err(format!("{id}: spec.{list} is not a list"))
             }
-            Some(_) => return Err(format!("{id}: spec.{list} is not a list")),
-        }
+            ContainerSlot::Container { list, index, json } => (list, index, json),
+        };
+        let Some(cname) = c.get("name").and_then(Value::as_str).map(str::to_string) else {
+            return Err(format!("{id}: spec.{list}[{i}] has no name"));
+        };
+        let kind = match list {
+            "initContainers"
+                if c.get("restartPolicy").and_then(Value::as_str) == Some("Always") =>
+            {
+                ContainerKind::Sidecar
+            }
+            "initContainers" => ContainerKind::Init,
+            "containers" => ContainerKind::Regular,
+            _ => ContainerKind::Ephemeral,
+        };
+        out.push(PodContainer {
+            namespace: namespace.clone(),
+            pod: name.clone(),
+            pod_uid: uid.clone(),
+            node: node.clone(),
+            workload: workload.clone(),
+            kind,
+            name: cname,
+            json: c,
+        });
     }
     if out.is_empty() {
         return Err(format!("{id}: pod has no containers"));
