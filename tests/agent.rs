@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::{create_pod, hash, pod_json, Containerd, TestContainer};
+use harness::{hash, pod_json, Containerd};
 use kubehash::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
 use kubehash::cri::Cri;
 use serde_json::{json, Value};
@@ -91,29 +91,13 @@ async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() 
     let mut ctrd = Containerd::start();
     let ep = ctrd.endpoint();
     let mut cri = Cri::connect(&ep).await.unwrap();
-    let web = json!({"name":"web","image":harness::IMAGE,"args":["--port=8080"]});
-    let changed_now = json!({"name":"changed","image":harness::IMAGE,"args":["--new"]});
-    let changed_then = json!({"name":"changed","image":harness::IMAGE,"args":["--old"]});
-    let pod = create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "shop",
-        "web-1",
-        "uid-web-1",
-        &[
-            TestContainer {
-                spec: web.clone(),
-                stored_hash: None,
-            },
-            TestContainer {
-                spec: changed_now.clone(),
-                stored_hash: Some(hash(&changed_then, "1.30")),
-            },
-        ],
-        "1.30".parse().unwrap(),
-    )
-    .await;
-    let (web_id, changed_id) = (pod.container_ids[0].clone(), pod.container_ids[1].clone());
+    let harness::WebPod {
+        web,
+        changed_now,
+        web_id,
+        changed_id,
+        ..
+    } = harness::web_pod(&ctrd, &mut cri, "1.30").await;
 
     // The API server: the Node (annotated for 1.31, kubelet 1.30), its pods, and Events.
     let events: Arc<Mutex<Vec<Value>>> = Arc::default();

@@ -137,29 +137,13 @@ async fn the_new_kubelet_sees_translated_hashes_and_everything_else_as_is() {
     let mut ctrd = Containerd::start();
     let runtime = ctrd.endpoint();
     let mut cri = Cri::connect(&runtime).await.unwrap();
-    let web = json!({"name":"web","image":harness::IMAGE,"args":["--port=8080"]});
-    let changed_now = json!({"name":"changed","image":harness::IMAGE,"args":["--new"]});
-    let changed_then = json!({"name":"changed","image":harness::IMAGE,"args":["--old"]});
-    let pod = create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "shop",
-        "web-1",
-        "uid-web-1",
-        &[
-            TestContainer {
-                spec: web.clone(),
-                stored_hash: None,
-            },
-            TestContainer {
-                spec: changed_now.clone(),
-                stored_hash: Some(hash(&changed_then, "1.30")),
-            },
-        ],
-        "1.30".parse().unwrap(),
-    )
-    .await;
-    let (web_id, changed_id) = (pod.container_ids[0].clone(), pod.container_ids[1].clone());
+    let harness::WebPod {
+        web,
+        changed_now,
+        changed_then,
+        web_id,
+        changed_id,
+    } = harness::web_pod(&ctrd, &mut cri, "1.30").await;
     let pods_file = ctrd.dir.join("pods.json");
     std::fs::write(
         &pods_file,

@@ -528,6 +528,50 @@ pub async fn current_pod(
     (pod, pods_file)
 }
 
+/// The scenario several tests share: pod `shop/web-1` (uid `uid-web-1`) created by kubelet
+/// `from`, with `web` running its current spec and `changed` created from an older spec
+/// (`changed_then`) than the one the API server now has (`changed_now`).
+pub struct WebPod {
+    pub web: Value,
+    pub changed_now: Value,
+    pub changed_then: Value,
+    pub web_id: String,
+    pub changed_id: String,
+}
+
+pub async fn web_pod(ctrd: &Containerd, cri: &mut Cri, from: &str) -> WebPod {
+    let web = serde_json::json!({"name":"web","image":IMAGE,"args":["--port=8080"]});
+    let changed_now = serde_json::json!({"name":"changed","image":IMAGE,"args":["--new"]});
+    let changed_then = serde_json::json!({"name":"changed","image":IMAGE,"args":["--old"]});
+    let v: KubeletVersion = from.parse().expect("test version");
+    let pod = create_pod(
+        cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &[
+            TestContainer {
+                spec: web.clone(),
+                stored_hash: None,
+            },
+            TestContainer {
+                spec: changed_now.clone(),
+                stored_hash: Some(hash(&changed_then, from)),
+            },
+        ],
+        v,
+    )
+    .await;
+    WebPod {
+        web,
+        changed_now,
+        changed_then,
+        web_id: pod.container_ids[0].clone(),
+        changed_id: pod.container_ids[1].clone(),
+    }
+}
+
 /// kubelet `version`'s hash of a container spec, as stored in the annotation.
 pub fn hash(spec: &Value, version: &str) -> String {
     let v: KubeletVersion = version.parse().expect("test version");
