@@ -149,23 +149,9 @@ struct ShimArgs {
     /// The kubelet version that created the containers.
     #[arg(long, value_name = "VERSION")]
     from: Option<String>,
-    /// Pods to plan from (only when there is no state file yet).
-    #[arg(
-        short = 'i',
-        long = "pods",
-        value_name = "PATH",
-        conflicts_with = "cluster"
-    )]
-    pods: Option<PathBuf>,
-    /// Plan from this node's pods on the API server (only when there is no state file yet).
-    #[arg(long)]
-    cluster: bool,
-    #[arg(long, value_name = "PATH", requires = "cluster")]
-    kubeconfig: Option<PathBuf>,
-    #[arg(long, value_name = "NAME", requires = "cluster")]
-    context: Option<String>,
-    #[arg(long, value_name = "NAME")]
-    node_name: Option<String>,
+    /// Where to plan from (only when there is no state file yet).
+    #[command(flatten)]
+    source: PodSource,
     /// The shim's decisions (container id + stored hash → translated hash).
     #[arg(
         long,
@@ -206,7 +192,6 @@ struct PodSource {
         short = 'i',
         long = "pods",
         value_name = "PATH",
-        required_unless_present = "cluster",
         conflicts_with = "cluster"
     )]
     pods: Option<PathBuf>,
@@ -227,6 +212,7 @@ struct PodSource {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("pod-source").args(["pods", "cluster"]).required(true)))]
 struct NodePlanArgs {
     /// Target kubelet version.
     #[arg(long, value_name = "VERSION")]
@@ -293,6 +279,7 @@ enum LogFormat {
 const DEFAULT_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("pod-source").args(["pods", "cluster"]).required(true)))]
 struct ScanArgs {
     /// Target kubelet version.
     #[arg(long, value_name = "VERSION")]
@@ -940,17 +927,10 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
         None => {
             let to = to.context("--to VERSION is needed to plan (there is no shim state yet)")?;
             let from: Option<KubeletVersion> = a.from.as_deref().map(str::parse).transpose()?;
-            let source = PodSource {
-                pods: a.pods.clone(),
-                cluster: a.cluster,
-                kubeconfig: a.kubeconfig.clone(),
-                context: a.context.clone(),
-                node_name: a.node_name.clone(),
-            };
-            if source.pods.is_none() && !source.cluster {
+            if a.source.pods.is_none() && !a.source.cluster {
                 bail!("to plan, give --pods PATH or --cluster");
             }
-            let pods = node_pods(&rt, &source)?;
+            let pods = node_pods(&rt, &a.source)?;
             let containers = rt.block_on(async {
                 let mut cri = Cri::connect(&a.runtime_endpoint).await?;
                 cri.list_containers().await
