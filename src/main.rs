@@ -520,28 +520,31 @@ fn run_scan(args: ScanArgs) -> Result<ExitCode> {
         .as_deref()
         .map(str::parse::<KubeletVersion>)
         .transpose()?;
+    // --from, else --nodes; without either, the cluster's Node objects (for --cluster).
+    let given_from = match (fixed_from, &args.nodes) {
+        (Some(f), _) => Some(FromVersions::Fixed(f)),
+        (None, Some(path)) => Some(FromVersions::PerNode(NodeVersions::from_path(path)?)),
+        (None, None) => None,
+    };
     let report = if args.source.cluster {
         let rt = runtime()?;
         let cluster = rt.block_on(Cluster::connect(
             args.source.kubeconfig.as_deref(),
             args.source.context.as_deref(),
         ))?;
-        let from = match (fixed_from, &args.nodes) {
-            (Some(f), _) => FromVersions::Fixed(f),
-            (None, Some(path)) => FromVersions::PerNode(NodeVersions::from_path(path)?),
-            (None, None) => FromVersions::PerNode(rt.block_on(cluster.node_versions())?),
+        let from = match given_from {
+            Some(f) => f,
+            None => FromVersions::PerNode(rt.block_on(cluster.node_versions())?),
         };
         scan_source(to, from, progress, cluster.url().to_string(), |each| {
             rt.block_on(cluster.for_each_pod(None, each)).map(|_| ())
         })?
     } else {
-        let from = match (fixed_from, &args.nodes) {
-            (Some(f), _) => FromVersions::Fixed(f),
-            (None, Some(path)) => FromVersions::PerNode(NodeVersions::from_path(path)?),
-            (None, None) => bail!(
+        let Some(from) = given_from else {
+            bail!(
                 "say which kubelet version the nodes run now: --from VERSION, or --nodes FILE \
                  (kubectl get nodes -o json)"
-            ),
+            );
         };
         let pods = args
             .source
@@ -557,8 +560,7 @@ fn run_scan(args: ScanArgs) -> Result<ExitCode> {
     match args.output {
         ScanFormat::Table => write_scan_table(&report, &mut out)?,
         ScanFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
-            out.write_all(b"\n")?;
+            write_json_line(&mut out, &report)?;
         }
     }
     out.flush()?;
@@ -586,8 +588,7 @@ fn run_matrix(args: MatrixArgs) -> Result<ExitCode> {
     match args.output {
         ScanFormat::Table => write_matrix_table(&m, &mut out)?,
         ScanFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &m)?;
-            out.write_all(b"\n")?;
+            write_json_line(&mut out, &m)?;
         }
     }
     out.flush()?;
@@ -677,8 +678,7 @@ fn print_node_plan(
                 "counts": counts,
                 "containers": plans,
             });
-            serde_json::to_writer_pretty(&mut out, &doc)?;
-            out.write_all(b"\n")?;
+            write_json_line(&mut out, &doc)?;
         }
     }
     out.flush()?;
@@ -739,8 +739,7 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     match a.plan.output {
         ScanFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
-            out.write_all(b"\n")?;
+            write_json_line(&mut out, &report)?;
         }
         ScanFormat::Table => {
             let mut rows = vec![vec![
@@ -823,8 +822,7 @@ fn run_node_check(a: NodeJournalArgs, verify: bool) -> Result<ExitCode> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     match a.output {
         ScanFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &results)?;
-            out.write_all(b"\n")?;
+            write_json_line(&mut out, &results)?;
         }
         ScanFormat::Table => {
             let mut rows = vec![vec![
@@ -1006,4 +1004,11 @@ fn run_agent(a: AgentArgs) -> Result<ExitCode> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Pretty JSON and a final newline, for `-o json`.
+fn write_json_line(out: &mut impl Write, value: &impl serde::Serialize) -> Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    out.write_all(b"\n")?;
+    Ok(())
 }

@@ -150,7 +150,7 @@ async fn upgrade(from: &str, to: &str) {
         .collect();
     assert!(pids_before.values().all(Option::is_some), "{pids_before:?}");
 
-    let apply = kubehash(&[
+    let apply_args = [
         "node",
         "apply",
         "--cri",
@@ -167,7 +167,8 @@ async fn upgrade(from: &str, to: &str) {
         &journal_s,
         "-o",
         "json",
-    ]);
+    ];
+    let apply = kubehash(&apply_args);
     assert!(
         apply.status.success(),
         "{}{}",
@@ -188,24 +189,7 @@ async fn upgrade(from: &str, to: &str) {
     );
 
     // Idempotent: nothing changes the second time.
-    let again = kubehash(&[
-        "node",
-        "apply",
-        "--cri",
-        &ep,
-        "--containerd",
-        &ep,
-        "--to",
-        to,
-        "--from",
-        from,
-        "-i",
-        &pods,
-        "--journal",
-        &journal_s,
-        "-o",
-        "json",
-    ]);
+    let again = kubehash(&apply_args);
     let again: Value = serde_json::from_slice(&again.stdout).unwrap();
     assert!(
         again["outcomes"]
