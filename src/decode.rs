@@ -174,12 +174,10 @@ impl<'a> Decoder<'_, 'a> {
                 out.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
                 Ok(Val::Map(out))
             }
-            Kind::Struct(_) => {
-                if !v.is_object() {
-                    return Err(self.type_error(&format!("an object ({})", t.name), v));
-                }
-                self.decode_struct(ty, v)
-            }
+            Kind::Struct(_) => match v {
+                Value::Object(obj) => self.decode_struct(ty, obj),
+                _ => Err(self.type_error(&format!("an object ({})", t.name), v)),
+            },
             Kind::Quantity => self.quantity(v),
             Kind::IntOrString => match v {
                 Value::String(s) => Ok(Val::IntOrString(IntOrString::Str(s))),
@@ -198,7 +196,11 @@ impl<'a> Decoder<'_, 'a> {
     }
 
     /// A struct's fields from one JSON object; inline (embedded) structs read the same object.
-    fn decode_struct(&mut self, ty: TypeId, obj: &'a Value) -> Result<Val<'a>> {
+    fn decode_struct(
+        &mut self,
+        ty: TypeId,
+        obj: &'a serde_json::Map<String, Value>,
+    ) -> Result<Val<'a>> {
         let Kind::Struct(fields) = &self.schema.ty(ty).kind else {
             unreachable!("decode_struct on a non-struct")
         };
@@ -207,15 +209,10 @@ impl<'a> Decoder<'_, 'a> {
             if f.inline {
                 out.push(self.decode_struct(f.ty, obj)?);
             } else {
-                let key = f.json.as_str();
-                match obj.get(key) {
+                // The key is borrowed from the JSON so that the path lives as long as the value.
+                match obj.get_key_value(f.json.as_str()) {
                     None => out.push(zero(self.schema, f.ty)),
-                    Some(item) => {
-                        // Borrow the key from the JSON so the path lives as long as the value.
-                        let key = obj
-                            .as_object()
-                            .and_then(|o| o.get_key_value(key))
-                            .map_or("?", |(k, _)| k.as_str());
+                    Some((key, item)) => {
                         self.path.push(Seg::Key(key));
                         out.push(self.decode(f.ty, Some(item))?);
                         self.path.pop();
