@@ -15,6 +15,10 @@
 //! | `PodSandboxStatusResponse` | 3 → `ContainerStatus` |
 //! | `ContainerEventResponse` | 5 → `ContainerStatus` |
 
+use std::ops::Range;
+
+use crate::cri::keys;
+
 /// Which response message a gRPC method returns, for the fields that hold containers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Carrier {
@@ -71,8 +75,8 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 struct Field {
     number: u32,
     wire: u8,
-    whole: std::ops::Range<usize>,
-    payload: std::ops::Range<usize>,
+    whole: Range<usize>,
+    payload: Range<usize>,
 }
 
 /// The top-level fields of a message, without allocating. Yields `Err(())` once on bad input.
@@ -141,30 +145,123 @@ fn put_len_field(out: &mut Vec<u8>, number: u32, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
-/// A map<string,string> entry: (key, value), borrowed, if it is one.
-fn map_entry(b: &[u8]) -> Option<(&str, &str)> {
-    let mut key = "";
-    let mut value = "";
-    let mut pos = 0;
-    while pos < b.len() {
-        let k = read_varint(b, &mut pos)?;
-        if k & 7 != 2 {
+/// The two annotations the shim may translate, as a container carries them or as they should be
+/// shown instead (`None`: absent, or leave as is). Values are the raw bytes of protobuf strings.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Hashes<'a> {
+    /// `io.kubernetes.container.hash`
+    pub hash: Option<&'a [u8]>,
+    /// `io.kubernetes.container.hashWithoutResources`
+    pub hash_without_resources: Option<&'a [u8]>,
+}
+
+impl Hashes<'_> {
+    fn is_empty(&self) -> bool {
+        self.hash.is_none() && self.hash_without_resources.is_none()
+    }
+}
+
+/// Decides, for one container (its id and the hashes it carries), which values to show instead.
+/// The values returned borrow from the decider's data (`'s`), not from the closure (`'c`).
+pub type Decide<'s, 'c> = dyn FnMut(&[u8], Hashes<'_>) -> Hashes<'s> + 'c;
+
+/// One map<string,string> entry field of a container: the whole field and its value's payload
+/// (`None` when the entry has no value field, i.e. the empty string).
+#[derive(Debug, Clone)]
+struct Entry {
+    whole: Range<usize>,
+    value: Option<Range<usize>>,
+}
+
+impl Entry {
+    fn value<'b>(&self, b: &'b [u8]) -> &'b [u8] {
+        self.value.clone().map_or(&[], |r| &b[r])
+    }
+}
+
+/// Parses a map entry at `b[at]`: (key, value range), ranges relative to `b`.
+fn map_entry(b: &[u8], at: Range<usize>) -> Option<(&[u8], Option<Range<usize>>)> {
+    let mut key: &[u8] = &[];
+    let mut value = None;
+    for f in fields(&b[at.clone()]) {
+        let f = f.ok()?;
+        if f.wire != 2 {
             return None; // map entries hold two strings
         }
-        let len = usize::try_from(read_varint(b, &mut pos)?).ok()?;
-        let s = std::str::from_utf8(b.get(pos..pos.checked_add(len)?)?).ok()?;
-        pos += len;
-        match k >> 3 {
-            1 => key = s,
-            2 => value = s,
+        let abs = at.start + f.payload.start..at.start + f.payload.end;
+        match f.number {
+            1 => key = &b[abs],
+            2 => value = Some(abs),
             _ => {}
         }
     }
     Some((key, value))
 }
 
-/// Decides, for one container (its id and annotations), which annotation values to replace.
-pub type Decide<'a> = dyn FnMut(&str, &[(&str, &str)]) -> Vec<(String, String)> + 'a;
+/// Where, in one container message, its id and the translatable annotations are. Where a key
+/// occurs more than once the last entry counts, as it does when the kubelet decodes the map.
+struct Found {
+    id: Range<usize>,
+    hash: Option<Entry>,
+    hash_without_resources: Option<Entry>,
+}
+
+fn scan_container(b: &[u8], annotations_field: u32) -> Option<Found> {
+    let mut id = None;
+    let (mut hash, mut hash_without_resources) = (None, None);
+    for f in fields(b) {
+        let f = f.ok()?;
+        if f.wire != 2 {
+            continue;
+        }
+        if f.number == 1 {
+            id = Some(f.payload);
+        } else if f.number == annotations_field {
+            let (key, value) = map_entry(b, f.payload)?;
+            let entry = Some(Entry {
+                whole: f.whole,
+                value,
+            });
+            if key == keys::HASH.as_bytes() {
+                hash = entry;
+            } else if key == keys::HASH_WITHOUT_RESOURCES.as_bytes() {
+                hash_without_resources = entry;
+            }
+        }
+    }
+    Some(Found {
+        id: id?,
+        hash,
+        hash_without_resources,
+    })
+}
+
+impl Found {
+    /// Asks `decide`, and pairs each value to show with the entry it replaces.
+    fn edits<'s>(
+        &self,
+        b: &[u8],
+        decide: &mut Decide<'s, '_>,
+    ) -> Vec<(&Entry, &'static str, &'s [u8])> {
+        let carried = Hashes {
+            hash: self.hash.as_ref().map(|e| e.value(b)),
+            hash_without_resources: self.hash_without_resources.as_ref().map(|e| e.value(b)),
+        };
+        if carried.is_empty() {
+            return vec![];
+        }
+        let show = decide(&b[self.id.clone()], carried);
+        let mut out = Vec::new();
+        if let (Some(e), Some(v)) = (&self.hash, show.hash) {
+            out.push((e, keys::HASH, v));
+        }
+        if let (Some(e), Some(v)) = (&self.hash_without_resources, show.hash_without_resources) {
+            out.push((e, keys::HASH_WITHOUT_RESOURCES, v));
+        }
+        out.sort_by_key(|(e, _, _)| e.whole.start);
+        out
+    }
+}
 
 fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
@@ -183,49 +280,44 @@ fn len_field_len(number: u32, payload: usize) -> usize {
 /// nothing or the message does not parse. Untouched bytes are copied in spans; only replaced
 /// annotation entries are encoded anew.
 fn edit_container(b: &[u8], annotations_field: u32, decide: &mut Decide) -> Option<Vec<u8>> {
-    let mut id = None;
-    let mut entries: Vec<(&str, &str)> = Vec::with_capacity(8);
-    let mut ranges: Vec<std::ops::Range<usize>> = Vec::with_capacity(8);
-    for f in fields(b) {
-        let f = f.ok()?;
-        if f.wire != 2 {
-            continue;
-        }
-        if f.number == 1 {
-            id = Some(std::str::from_utf8(&b[f.payload]).ok()?);
-        } else if f.number == annotations_field {
-            entries.push(map_entry(&b[f.payload])?);
-            ranges.push(f.whole);
-        }
-    }
-    let replace = decide(id?, &entries);
-    // (range of the old entry field, key, new value)
-    let edits: Vec<(&std::ops::Range<usize>, &str, &str)> = entries
-        .iter()
-        .zip(&ranges)
-        .filter_map(|((k, _), r)| {
-            replace
-                .iter()
-                .find(|(rk, _)| rk == k)
-                .map(|(_, nv)| (r, *k, nv.as_str()))
-        })
-        .collect();
+    let found = scan_container(b, annotations_field)?;
+    let edits = found.edits(b, decide);
     if edits.is_empty() {
         return None;
     }
-    let entry_len = |k: &str, v: &str| len_field_len(1, k.len()) + len_field_len(2, v.len());
+    let entry_len = |k: &str, v: &[u8]| len_field_len(1, k.len()) + len_field_len(2, v.len());
     let mut out = Vec::with_capacity(b.len() + 32);
     let mut last = 0;
-    for (r, k, v) in edits {
-        out.extend_from_slice(&b[last..r.start]);
+    for (e, k, v) in edits {
+        out.extend_from_slice(&b[last..e.whole.start]);
         put_varint(&mut out, (u64::from(annotations_field) << 3) | 2);
         put_varint(&mut out, entry_len(k, v) as u64);
         put_len_field(&mut out, 1, k.as_bytes());
-        put_len_field(&mut out, 2, v.as_bytes());
-        last = r.end;
+        put_len_field(&mut out, 2, v);
+        last = e.whole.end;
     }
     out.extend_from_slice(&b[last..]);
     Some(out)
+}
+
+/// Appends one container message to `out`, with the values `decide` gives written over the old
+/// ones in place when every one of them has the old value's length. Otherwise (or when the
+/// message does not parse) the message is appended unedited.
+fn patch_container(b: &[u8], annotations_field: u32, decide: &mut Decide, out: &mut Vec<u8>) {
+    let at = out.len();
+    out.extend_from_slice(b);
+    let Some(found) = scan_container(b, annotations_field) else {
+        return;
+    };
+    let edits = found.edits(b, decide);
+    if !edits.iter().all(|(e, _, v)| e.value(b).len() == v.len()) {
+        return;
+    }
+    for (e, _, v) in edits {
+        if let Some(r) = &e.value {
+            out[at + r.start..at + r.end].copy_from_slice(v);
+        }
+    }
 }
 
 /// Edits every container message a response carries. `decide` gets each container's id and
@@ -289,10 +381,24 @@ impl StreamEditor {
 
     /// Takes the next bytes of the body and appends to `out` what can be passed on already.
     pub fn push(&mut self, data: &[u8], decide: &mut Decide, out: &mut Vec<u8>) {
-        self.buf.extend_from_slice(data);
+        if self.buf.is_empty() {
+            // The usual case: nothing held back, so work on `data` itself and keep only its tail.
+            let used = self.run(data, decide, out);
+            self.buf.extend_from_slice(&data[used..]);
+        } else {
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.extend_from_slice(data);
+            let used = self.run(&buf, decide, out);
+            buf.drain(..used);
+            self.buf = buf;
+        }
+    }
+
+    /// Passes on what `input` allows; returns how many bytes were used (the rest must be held).
+    fn run(&mut self, input: &[u8], decide: &mut Decide, out: &mut Vec<u8>) -> usize {
         let mut pos = 0;
         loop {
-            let avail = &self.buf[pos..];
+            let avail = &input[pos..];
             match self.st {
                 St::Header => {
                     if avail.len() < 5 {
@@ -387,11 +493,7 @@ impl StreamEditor {
                     if avail.len() < need {
                         break;
                     }
-                    let element = &avail[..need];
-                    match edit_container(element, self.annotations, decide) {
-                        Some(edited) if edited.len() == need => out.extend_from_slice(&edited),
-                        _ => out.extend_from_slice(element),
-                    }
+                    patch_container(&avail[..need], self.annotations, decide, out);
                     pos += need;
                     self.st = if after == 0 {
                         St::Header
@@ -401,7 +503,7 @@ impl StreamEditor {
                 }
             }
         }
-        self.buf.drain(..pos);
+        pos
     }
 
     /// Passes on whatever is still held (the body ended).
@@ -416,6 +518,13 @@ mod tests {
     use super::*;
     use crate::cri::proto;
     use prost::Message;
+
+    fn show(hash: &'static [u8]) -> Hashes<'static> {
+        Hashes {
+            hash: Some(hash),
+            hash_without_resources: None,
+        }
+    }
 
     fn container(id: &str, hash: &str) -> proto::Container {
         proto::Container {
@@ -440,15 +549,11 @@ mod tests {
         // An unknown field (number 99) at the end must survive.
         let mut bytes = resp.encode_to_vec();
         put_len_field(&mut bytes, 99, b"future");
-        let edited = edit_response(&bytes, Carrier::Containers, &mut |id, ann| {
-            if id == "a"
-                && ann
-                    .iter()
-                    .any(|(k, v)| *k == "io.kubernetes.container.hash" && *v == "111")
-            {
-                vec![("io.kubernetes.container.hash".into(), "999".into())]
+        let edited = edit_response(&bytes, Carrier::Containers, &mut |id, carried| {
+            if id == b"a" && carried.hash == Some(b"111") {
+                show(b"999")
             } else {
-                vec![]
+                Hashes::default()
             }
         })
         .unwrap();
@@ -462,7 +567,9 @@ mod tests {
         assert_eq!(got.containers[0].created_at, 42);
         assert_eq!(got.containers[1], container("b", "222"));
         // Nothing to change: None, so the original bytes are forwarded.
-        assert!(edit_response(&bytes, Carrier::Containers, &mut |_, _| vec![]).is_none());
+        assert!(
+            edit_response(&bytes, Carrier::Containers, &mut |_, _| Hashes::default()).is_none()
+        );
     }
 
     fn frame(msg: &[u8]) -> Vec<u8> {
@@ -486,14 +593,11 @@ mod tests {
         };
         let mut msg = resp.encode_to_vec();
         put_len_field(&mut msg, 99, b"future"); // an unknown field survives
-        let mut decide = |_: &str, ann: &[(&str, &str)]| -> Vec<(String, String)> {
-            if ann
-                .iter()
-                .any(|(k, v)| *k == "io.kubernetes.container.hash" && *v == "aaaa1111")
-            {
-                vec![("io.kubernetes.container.hash".into(), "cccc3333".into())]
+        let mut decide = |_: &[u8], carried: Hashes<'_>| -> Hashes<'static> {
+            if carried.hash == Some(b"aaaa1111") {
+                show(b"cccc3333")
             } else {
-                vec![]
+                Hashes::default()
             }
         };
         let whole = edit_response(&msg, Carrier::Containers, &mut decide).unwrap();
@@ -511,17 +615,69 @@ mod tests {
             assert_eq!(out, want, "chunks of {chunk}");
         }
         // A length-changing edit is not made (the element passes as is).
-        let mut longer = |_: &str, _: &[(&str, &str)]| {
-            vec![(
-                "io.kubernetes.container.hash".to_string(),
-                "toolong12345".to_string(),
-            )]
-        };
+        let mut longer = |_: &[u8], _: Hashes<'_>| show(b"toolong12345");
         let mut ed = StreamEditor::new(Carrier::Containers);
         let mut out = Vec::new();
         ed.push(&frame(&msg), &mut longer, &mut out);
         ed.finish(&mut out);
         assert_eq!(out, frame(&msg));
+    }
+
+    #[test]
+    fn both_hashes_are_patched_in_place_and_the_last_duplicate_counts() {
+        let hwr = "io.kubernetes.container.hashWithoutResources";
+        let mut c = container("a", "11111111");
+        c.annotations.insert(hwr.into(), "22222222".into());
+        let mut msg = proto::ListContainersResponse {
+            containers: vec![c],
+        }
+        .encode_to_vec();
+        // A second, later `hash` entry in the same container: a decoder keeps the last one, so
+        // that is the value decided on and replaced.
+        let mut entry = Vec::new();
+        put_len_field(&mut entry, 1, b"io.kubernetes.container.hash");
+        put_len_field(&mut entry, 2, b"33333333");
+        let mut element = Vec::new();
+        put_len_field(&mut element, 9, &entry);
+        let first = fields(&msg).next().unwrap().unwrap();
+        let mut grown = msg[first.payload.clone()].to_vec();
+        grown.extend_from_slice(&element);
+        msg.clear();
+        put_len_field(&mut msg, 1, &grown);
+
+        let mut seen = Vec::new();
+        let mut decide = |_: &[u8], carried: Hashes<'_>| -> Hashes<'static> {
+            seen.push((
+                carried.hash.map(<[u8]>::to_vec),
+                carried.hash_without_resources.map(<[u8]>::to_vec),
+            ));
+            Hashes {
+                hash: Some(b"aaaaaaaa"),
+                hash_without_resources: Some(b"bbbbbbbb"),
+            }
+        };
+        let mut ed = StreamEditor::new(Carrier::Containers);
+        let mut out = Vec::new();
+        ed.push(&frame(&msg), &mut decide, &mut out);
+        ed.finish(&mut out);
+        assert_eq!(
+            seen,
+            vec![(Some(b"33333333".to_vec()), Some(b"22222222".to_vec()))]
+        );
+        assert_eq!(out.len(), frame(&msg).len());
+        let got = proto::ListContainersResponse::decode(&out[5..]).unwrap();
+        let ann = &got.containers[0].annotations;
+        assert_eq!(ann["io.kubernetes.container.hash"], "aaaaaaaa");
+        assert_eq!(ann[hwr], "bbbbbbbb");
+        assert_eq!(ann["other"], "x");
+        // The whole-message editor agrees.
+        let whole = edit_response(&msg, Carrier::Containers, &mut |_, _| Hashes {
+            hash: Some(b"aaaaaaaa"),
+            hash_without_resources: Some(b"bbbbbbbb"),
+        })
+        .unwrap();
+        let got = proto::ListContainersResponse::decode(&whole[..]).unwrap();
+        assert_eq!(&got.containers[0].annotations, ann);
     }
 
     #[test]
@@ -535,7 +691,7 @@ mod tests {
             info: Default::default(),
         };
         let edited = edit_response(&resp.encode_to_vec(), Carrier::Statuses(1), &mut |_, _| {
-            vec![("io.kubernetes.container.hash".into(), "2".into())]
+            show(b"2")
         })
         .unwrap();
         let got = proto::ContainerStatusResponse::decode(&edited[..]).unwrap();
@@ -544,9 +700,9 @@ mod tests {
             "2"
         );
         assert!(
-            edit_response(&[0xff, 0xff, 0xff], Carrier::Containers, &mut |_, _| vec![
-                ("a".into(), "b".into())
-            ])
+            edit_response(&[0xff, 0xff, 0xff], Carrier::Containers, &mut |_, _| show(
+                b"2"
+            ))
             .is_none()
         );
     }

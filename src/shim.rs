@@ -32,10 +32,10 @@ use serde::{Deserialize, Serialize};
 use tokio::net::{UnixListener, UnixStream};
 use tracing::{debug, info, warn};
 
-use crate::cri::{keys, socket_path};
+use crate::cri::socket_path;
 use crate::error::{Error, Result};
 use crate::plan::{ContainerPlan, Verdict};
-use crate::protowire::{edit_response, Carrier};
+use crate::protowire::{edit_response, Carrier, Hashes};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -132,23 +132,25 @@ impl ShimState {
         self.translations.values().all(Translation::keeps_lengths)
     }
 
-    /// The annotation values to show for one container, given the ones the runtime reported.
-    pub fn decide(&self, id: &str, annotations: &[(&str, &str)]) -> Vec<(String, String)> {
-        let Some(t) = self.translations.get(id) else {
-            return vec![];
+    /// The hash values to show for one container, given the ones the runtime reported: the
+    /// translation, only when the stored hash is still exactly the one planned.
+    pub fn decide(&self, id: &[u8], carried: Hashes<'_>) -> Hashes<'_> {
+        let Some(t) = std::str::from_utf8(id)
+            .ok()
+            .and_then(|id| self.translations.get(id))
+        else {
+            return Hashes::default();
         };
-        let get = |k: &str| annotations.iter().find(|(ak, _)| *ak == k).map(|(_, v)| *v);
-        if get(keys::HASH) != Some(t.stored_hash.as_str()) {
-            return vec![]; // not what was planned: never masked
+        if carried.hash != Some(t.stored_hash.as_bytes()) {
+            return Hashes::default(); // not what was planned: never masked
         }
-        let mut out = vec![(keys::HASH.to_string(), t.new_hash.clone())];
-        if let (Some(nw), Some(_)) = (
-            &t.new_hash_without_resources,
-            get(keys::HASH_WITHOUT_RESOURCES),
-        ) {
-            out.push((keys::HASH_WITHOUT_RESOURCES.to_string(), nw.clone()));
+        Hashes {
+            hash: Some(t.new_hash.as_bytes()),
+            // Shown only where the container has one.
+            hash_without_resources: carried
+                .hash_without_resources
+                .and(t.new_hash_without_resources.as_deref().map(str::as_bytes)),
         }
-        out
     }
 }
 
@@ -472,6 +474,7 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cri::keys;
 
     fn state() -> ShimState {
         let mut translations = BTreeMap::new();
@@ -496,22 +499,35 @@ mod tests {
     #[test]
     fn translates_only_what_was_planned() {
         let s = state();
-        let ann = |h: &'static str| vec![(keys::HASH, h)];
+        let carried = |h: &'static str| Hashes {
+            hash: Some(h.as_bytes()),
+            hash_without_resources: None,
+        };
         assert_eq!(
-            s.decide("c1", &ann("111")),
-            vec![(keys::HASH.to_string(), "999".to_string())]
+            s.decide(b"c1", carried("111")),
+            Hashes {
+                hash: Some(b"999"),
+                hash_without_resources: None
+            }
         );
-        assert!(
-            s.decide("c1", &ann("222")).is_empty(),
+        assert_eq!(
+            s.decide(b"c1", carried("222")),
+            Hashes::default(),
             "a hash that changed is never masked"
         );
-        assert!(
-            s.decide("other", &ann("111")).is_empty(),
+        assert_eq!(
+            s.decide(b"other", carried("111")),
+            Hashes::default(),
             "containers created later pass through"
         );
-        let mut both = ann("111");
-        both.push((keys::HASH_WITHOUT_RESOURCES, "x"));
-        assert_eq!(s.decide("c1", &both).len(), 2);
+        let both = Hashes {
+            hash_without_resources: Some(b"x"),
+            ..carried("111")
+        };
+        assert_eq!(
+            s.decide(b"c1", both).hash_without_resources,
+            Some(&b"888"[..])
+        );
     }
 
     #[test]
