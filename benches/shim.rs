@@ -1,14 +1,25 @@
 //! Latency the CRI shim adds, against calling containerd directly in the same run:
 //! `ListContainers` with 300 containers, and `ContainerStatus`. The shim translates every one of
-//! the 300 containers (the most work it can have). Needs root and Debian's containerd, like the
-//! integration tests (it uses their harness). Prints p50/p99 and the added p99 after criterion's
-//! means.
+//! the 300 containers (the most work it can have) and runs as deployed: the real `kubehash shim`
+//! binary in its own process.
+//!
+//! Paths, called in rotation so that each sees the same machine state:
+//! - `direct`: containerd's own socket;
+//! - `relay`: `socat` copying bytes between two Unix sockets — a control that does no HTTP/2 work,
+//!   so it shows what any extra hop costs on this machine (skipped if socat is not installed);
+//! - `shim`: through `kubehash shim`.
+//!
+//! Criterion reports the means; then [`ROUNDS`] rounds of percentiles are printed, each with the
+//! latency added over `direct` at p50 and p99, and their medians over the rounds. Needs root and
+//! Debian's containerd, like the integration tests (it uses their harness).
 //!
 //! Run: `cargo bench --bench shim`.
 
 #[path = "../tests/harness/mod.rs"]
 mod harness;
 
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -18,21 +29,76 @@ use kubehash::shim::{ShimState, Translation};
 use serde_json::json;
 
 const CONTAINERS: usize = 300;
+const ROUNDS: usize = 3;
+/// Calls per path and round.
+const LIST_CALLS: usize = 1500;
+const STATUS_CALLS: usize = 4500;
 
-fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
+fn wait_for(sock: &Path, what: &str) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while !sock.exists() {
+        assert!(
+            Instant::now() < end,
+            "{what} did not open {}",
+            sock.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Kills a helper process when the bench ends.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_shim(dir: &Path, runtime: &str) -> (Reaped, String) {
+    let sock = dir.join("shim.sock");
+    let listen = format!("unix://{}", sock.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(["shim", "--listen", &listen, "--runtime-endpoint", runtime])
+        .arg("--state")
+        .arg(dir.join("shim-state.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start kubehash shim");
+    let child = Reaped(child);
+    wait_for(&sock, "kubehash shim");
+    (child, listen)
+}
+
+fn start_relay(dir: &Path, runtime_socket: &Path) -> Option<(Reaped, String)> {
+    let sock = dir.join("relay.sock");
+    let child = Command::new("socat")
+        .arg(format!("UNIX-LISTEN:{},fork", sock.display()))
+        .arg(format!("UNIX-CONNECT:{}", runtime_socket.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let child = Reaped(child);
+    wait_for(&sock, "socat");
+    Some((child, format!("unix://{}", sock.display())))
+}
+
 fn bench_shim(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let ctrd = Containerd::start();
     let runtime = ctrd.endpoint();
-    let (ids, listen) = rt.block_on(async {
+    let ids = rt.block_on(async {
         let mut cri = Cri::connect(&runtime).await.expect("cri");
         let specs: Vec<TestContainer> = (0..CONTAINERS)
             .map(|i| TestContainer {
@@ -74,70 +140,95 @@ fn bench_shim(c: &mut Criterion) {
                 );
             }
         }
-        let listen = format!("unix://{}/shim.sock", ctrd.dir.display());
-        let (l, r) = (listen.clone(), runtime.clone());
-        tokio::spawn(async move {
-            let _ = kubehash::shim::serve(&l, &r, state, 0o600, std::future::pending()).await;
-        });
-        while !ctrd.dir.join("shim.sock").exists() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        (pod.container_ids, listen)
+        state
+            .save(&ctrd.dir.join("shim-state.json"))
+            .expect("state");
+        pod.container_ids
     });
-    let (mut direct, mut via) = rt.block_on(async {
-        (
-            Cri::connect(&runtime).await.expect("direct"),
-            Cri::connect(&listen).await.expect("via shim"),
-        )
-    });
+    let (_shim, shim_endpoint) = start_shim(&ctrd.dir, &runtime);
+    let relay = start_relay(&ctrd.dir, &ctrd.socket());
+    let mut paths = vec![("direct", runtime.clone())];
+    match &relay {
+        Some((_, endpoint)) => paths.push(("relay", endpoint.clone())),
+        None => println!("relay control skipped: socat is not installed"),
+    }
+    paths.push(("shim", shim_endpoint));
+    let mut clients: Vec<(&str, Cri)> = paths
+        .iter()
+        .map(|(name, endpoint)| {
+            let cri = rt.block_on(Cri::connect(endpoint)).expect("connect");
+            (*name, cri)
+        })
+        .collect();
     let one = ids[ids.len() / 2].clone();
 
     let mut g = c.benchmark_group("cri");
     g.sample_size(30).measurement_time(Duration::from_secs(5));
-    g.bench_function("ListContainers-300/direct", |b| {
-        b.iter(|| rt.block_on(direct.list_containers()).expect("list").len())
-    });
-    g.bench_function("ListContainers-300/shim", |b| {
-        b.iter(|| rt.block_on(via.list_containers()).expect("list").len())
-    });
-    g.bench_function("ContainerStatus/direct", |b| {
-        b.iter(|| rt.block_on(direct.container_status(&one)).expect("status"))
-    });
-    g.bench_function("ContainerStatus/shim", |b| {
-        b.iter(|| rt.block_on(via.container_status(&one)).expect("status"))
-    });
+    for (name, cri) in clients.iter_mut().filter(|(n, _)| *n != "relay") {
+        g.bench_function(format!("ListContainers-300/{name}"), |b| {
+            b.iter(|| rt.block_on(cri.list_containers()).expect("list").len())
+        });
+        g.bench_function(format!("ContainerStatus/{name}"), |b| {
+            b.iter(|| rt.block_on(cri.container_status(&one)).expect("status"))
+        });
+    }
     g.finish();
 
-    // Percentiles, interleaving direct and shim calls so both see the same machine load.
-    for (name, n) in [("ListContainers-300", 400usize), ("ContainerStatus", 2000)] {
-        let (mut d, mut s) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for _ in 0..n {
-            let t = Instant::now();
-            if name == "ContainerStatus" {
-                rt.block_on(direct.container_status(&one)).expect("s");
-            } else {
-                rt.block_on(direct.list_containers()).expect("l");
+    // Percentiles. Each turn calls every path once, starting from a different one each time.
+    let n = clients.len();
+    for (call, calls) in [
+        ("ListContainers-300", LIST_CALLS),
+        ("ContainerStatus", STATUS_CALLS),
+    ] {
+        // added[path][round] = (p50, p99) over direct
+        let mut added = vec![Vec::new(); n];
+        for round in 0..ROUNDS {
+            let mut times = vec![Vec::with_capacity(calls); n];
+            for turn in 0..calls {
+                for k in 0..n {
+                    let i = (turn + k) % n;
+                    let cri = &mut clients[i].1;
+                    let t = Instant::now();
+                    if call == "ContainerStatus" {
+                        rt.block_on(cri.container_status(&one)).expect("status");
+                    } else {
+                        rt.block_on(cri.list_containers()).expect("list");
+                    }
+                    times[i].push(t.elapsed());
+                }
             }
-            d.push(t.elapsed());
-            let t = Instant::now();
-            if name == "ContainerStatus" {
-                rt.block_on(via.container_status(&one)).expect("s");
-            } else {
-                rt.block_on(via.list_containers()).expect("l");
+            let pct: Vec<(Duration, Duration)> = times
+                .iter_mut()
+                .map(|t| (percentile(t, 0.5), percentile(t, 0.99)))
+                .collect();
+            let mut line = format!("{call} round {}:", round + 1);
+            for (i, (p50, p99)) in pct.iter().enumerate() {
+                let over = |a: Duration, b: Duration| a.as_secs_f64() * 1e6 - b.as_secs_f64() * 1e6;
+                let (a50, a99) = (over(*p50, pct[0].0), over(*p99, pct[0].1));
+                added[i].push((a50, a99));
+                line += &format!(" {} p50 {:?} p99 {:?}", clients[i].0, p50, p99);
+                if i > 0 {
+                    line += &format!(" (added {a50:.0} µs / {a99:.0} µs)");
+                }
+                line += ";";
             }
-            s.push(t.elapsed());
+            println!("{line}");
         }
-        let (d50, d99, s50, s99) = (
-            percentile(d.clone(), 0.5),
-            percentile(d, 0.99),
-            percentile(s.clone(), 0.5),
-            percentile(s, 0.99),
-        );
-        println!(
-            "{name}: direct p50 {d50:?} p99 {d99:?}; via shim p50 {s50:?} p99 {s99:?}; added p50 {:?} p99 {:?}; ratio p50 {:.2}",
-            s50.saturating_sub(d50), s99.saturating_sub(d99), s50.as_secs_f64() / d50.as_secs_f64()
-        );
+        for (i, rounds) in added.iter_mut().enumerate().skip(1) {
+            let median = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let p50s = median(rounds.iter().map(|r| r.0).collect());
+            let p99s = median(rounds.iter().map(|r| r.1).collect());
+            println!(
+                "{call}: {} adds p50 {p50s:.0} µs, p99 {p99s:.0} µs (median of {ROUNDS} rounds of {calls} calls)",
+                clients[i].0
+            );
+        }
     }
+    drop(clients);
+    drop(relay);
     drop(ctrd);
 }
 

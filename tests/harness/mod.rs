@@ -208,6 +208,11 @@ state = "{d}/state"
         format!("unix://{}", self.socket().display())
     }
 
+    /// containerd's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default()
     }
