@@ -61,22 +61,6 @@ impl Drop for Reaped {
     }
 }
 
-fn start_shim(dir: &Path, runtime: &str) -> (Reaped, String) {
-    let sock = dir.join("shim.sock");
-    let listen = format!("unix://{}", sock.display());
-    let child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args(["shim", "--listen", &listen, "--runtime-endpoint", runtime])
-        .arg("--state")
-        .arg(dir.join("shim-state.json"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start kubehash shim");
-    let child = Reaped(child);
-    wait_for(&sock, "kubehash shim");
-    (child, listen)
-}
-
 fn start_relay(dir: &Path, runtime_socket: &Path) -> Option<(Reaped, String)> {
     let sock = dir.join("relay.sock");
     let child = Command::new("socat")
@@ -145,7 +129,8 @@ fn bench_shim(c: &mut Criterion) {
             .expect("state");
         pod.container_ids
     });
-    let (_shim, shim_endpoint) = start_shim(&ctrd.dir, &runtime);
+    let (shim, shim_endpoint) = harness::start_shim(&ctrd.dir, &runtime, &[]);
+    let _shim = Reaped(shim);
     let relay = start_relay(&ctrd.dir, &ctrd.socket());
     let mut paths = vec![("direct", runtime.clone())];
     match &relay {

@@ -3,11 +3,9 @@
 
 mod harness;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
 
-use harness::{create_pod, hash, pod_json, Containerd, TestContainer};
+use harness::{create_pod, hash, pod_json, start_shim, Containerd, TestContainer};
 use kubehash::cri::{keys, Cri};
 use serde_json::json;
 use tonic::codegen::http::uri::PathAndQuery;
@@ -93,38 +91,6 @@ where
     )
     .await
     .map(tonic::Response::into_inner)
-}
-
-fn start_shim(dir: &Path, runtime: &str, extra: &[&str]) -> (Child, String) {
-    let sock = dir.join("shim.sock");
-    let listen = format!("unix://{}", sock.display());
-    let child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args([
-            "shim",
-            "--listen",
-            &listen,
-            "--runtime-endpoint",
-            runtime,
-            "--state",
-        ])
-        .arg(dir.join("shim-state.json"))
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(
-            std::fs::File::create(dir.join("shim.log")).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
-    let end = Instant::now() + Duration::from_secs(20);
-    while !sock.exists() {
-        assert!(
-            Instant::now() < end,
-            "the shim did not start: {}",
-            std::fs::read_to_string(dir.join("shim.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    (child, listen)
 }
 
 fn stop(child: &mut Child) {

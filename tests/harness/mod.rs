@@ -596,3 +596,37 @@ pub fn pod_json(namespace: &str, name: &str, uid: &str, containers: &[Value]) ->
         "spec": {"nodeName": "test-node", "hostNetwork": true, "containers": containers},
     })
 }
+
+/// Starts `kubehash shim` (the real binary) in front of `runtime`, with its state file
+/// `dir/shim-state.json` and its log in `dir/shim.log`; returns it and its endpoint.
+pub fn start_shim(dir: &Path, runtime: &str, extra: &[&str]) -> (Child, String) {
+    let sock = dir.join("shim.sock");
+    let listen = format!("unix://{}", sock.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args([
+            "shim",
+            "--listen",
+            &listen,
+            "--runtime-endpoint",
+            runtime,
+            "--state",
+        ])
+        .arg(dir.join("shim-state.json"))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.join("shim.log")).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while !sock.exists() {
+        assert!(
+            Instant::now() < end,
+            "the shim did not start: {}",
+            std::fs::read_to_string(dir.join("shim.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    (child, listen)
+}
