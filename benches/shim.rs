@@ -39,18 +39,6 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-fn wait_for(sock: &Path, what: &str) {
-    let end = Instant::now() + Duration::from_secs(20);
-    while !sock.exists() {
-        assert!(
-            Instant::now() < end,
-            "{what} did not open {}",
-            sock.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Kills a helper process when the bench ends.
 struct Reaped(Child);
 
@@ -71,7 +59,7 @@ fn start_relay(dir: &Path, runtime_socket: &Path) -> Option<(Reaped, String)> {
         .spawn()
         .ok()?;
     let child = Reaped(child);
-    wait_for(&sock, "socat");
+    harness::wait_for_socket(&sock, || format!("socat did not open {}", sock.display()));
     Some((child, format!("unix://{}", sock.display())))
 }
 

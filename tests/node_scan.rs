@@ -39,12 +39,7 @@ async fn node_scan_gives_every_verdict() {
             },
             TestContainer {
                 spec: changed_now.clone(),
-                stored_hash: Some(kubehash::sink::format_hash(
-                    kubehash::hash::hash_container(&changed_then, &[v130], "")
-                        .unwrap()
-                        .hash[0]
-                        .1,
-                )),
+                stored_hash: Some(harness::hash(&changed_then, "1.30")),
             },
         ],
         v130,

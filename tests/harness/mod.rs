@@ -619,14 +619,20 @@ pub fn start_shim(dir: &Path, runtime: &str, extra: &[&str]) -> (Child, String) 
         ))
         .spawn()
         .unwrap();
-    let end = Instant::now() + Duration::from_secs(20);
-    while !sock.exists() {
-        assert!(
-            Instant::now() < end,
+    wait_for_socket(&sock, || {
+        format!(
             "the shim did not start: {}",
             std::fs::read_to_string(dir.join("shim.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
+        )
+    });
     (child, listen)
+}
+
+/// Waits up to 20 s for a process to open its socket; panics with `why()` if it does not.
+pub fn wait_for_socket(sock: &Path, why: impl Fn() -> String) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while !sock.exists() {
+        assert!(Instant::now() < end, "{}", why());
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
