@@ -10,7 +10,9 @@
 //! - `shim`: through `kubehash shim`.
 //!
 //! Criterion reports the means; then [`ROUNDS`] rounds of percentiles are printed, each with the
-//! latency added over `direct` at p50 and p99, and their medians over the rounds. Needs root and
+//! latency added over `direct` at p50 and p99, and their medians over the rounds. Each proxy's CPU
+//! time per call (user + system, from `/proc`) is printed too: unlike latency, it does not depend on
+//! which process waits for a CPU, so it stays comparable between runs on a busy machine. Needs root and
 //! Debian's containerd, like the integration tests (it uses their harness).
 //!
 //! Run: `cargo bench --bench shim`.
@@ -47,6 +49,30 @@ impl Drop for Reaped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// CPU time (user + system) used so far by process `pid` and its children (socat serves each
+/// connection in a child).
+fn cpu_time(pid: u32) -> Duration {
+    // /proc/PID/stat: fields 14 and 15 (utime, stime) in USER_HZ, which Linux fixes at 100.
+    let ticks = |pid: &str| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        // fields[0] is field 3 (state)
+        fields
+            .get(11)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+            + fields
+                .get(12)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+    };
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    let total: u64 = ticks(&pid.to_string()) + children.split_whitespace().map(ticks).sum::<u64>();
+    Duration::from_millis(total * 10)
 }
 
 fn start_relay(dir: &Path, runtime_socket: &Path) -> Option<(Reaped, String)> {
@@ -118,26 +144,27 @@ fn bench_shim(c: &mut Criterion) {
         pod.container_ids
     });
     let (shim, shim_endpoint) = harness::start_shim(&ctrd.dir, &runtime, &[]);
-    let _shim = Reaped(shim);
+    let shim = Reaped(shim);
     let relay = start_relay(&ctrd.dir, &ctrd.socket());
-    let mut paths = vec![("direct", runtime.clone())];
+    // (name, endpoint, the proxy's pid)
+    let mut paths = vec![("direct", runtime.clone(), None)];
     match &relay {
-        Some((_, endpoint)) => paths.push(("relay", endpoint.clone())),
+        Some((relay, endpoint)) => paths.push(("relay", endpoint.clone(), Some(relay.0.id()))),
         None => println!("relay control skipped: socat is not installed"),
     }
-    paths.push(("shim", shim_endpoint));
-    let mut clients: Vec<(&str, Cri)> = paths
+    paths.push(("shim", shim_endpoint, Some(shim.0.id())));
+    let mut clients: Vec<(&str, Cri, Option<u32>)> = paths
         .iter()
-        .map(|(name, endpoint)| {
+        .map(|(name, endpoint, pid)| {
             let cri = rt.block_on(Cri::connect(endpoint)).expect("connect");
-            (*name, cri)
+            (*name, cri, *pid)
         })
         .collect();
     let one = ids[ids.len() / 2].clone();
 
     let mut g = c.benchmark_group("cri");
     g.sample_size(30).measurement_time(Duration::from_secs(5));
-    for (name, cri) in clients.iter_mut().filter(|(n, _)| *n != "relay") {
+    for (name, cri, _) in clients.iter_mut().filter(|(n, _, _)| *n != "relay") {
         g.bench_function(format!("ListContainers-300/{name}"), |b| {
             b.iter(|| rt.block_on(cri.list_containers()).expect("list").len())
         });
@@ -153,10 +180,12 @@ fn bench_shim(c: &mut Criterion) {
         ("ListContainers-300", LIST_CALLS),
         ("ContainerStatus", STATUS_CALLS),
     ] {
-        // added[path][round] = (p50, p99) over direct
+        // added[path][round] = (p50, p99) over direct, and the proxy's CPU µs per call
         let mut added = vec![Vec::new(); n];
         for round in 0..ROUNDS {
             let mut times = vec![Vec::with_capacity(calls); n];
+            let cpu_before: Vec<Option<Duration>> =
+                clients.iter().map(|c| c.2.map(cpu_time)).collect();
             for turn in 0..calls {
                 for k in 0..n {
                     let i = (turn + k) % n;
@@ -178,10 +207,16 @@ fn bench_shim(c: &mut Criterion) {
             for (i, (p50, p99)) in pct.iter().enumerate() {
                 let over = |a: Duration, b: Duration| a.as_secs_f64() * 1e6 - b.as_secs_f64() * 1e6;
                 let (a50, a99) = (over(*p50, pct[0].0), over(*p99, pct[0].1));
-                added[i].push((a50, a99));
+                let cpu = match (clients[i].2, cpu_before[i]) {
+                    (Some(pid), Some(before)) => {
+                        (cpu_time(pid) - before).as_secs_f64() * 1e6 / calls as f64
+                    }
+                    _ => 0.0,
+                };
+                added[i].push((a50, a99, cpu));
                 line += &format!(" {} p50 {:?} p99 {:?}", clients[i].0, p50, p99);
                 if i > 0 {
-                    line += &format!(" (added {a50:.0} µs / {a99:.0} µs)");
+                    line += &format!(" (added {a50:.0} µs / {a99:.0} µs; CPU {cpu:.0} µs/call)");
                 }
                 line += ";";
             }
@@ -194,8 +229,9 @@ fn bench_shim(c: &mut Criterion) {
             };
             let p50s = median(rounds.iter().map(|r| r.0).collect());
             let p99s = median(rounds.iter().map(|r| r.1).collect());
+            let cpus = median(rounds.iter().map(|r| r.2).collect());
             println!(
-                "{call}: {} adds p50 {p50s:.0} µs, p99 {p99s:.0} µs (median of {ROUNDS} rounds of {calls} calls)",
+                "{call}: {} adds p50 {p50s:.0} µs, p99 {p99s:.0} µs; uses {cpus:.0} µs CPU per call (median of {ROUNDS} rounds of {calls} calls)",
                 clients[i].0
             );
         }
