@@ -50,6 +50,13 @@ impl Carrier {
 }
 
 fn read_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
+    // Keys, lengths and small numbers take one byte: the common case, without the loop.
+    if let Some(&byte) = b.get(*pos) {
+        if byte < 0x80 {
+            *pos += 1;
+            return Some(u64::from(byte));
+        }
+    }
     let mut v: u64 = 0;
     for shift in (0..64).step_by(7) {
         let byte = *b.get(*pos)?;
@@ -504,6 +511,11 @@ impl StreamEditor {
             }
         }
         pos
+    }
+
+    /// Bytes held back so far (at most what the next `push` can pass on besides its own).
+    pub fn held(&self) -> usize {
+        self.buf.len()
     }
 
     /// Passes on whatever is still held (the body ended).
