@@ -15,6 +15,7 @@
 //! ```
 
 pub mod agent;
+pub mod batched;
 pub mod cluster;
 pub mod containerd;
 pub mod cri;
