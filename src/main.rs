@@ -879,8 +879,7 @@ fn hostname() -> Result<String> {
 
 fn run_shim(a: ShimArgs) -> Result<ExitCode> {
     init_logs(a.log_format);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;

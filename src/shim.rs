@@ -4,41 +4,44 @@
 //!
 //! It proxies HTTP/2 (gRPC) requests as they are: every method of RuntimeService and
 //! ImageService, including ones kubehash's `proto/` subset does not model and the server-streaming
-//! `GetContainerEvents`, with headers, trailers (status codes) and deadlines (`grpc-timeout`)
-//! untouched. Only the responses that carry container annotations (`ListContainers`,
-//! `StreamContainers`, `ContainerStatus`, `PodSandboxStatus`, `GetContainerEvents`) are edited, at
-//! the wire level ([`crate::protowire`]): for a container in the [`ShimState`] whose stored hash is
-//! still the one planned, `io.kubernetes.container.hash` (and, for targets 1.27 – 1.30,
-//! `hashWithoutResources` where present) becomes the target version's value. Containers created
-//! after the plan are passed through as they are.
+//! `GetContainerEvents`, with headers, trailers (status codes), resets and deadlines
+//! (`grpc-timeout`) untouched. Only the responses that carry container annotations
+//! (`ListContainers`, `StreamContainers`, `ContainerStatus`, `PodSandboxStatus`,
+//! `GetContainerEvents`) are edited, at the wire level ([`crate::protowire`]): for a container in
+//! the [`ShimState`] whose stored hash is still the one planned, `io.kubernetes.container.hash`
+//! (and, for targets 1.27 – 1.30, `hashWithoutResources` where present) becomes the target
+//! version's value. Containers created after the plan are passed through as they are.
+//!
+//! The shim sits on the kubelet's critical path, so a call costs it as few wake-ups as possible:
+//! each kubelet connection is served by one task that owns both HTTP/2 connections (the kubelet's
+//! and its own to the runtime) and every call in flight on them. A call crosses no task or thread
+//! boundary inside the shim, and a request's head and message reach the runtime in one write.
 //!
 //! The plan is made once and kept in a state file, so a restart of the shim or an API-server
 //! outage never changes what the kubelet sees. If the runtime is down, the kubelet gets the
 //! runtime's error, or UNAVAILABLE when it cannot be reached: never a made-up answer.
 
-use std::collections::BTreeMap;
-use std::convert::Infallible;
+use std::collections::{BTreeMap, HashMap};
+use std::future::{poll_fn, Future};
 use std::path::Path;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use h2::{client, server, Reason, RecvStream, SendStream};
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Empty, StreamBody};
-use hyper::body::{Frame, Incoming};
-use hyper::client::conn::http2::SendRequest;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde::{Deserialize, Serialize};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::batched::{Batched, OutboxHandle};
 use crate::cri::socket_path;
 use crate::error::{Error, Result};
 use crate::plan::{ContainerPlan, Verdict};
 use crate::protowire::{edit_response, Carrier, Hashes};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// What the kubelet should see instead of the stored hash, for one container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,14 +134,29 @@ impl ShimState {
     pub fn keeps_lengths(&self) -> bool {
         self.translations.values().all(Translation::keeps_lengths)
     }
+}
+
+/// The state's translations indexed by the container id's bytes, for the answer path: one hash
+/// lookup per container, with no UTF-8 check.
+pub struct Decisions {
+    by_id: HashMap<Box<[u8]>, Translation>,
+}
+
+impl Decisions {
+    pub fn new(state: &ShimState) -> Decisions {
+        Decisions {
+            by_id: state
+                .translations
+                .iter()
+                .map(|(id, t)| (id.as_bytes().into(), t.clone()))
+                .collect(),
+        }
+    }
 
     /// The hash values to show for one container, given the ones the runtime reported: the
     /// translation, only when the stored hash is still exactly the one planned.
     pub fn decide(&self, id: &[u8], carried: Hashes<'_>) -> Hashes<'_> {
-        let Some(t) = std::str::from_utf8(id)
-            .ok()
-            .and_then(|id| self.translations.get(id))
-        else {
+        let Some(t) = self.by_id.get(id) else {
             return Hashes::default();
         };
         if carried.hash != Some(t.stored_hash.as_bytes()) {
@@ -154,62 +172,40 @@ impl ShimState {
     }
 }
 
-/// The runtime side: one HTTP/2 connection, made again when the runtime comes back.
-struct Upstream {
-    path: String,
-    sender: tokio::sync::Mutex<Option<SendRequest<Incoming>>>,
-}
-
-impl Upstream {
-    async fn sender(&self) -> std::result::Result<SendRequest<Incoming>, String> {
-        let mut guard = self.sender.lock().await;
-        if let Some(s) = guard.as_ref() {
-            if !s.is_closed() {
-                return Ok(s.clone());
-            }
-        }
-        let stream = UnixStream::connect(&self.path)
-            .await
-            .map_err(|e| format!("cannot connect to the runtime at {}: {e}", self.path))?;
-        let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .initial_stream_window_size(WINDOW)
-            .initial_connection_window_size(2 * WINDOW)
-            .max_frame_size(MAX_FRAME)
-            .handshake(TokioIo::new(tokio::io::BufReader::with_capacity(
-                READ_BUFFER,
-                stream,
-            )))
-            .await
-            .map_err(|e| {
-                format!(
-                    "HTTP/2 handshake with the runtime at {} failed: {e}",
-                    self.path
-                )
-            })?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                debug!(error = %e, "runtime connection ended");
-            }
-        });
-        *guard = Some(sender.clone());
-        Ok(sender)
-    }
-}
-
 struct Shim {
-    state: Arc<ShimState>,
-    upstream: Upstream,
+    decisions: Decisions,
+    /// The runtime's socket.
+    runtime_path: String,
     /// Every translation keeps lengths: edit answers as they stream.
     streaming: bool,
 }
 
-/// A trailers-only gRPC answer with this status.
-fn grpc_error(code: u16, message: &str) -> Response<ProxyBody> {
-    let mut r = Response::new(
-        Empty::<Bytes>::new()
-            .map_err(|e: Infallible| match e {})
-            .boxed_unsync(),
-    );
+/// HTTP/2 flow-control window on both sides: large enough that a ListContainers answer for a
+/// full node (hundreds of KB) crosses each hop without waiting for window updates.
+const WINDOW: u32 = 4 << 20;
+/// Largest HTTP/2 frame the shim accepts (fewer frames per large answer).
+const MAX_FRAME: u32 = 1 << 20;
+
+/// Read buffer on the runtime connection: a whole-node ListContainers answer (hundreds of KB)
+/// arrives in a few reads instead of two per 16 KB HTTP/2 frame.
+const READ_BUFFER: usize = 512 << 10;
+
+/// Read buffer on the kubelet connection (requests are small).
+const KUBELET_READ_BUFFER: usize = 64 << 10;
+
+/// gRPC status UNAVAILABLE.
+const UNAVAILABLE: u16 = 14;
+
+/// Bytes a stream passes on in one turn of its connection task before it lets the task write
+/// them out (see [`pipe`]).
+const TURN: usize = 64 << 10;
+
+/// How long a stopping shim lets calls in flight finish.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// A trailers-only gRPC answer with this status (the form gRPC gives an error without a body).
+fn grpc_error(code: u16, message: &str) -> Response<()> {
+    let mut r = Response::new(());
     *r.status_mut() = StatusCode::OK;
     let h = r.headers_mut();
     h.insert("content-type", HeaderValue::from_static("application/grpc"));
@@ -230,70 +226,313 @@ fn grpc_error(code: u16, message: &str) -> Response<ProxyBody> {
     r
 }
 
-/// HTTP/2 flow-control window on both sides: large enough that a ListContainers answer for a
-/// full node (hundreds of KB) crosses each hop without waiting for window updates.
-const WINDOW: u32 = 4 << 20;
-/// Largest HTTP/2 frame the shim accepts (fewer frames per large answer).
-const MAX_FRAME: u32 = 1 << 20;
+/// The shim's HTTP/2 connection to the runtime, for one kubelet connection.
+struct Runtime {
+    calls: client::SendRequest<Bytes>,
+    conn: client::Connection<Batched, Bytes>,
+    out: OutboxHandle,
+}
 
-/// Read buffer on the runtime connection: a whole-node ListContainers answer (hundreds of KB)
-/// arrives in a few reads instead of two per 16 KB HTTP/2 frame.
-const READ_BUFFER: usize = 512 << 10;
+impl Runtime {
+    async fn connect(path: &str) -> std::result::Result<Runtime, String> {
+        let stream = UnixStream::connect(path)
+            .await
+            .map_err(|e| format!("cannot connect to the runtime at {path}: {e}"))?;
+        let (io, out) = Batched::new(stream, READ_BUFFER);
+        // Does not wait for the runtime: the preface and settings wait in the outbox.
+        let (calls, conn) = client::Builder::new()
+            .initial_window_size(WINDOW)
+            .initial_connection_window_size(2 * WINDOW)
+            .max_frame_size(MAX_FRAME)
+            .handshake(io)
+            .await
+            .map_err(|e| format!("HTTP/2 handshake with the runtime at {path} failed: {e}"))?;
+        Ok(Runtime { calls, conn, out })
+    }
+}
 
-/// gRPC status UNAVAILABLE.
-const UNAVAILABLE: u16 = 14;
+/// A socket write failed: which side's.
+enum WriteFailed {
+    Kubelet(std::io::Error),
+    Runtime(std::io::Error),
+}
 
-async fn handle(
-    shim: Arc<Shim>,
-    req: Request<Incoming>,
-) -> std::result::Result<Response<ProxyBody>, Infallible> {
-    let path = req.uri().path().to_string();
-    let carrier = match path.strip_prefix('/').and_then(|p| p.split_once('/')) {
-        Some(("runtime.v1.RuntimeService" | "runtime.v1alpha2.RuntimeService", method)) => {
-            Carrier::for_method(method)
+/// Writes out both outboxes ([`crate::batched`]); Ready only when a write failed.
+fn write_out(
+    cx: &mut Context<'_>,
+    kubelet: &OutboxHandle,
+    runtime: Option<&OutboxHandle>,
+) -> Poll<WriteFailed> {
+    if let Poll::Ready(Err(e)) = kubelet.poll_write_out(cx) {
+        return Poll::Ready(WriteFailed::Kubelet(e));
+    }
+    if let Some(Poll::Ready(Err(e))) = runtime.map(|r| r.poll_write_out(cx)) {
+        return Poll::Ready(WriteFailed::Runtime(e));
+    }
+    Poll::Pending
+}
+
+/// Serves one kubelet connection until it closes, or until `stop` and the calls in flight have
+/// finished. The runtime connection is made for the first call and made again for the next call
+/// after the runtime went away.
+///
+/// One pass of the loop polls the calls, both connections, and last (`biased`) writes out what
+/// the pass produced: the frames of an answer that is all there leave in one write.
+async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receiver<bool>) {
+    let (io, kubelet_out) = Batched::new(io, KUBELET_READ_BUFFER);
+    let handshake = server::Builder::new()
+        .initial_window_size(WINDOW)
+        .initial_connection_window_size(2 * WINDOW)
+        .max_frame_size(MAX_FRAME)
+        .handshake::<_, Bytes>(io);
+    tokio::pin!(handshake);
+    // The server's settings must go out while it waits for the kubelet's preface.
+    let handshake = poll_fn(|cx| match handshake.as_mut().poll(cx) {
+        Poll::Ready(done) => Poll::Ready(done.map_err(|e| e.to_string())),
+        Poll::Pending => match kubelet_out.poll_write_out(cx) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e.to_string())),
+            _ => Poll::Pending,
+        },
+    });
+    let mut kubelet = match handshake.await {
+        Ok(k) => k,
+        Err(e) => return debug!(error = %e, "kubelet handshake failed"),
+    };
+    let mut runtime: Option<Runtime> = None;
+    let mut runtime_out: Option<OutboxHandle> = None;
+    let mut calls = FuturesUnordered::new();
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            biased;
+            Some(()) = calls.next(), if !calls.is_empty() => {}
+            accepted = kubelet.accept() => match accepted {
+                Some(Ok((req, respond))) => {
+                    if runtime.is_none() {
+                        match Runtime::connect(&shim.runtime_path).await {
+                            Ok(r) => {
+                                runtime_out = Some(r.out.clone());
+                                runtime = Some(r);
+                            }
+                            Err(e) => warn!(error = %e, "runtime unavailable"),
+                        }
+                    }
+                    let to_runtime = match &runtime {
+                        Some(r) => Ok(r.calls.clone()),
+                        None => Err(format!("cannot connect to the runtime at {}", shim.runtime_path)),
+                    };
+                    calls.push(call(&shim, to_runtime, req, respond));
+                }
+                Some(Err(e)) => return debug!(error = %e, "kubelet connection failed"),
+                None => return,
+            },
+            ended = poll_fn(|cx| match runtime.as_mut() {
+                Some(r) => std::pin::Pin::new(&mut r.conn).poll(cx),
+                None => Poll::Pending,
+            }), if runtime.is_some() => {
+                if let Err(e) = ended {
+                    debug!(error = %e, "runtime connection ended");
+                }
+                runtime = None;
+                runtime_out = None;
+            }
+            _ = stop.changed(), if !stopping => {
+                stopping = true;
+                kubelet.graceful_shutdown();
+            }
+            failed = poll_fn(|cx| write_out(cx, &kubelet_out, runtime_out.as_ref())) => match failed {
+                WriteFailed::Kubelet(e) => return debug!(error = %e, "cannot write to the kubelet"),
+                WriteFailed::Runtime(e) => {
+                    debug!(error = %e, "cannot write to the runtime");
+                    runtime = None;
+                    runtime_out = None;
+                }
+            },
+        }
+    }
+}
+
+/// One call: the request goes to the runtime as it is and the answer comes back, edited where it
+/// carries containers. Ends when the answer has ended (or either side gave up).
+async fn call(
+    shim: &Shim,
+    to_runtime: std::result::Result<client::SendRequest<Bytes>, String>,
+    req: Request<RecvStream>,
+    mut respond: server::SendResponse<Bytes>,
+) {
+    let method = req.uri().path().to_string();
+    let unavailable = |respond: &mut server::SendResponse<Bytes>, e: String| {
+        warn!(method = %method, error = %e, "runtime unavailable");
+        let _ = respond.send_response(grpc_error(UNAVAILABLE, &e), true);
+    };
+    let did_not_answer =
+        |e: h2::Error| format!("the runtime at {} did not answer: {e}", shim.runtime_path);
+    let mut to_runtime = match to_runtime {
+        Ok(r) => match r.ready().await {
+            Ok(r) => r,
+            Err(e) => return unavailable(&mut respond, did_not_answer(e)),
+        },
+        Err(e) => return unavailable(&mut respond, e),
+    };
+    let carrier = match method.strip_prefix('/').and_then(|p| p.split_once('/')) {
+        Some(("runtime.v1.RuntimeService" | "runtime.v1alpha2.RuntimeService", m)) => {
+            Carrier::for_method(m)
         }
         _ => None,
     };
-    let (mut parts, body) = req.into_parts();
-    let pq = parts
+    let (mut head, body) = req.into_parts();
+    let path = head
         .uri
         .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or(path.clone());
-    parts.uri = match format!("http://localhost{pq}").parse() {
+        .map_or(method.as_str(), |p| p.as_str());
+    head.uri = match format!("http://localhost{path}").parse() {
         Ok(u) => u,
-        Err(_) => return Ok(grpc_error(13, "kubehash shim: bad request path")),
-    };
-    parts.version = http::Version::HTTP_2;
-    let up = Request::from_parts(parts, body);
-    let mut sender = match shim.upstream.sender().await {
-        Ok(s) => s,
-        Err(e) => {
-            warn!(method = %path, error = %e, "runtime unavailable");
-            return Ok(grpc_error(UNAVAILABLE, &e));
+        Err(_) => {
+            let _ = respond.send_response(grpc_error(13, "kubehash shim: bad request path"), true);
+            return;
         }
     };
-    let resp = match sender.send_request(up).await {
-        Ok(r) => r,
-        Err(e) => {
-            warn!(method = %path, error = %e, "runtime request failed");
-            return Ok(grpc_error(
-                UNAVAILABLE,
-                &format!("the runtime at {} did not answer: {e}", shim.upstream.path),
-            ));
+    let ended = body.is_end_stream();
+    let (answer, request_body) = match to_runtime.send_request(Request::from_parts(head, ()), ended)
+    {
+        Ok(sent) => sent,
+        Err(e) => return unavailable(&mut respond, did_not_answer(e)),
+    };
+    let request = async {
+        if !ended {
+            pipe(body, request_body, None, &shim.decisions).await;
         }
     };
-    let (parts, body) = resp.into_parts();
-    let body = match carrier {
-        None => body.map_err(|e| Box::new(e) as BoxError).boxed_unsync(),
-        Some(c) => translate(body, Editor::new(c, shim.streaming), shim.state.clone()),
+    let response = async {
+        let answer = tokio::select! {
+            answer = answer => answer,
+            _ = poll_fn(|cx| respond.poll_reset(cx)) => return, // the kubelet gave up
+        };
+        let (head, body) = match answer {
+            Ok(a) => a.into_parts(),
+            Err(e) if e.is_reset() => return respond.send_reset(passed_reason(&e)),
+            Err(e) => return unavailable(&mut respond, did_not_answer(e)),
+        };
+        let ended = body.is_end_stream();
+        let Ok(to_kubelet) = respond.send_response(Response::from_parts(head, ()), ended) else {
+            return;
+        };
+        if !ended {
+            let editor = carrier.map(|c| Editor::new(c, shim.streaming));
+            pipe(body, to_kubelet, editor, &shim.decisions).await;
+        }
     };
-    Ok(Response::from_parts(parts, body))
+    tokio::pin!(request, response);
+    let mut request_sent = false;
+    loop {
+        tokio::select! {
+            () = &mut request, if !request_sent => request_sent = true,
+            () = &mut response => return,
+        }
+    }
+}
+
+/// The reset to pass on for a stream error: the peer's own reason when it reset the stream,
+/// otherwise INTERNAL_ERROR.
+fn passed_reason(e: &h2::Error) -> Reason {
+    match e.reason() {
+        Some(r) if e.is_reset() => r,
+        _ => Reason::INTERNAL_ERROR,
+    }
+}
+
+/// Passes one direction of a stream on: its data (edited, if there is an editor), then its
+/// trailers or end; a reset on the way is passed on too. Flow control is end to end: the
+/// sender's window is released only as its data is passed on, and each chunk but the first waits
+/// for the receiver's window, so at most one chunk is held per stream. (The first does not wait:
+/// it goes out with the stream's head, in the same write.)
+async fn pipe(
+    mut from: RecvStream,
+    mut to: SendStream<Bytes>,
+    mut editor: Option<Editor>,
+    decisions: &Decisions,
+) {
+    let mut first = true;
+    let mut this_turn = 0;
+    loop {
+        let next = tokio::select! {
+            next = from.data() => next,
+            // The receiver gave up: dropping `from` resets the sender's stream.
+            _ = poll_fn(|cx| to.poll_reset(cx)) => return,
+        };
+        let chunk = match next {
+            None => break,
+            Some(Ok(chunk)) => chunk,
+            Some(Err(e)) => return to.send_reset(passed_reason(&e)),
+        };
+        let len = chunk.len();
+        let mut out = match editor.as_mut() {
+            Some(ed) => ed.push(&chunk, decisions),
+            None => chunk,
+        };
+        // The stream ended with this chunk and no trailers follow: end it on the same frame.
+        let end = from.is_end_stream();
+        if end {
+            if let Some(rest) = editor.as_mut().map(Editor::finish) {
+                if !rest.is_empty() {
+                    let mut all = BytesMut::from(&out[..]);
+                    all.extend_from_slice(&rest);
+                    out = all.freeze();
+                }
+            }
+        }
+        if !out.is_empty() || end {
+            if !first && !out.is_empty() && !window(&mut to).await {
+                return;
+            }
+            first = false;
+            if to.send_data(out, end).is_err() {
+                return;
+            }
+        }
+        let _ = from.flow_control().release_capacity(len);
+        if end {
+            return;
+        }
+        this_turn += len;
+        if this_turn >= TURN {
+            // Let the connection task write out what is ready, so the receiver can start on a
+            // large answer while the rest is edited.
+            this_turn = 0;
+            tokio::task::yield_now().await;
+        }
+    }
+    if let Some(rest) = editor.as_mut().map(Editor::finish) {
+        if !rest.is_empty() && to.send_data(rest, false).is_err() {
+            return;
+        }
+    }
+    let _ = match from.trailers().await {
+        Ok(Some(trailers)) => to.send_trailers(trailers),
+        Ok(None) => to.send_data(Bytes::new(), true),
+        Err(e) => {
+            to.send_reset(passed_reason(&e));
+            Ok(())
+        }
+    };
+}
+
+/// Waits until everything sent on `to` so far fits the receiver's window; false if the stream is
+/// gone.
+async fn window(to: &mut SendStream<Bytes>) -> bool {
+    to.reserve_capacity(1);
+    while to.capacity() == 0 {
+        match poll_fn(|cx| to.poll_capacity(cx)).await {
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => return false,
+        }
+    }
+    true
 }
 
 /// Takes every complete gRPC message from `buf`, edits the uncompressed ones, and returns the
 /// bytes to send; an incomplete tail stays in `buf`.
-fn take_messages(buf: &mut BytesMut, carrier: Carrier, state: &ShimState) -> Bytes {
+fn take_messages(buf: &mut BytesMut, carrier: Carrier, decisions: &Decisions) -> Bytes {
     let mut out = BytesMut::new();
     while buf.len() >= 5 {
         let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
@@ -305,7 +544,9 @@ fn take_messages(buf: &mut BytesMut, carrier: Carrier, state: &ShimState) -> Byt
         let edited = if compressed {
             None // compressed messages are forwarded untouched (the kubelet does not compress)
         } else {
-            edit_response(&frame[5..], carrier, &mut |id, ann| state.decide(id, ann))
+            edit_response(&frame[5..], carrier, &mut |id, ann| {
+                decisions.decide(id, ann)
+            })
         };
         match edited {
             Some(msg) => {
@@ -336,15 +577,15 @@ impl Editor {
     }
 
     /// Takes the next body bytes; returns what can be sent on now.
-    fn push(&mut self, data: &[u8], state: &ShimState) -> Bytes {
+    fn push(&mut self, data: &[u8], decisions: &Decisions) -> Bytes {
         match self {
             Editor::Whole(carrier, buf) => {
                 buf.extend_from_slice(data);
-                take_messages(buf, *carrier, state)
+                take_messages(buf, *carrier, decisions)
             }
             Editor::Streaming(ed) => {
-                let mut out = Vec::with_capacity(data.len());
-                ed.push(data, &mut |id, ann| state.decide(id, ann), &mut out);
+                let mut out = Vec::with_capacity(ed.held() + data.len());
+                ed.push(data, &mut |id, ann| decisions.decide(id, ann), &mut out);
                 Bytes::from(out)
             }
         }
@@ -363,50 +604,7 @@ impl Editor {
     }
 }
 
-/// A response body whose gRPC messages are edited as they pass; trailers pass as is.
-fn translate(body: Incoming, editor: Editor, state: Arc<ShimState>) -> ProxyBody {
-    type St = Option<(Incoming, Editor, std::collections::VecDeque<Frame<Bytes>>)>;
-    let init: St = Some((body, editor, Default::default()));
-    let stream = futures_util::stream::unfold(init, move |st: St| {
-        let state = state.clone();
-        async move {
-            let (mut body, mut editor, mut pending) = st?;
-            loop {
-                if let Some(f) = pending.pop_front() {
-                    return Some((Ok::<_, BoxError>(f), Some((body, editor, pending))));
-                }
-                match body.frame().await {
-                    None => {
-                        let rest = editor.finish();
-                        if rest.is_empty() {
-                            return None;
-                        }
-                        return Some((Ok(Frame::data(rest)), None));
-                    }
-                    Some(Err(e)) => return Some((Err(Box::new(e) as BoxError), None)),
-                    Some(Ok(frame)) => match frame.into_data() {
-                        Ok(data) => {
-                            let out = editor.push(&data, &state);
-                            if !out.is_empty() {
-                                pending.push_back(Frame::data(out));
-                            }
-                        }
-                        Err(trailers) => {
-                            let rest = editor.finish();
-                            if !rest.is_empty() {
-                                pending.push_back(Frame::data(rest));
-                            }
-                            pending.push_back(trailers);
-                        }
-                    },
-                }
-            }
-        }
-    });
-    StreamBody::new(stream).boxed_unsync()
-}
-
-/// Runs the shim until `shutdown` resolves, then stops accepting, lets requests in flight finish
+/// Runs the shim until `shutdown` resolves, then stops accepting, lets calls in flight finish
 /// (up to 10 s) and removes its socket.
 pub async fn serve(
     listen: &str,
@@ -439,42 +637,42 @@ pub async fn serve(
     }
     info!(listen = %listen_path, runtime = %runtime_path, to = %state.to, translated = state.translations.len(),
         streaming = state.keeps_lengths(), "shim serving");
-    let streaming = state.keeps_lengths();
     let shim = Arc::new(Shim {
-        streaming,
-        state: Arc::new(state),
-        upstream: Upstream {
-            path: runtime_path,
-            sender: tokio::sync::Mutex::new(None),
-        },
+        streaming: state.keeps_lengths(),
+        decisions: Decisions::new(&state),
+        runtime_path,
     });
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let (stop, stopped) = watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let shim = shim.clone();
-                let service = hyper::service::service_fn(move |req| handle(shim.clone(), req));
-                let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .initial_stream_window_size(WINDOW)
-                    .initial_connection_window_size(2 * WINDOW)
-                    .max_frame_size(MAX_FRAME)
-                    .serve_connection(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        debug!(error = %e, "kubelet connection ended");
-                    }
-                });
-            }
-            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(serve_kubelet(shim.clone(), stream, stopped.clone()));
+                }
+                Err(e) => {
+                    warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            () = &mut shutdown => break,
         }
     }
     drop(listener);
     let _ = std::fs::remove_file(&listen_path);
     info!("shim stopping");
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), graceful.shutdown()).await;
+    let _ = stop.send(true);
+    let drained = tokio::time::timeout(DRAIN, async {
+        while connections.join_next().await.is_some() {}
+    });
+    if drained.await.is_err() {
+        warn!(
+            connections = connections.len(),
+            "calls still in flight after {DRAIN:?}; closing"
+        );
+    }
     Ok(())
 }
 
@@ -505,7 +703,7 @@ mod tests {
 
     #[test]
     fn translates_only_what_was_planned() {
-        let s = state();
+        let s = Decisions::new(&state());
         let carried = |h: &'static str| Hashes {
             hash: Some(h.as_bytes()),
             hash_without_resources: None,
@@ -567,7 +765,7 @@ mod tests {
         framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
         framed.extend_from_slice(&msg);
         framed.extend_from_slice(&[0, 0, 0]); // the start of the next frame
-        let out = take_messages(&mut framed, Carrier::Statuses(1), &state());
+        let out = take_messages(&mut framed, Carrier::Statuses(1), &Decisions::new(&state()));
         assert_eq!(&framed[..], &[0, 0, 0]);
         let got = proto::ContainerStatusResponse::decode(&out[5..]).unwrap();
         assert_eq!(got.status.unwrap().annotations[keys::HASH], "999");

@@ -285,7 +285,19 @@ async fn the_new_kubelet_sees_translated_hashes_and_everything_else_as_is() {
     .await
     .unwrap_err();
     assert_eq!(down.code(), tonic::Code::Unavailable, "{down}");
+    // The same on the connection the kubelet keeps open.
+    let down = via.list_containers().await.unwrap_err().to_string();
+    assert!(down.contains("Unavailable"), "{down}");
     ctrd.restart();
+    // That connection works again once the runtime is back, as does a new one.
+    let listed = via
+        .list_containers()
+        .await
+        .expect("the kubelet's connection outlives the runtime's restart");
+    assert_eq!(
+        listed.iter().find(|c| c.id == web_id).unwrap().annotations[keys::HASH],
+        hash(&web, "1.31")
+    );
     let mut via = Cri::connect(&listen).await.expect("the shim still serves");
     let listed = via.list_containers().await.unwrap();
     assert_eq!(
