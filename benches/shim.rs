@@ -10,10 +10,13 @@
 //! - `shim`: through `kubehash shim`.
 //!
 //! Criterion reports the means; then [`ROUNDS`] rounds of percentiles are printed, each with the
-//! latency added over `direct` at p50 and p99, and their medians over the rounds. Each proxy's CPU
-//! time per call (user + system, from `/proc`) is printed too: unlike latency, it does not depend on
-//! which process waits for a CPU, so it stays comparable between runs on a busy machine. Needs root and
-//! Debian's containerd, like the integration tests (it uses their harness).
+//! latency added over `direct` at p50 and p99, also as a ratio to `direct`, and the medians over
+//! the rounds. Calls are made back to back: with a pause after each (as a kubelet's calls come),
+//! every path got slower and no steadier here, since each call then also pays for waking idle
+//! CPUs. Each proxy's CPU time per call (user + system, from `/proc`) is printed too: unlike
+//! latency, it does not depend on which process waits for a CPU, so it stays comparable between
+//! runs on a busy machine. Needs root and Debian's containerd, like the integration tests (it uses
+//! their harness).
 //!
 //! Run: `cargo bench --bench shim`.
 
@@ -31,7 +34,7 @@ use kubehash::shim::{ShimState, Translation};
 use serde_json::json;
 
 const CONTAINERS: usize = 300;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 /// Calls per path and round.
 const LIST_CALLS: usize = 1500;
 const STATUS_CALLS: usize = 4500;
@@ -180,7 +183,8 @@ fn bench_shim(c: &mut Criterion) {
         ("ListContainers-300", LIST_CALLS),
         ("ContainerStatus", STATUS_CALLS),
     ] {
-        // added[path][round] = (p50, p99) over direct, and the proxy's CPU µs per call
+        // added[path][round] = (p50, p99) over direct, the proxy's CPU µs per call, and the
+        // ratios p50 / direct p50 and p99 / direct p99
         let mut added = vec![Vec::new(); n];
         for round in 0..ROUNDS {
             let mut times = vec![Vec::with_capacity(calls); n];
@@ -213,10 +217,14 @@ fn bench_shim(c: &mut Criterion) {
                     }
                     _ => 0.0,
                 };
-                added[i].push((a50, a99, cpu));
+                let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+                let (r50, r99) = (ratio(*p50, pct[0].0), ratio(*p99, pct[0].1));
+                added[i].push((a50, a99, cpu, r50, r99));
                 line += &format!(" {} p50 {:?} p99 {:?}", clients[i].0, p50, p99);
                 if i > 0 {
-                    line += &format!(" (added {a50:.0} µs / {a99:.0} µs; CPU {cpu:.0} µs/call)");
+                    line += &format!(
+                        " (added {a50:.0} µs / {a99:.0} µs, ×{r50:.2} / ×{r99:.2}; CPU {cpu:.0} µs/call)"
+                    );
                 }
                 line += ";";
             }
@@ -230,8 +238,10 @@ fn bench_shim(c: &mut Criterion) {
             let p50s = median(rounds.iter().map(|r| r.0).collect());
             let p99s = median(rounds.iter().map(|r| r.1).collect());
             let cpus = median(rounds.iter().map(|r| r.2).collect());
+            let r50s = median(rounds.iter().map(|r| r.3).collect());
+            let r99s = median(rounds.iter().map(|r| r.4).collect());
             println!(
-                "{call}: {} adds p50 {p50s:.0} µs, p99 {p99s:.0} µs; uses {cpus:.0} µs CPU per call (median of {ROUNDS} rounds of {calls} calls)",
+                "{call}: {} adds p50 {p50s:.0} µs, p99 {p99s:.0} µs (×{r50s:.2} / ×{r99s:.2} of direct); uses {cpus:.0} µs CPU per call (median of {ROUNDS} rounds of {calls} calls)",
                 clients[i].0
             );
         }
