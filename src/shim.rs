@@ -308,18 +308,14 @@ async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receive
             Some(()) = calls.next(), if !calls.is_empty() => {}
             accepted = kubelet.accept() => match accepted {
                 Some(Ok((req, respond))) => {
-                    if runtime.is_none() {
-                        match Runtime::connect(&shim.runtime_path).await {
-                            Ok(r) => {
-                                runtime_out = Some(r.out.clone());
-                                runtime = Some(r);
-                            }
-                            Err(e) => warn!(error = %e, "runtime unavailable"),
-                        }
-                    }
                     let to_runtime = match &runtime {
                         Some(r) => Ok(r.calls.clone()),
-                        None => Err(format!("cannot connect to the runtime at {}", shim.runtime_path)),
+                        None => Runtime::connect(&shim.runtime_path).await.map(|r| {
+                            let calls = r.calls.clone();
+                            runtime_out = Some(r.out.clone());
+                            runtime = Some(r);
+                            calls
+                        }),
                     };
                     calls.push(call(&shim, to_runtime, req, respond));
                 }

@@ -285,6 +285,13 @@ async fn the_new_kubelet_sees_translated_hashes_and_everything_else_as_is() {
     .await
     .unwrap_err();
     assert_eq!(down.code(), tonic::Code::Unavailable, "{down}");
+    assert!(
+        down.message().contains(&format!(
+            "cannot connect to the runtime at {}",
+            ctrd.socket().display()
+        )),
+        "the error says what could not be reached, and why: {down}"
+    );
     // The same on the connection the kubelet keeps open.
     let down = via.list_containers().await.unwrap_err().to_string();
     assert!(down.contains("Unavailable"), "{down}");
