@@ -9,14 +9,17 @@
 //!   so it shows what any extra hop costs on this machine (skipped if socat is not installed);
 //! - `shim`: through `kubehash shim`.
 //!
-//! Criterion reports the means; then [`ROUNDS`] rounds of percentiles are printed, each with the
-//! latency added over `direct` at p50 and p99, also as a ratio to `direct`, and the medians over
-//! the rounds. Calls are made back to back: with a pause after each (as a kubelet's calls come),
-//! every path got slower and no steadier here, since each call then also pays for waking idle
-//! CPUs. Each proxy's CPU time per call (user + system, from `/proc`) is printed too: unlike
-//! latency, it does not depend on which process waits for a CPU, so it stays comparable between
-//! runs on a busy machine. Needs root and Debian's containerd, like the integration tests (it uses
-//! their harness).
+//! Criterion reports the means, with the CRI client kubehash uses. Then [`ROUNDS`] rounds of
+//! percentiles are printed, each with the latency added over `direct` at p50 and p99, also as a
+//! ratio to `direct`, and the medians over the rounds: first with a client that does not decode
+//! the answers ([`RawCodec`]), which shows the shim's cost alone, then with the decoding client,
+//! as a kubelet calls (decoding 300 containers is the same work on every path, but on two cores it
+//! competes with the proxy for a CPU). Calls are made back to back: with a pause after each (as a
+//! kubelet's calls come), every path got slower and no steadier here, since each call then also
+//! pays for waking idle CPUs. Each proxy's CPU time per call (user + system, from `/proc`) is
+//! printed too: unlike latency, it does not depend on which process waits for a CPU, so it stays
+//! comparable between runs on a busy machine. Needs root and Debian's containerd, like the
+//! integration tests (it uses their harness).
 //!
 //! Run: `cargo bench --bench shim`.
 
@@ -27,11 +30,16 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bytes::{Buf, BufMut, Bytes};
 use criterion::{criterion_group, criterion_main, Criterion};
 use harness::{create_pod, Containerd, TestContainer};
-use kubehash::cri::{keys, Cri};
+use http::uri::PathAndQuery;
+use kubehash::cri::{keys, proto, Cri};
 use kubehash::shim::{ShimState, Translation};
+use prost::Message;
 use serde_json::json;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::transport::Channel;
 
 const CONTAINERS: usize = 300;
 const ROUNDS: usize = 5;
@@ -42,6 +50,59 @@ const STATUS_CALLS: usize = 4500;
 fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// A gRPC codec that sends and receives message bytes as they are, so that a client measures how
+/// long an answer takes to arrive and nothing else.
+struct RawCodec;
+struct Raw;
+
+impl Encoder for Raw {
+    type Item = Bytes;
+    type Error = tonic::Status;
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for Raw {
+    type Item = Bytes;
+    type Error = tonic::Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = Raw;
+    type Decoder = Raw;
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+    fn decoder(&mut self) -> Raw {
+        Raw
+    }
+}
+
+/// One call with the raw codec; returns the answer's length.
+async fn raw_call(
+    grpc: &mut tonic::client::Grpc<Channel>,
+    path: &'static str,
+    req: &Bytes,
+) -> usize {
+    grpc.ready().await.expect("ready");
+    grpc.unary(
+        tonic::Request::new(req.clone()),
+        PathAndQuery::from_static(path),
+        RawCodec,
+    )
+    .await
+    .expect("call")
+    .into_inner()
+    .len()
 }
 
 /// Kills a helper process when the bench ends.
@@ -179,9 +240,28 @@ fn bench_shim(c: &mut Criterion) {
 
     // Percentiles. Each turn calls every path once, starting from a different one each time.
     let n = clients.len();
-    for (call, calls) in [
-        ("ListContainers-300", LIST_CALLS),
-        ("ContainerStatus", STATUS_CALLS),
+    let mut raw: Vec<tonic::client::Grpc<Channel>> = paths
+        .iter()
+        .map(|(_, endpoint, _)| {
+            let channel = rt
+                .block_on(kubehash::cri::unix_channel(endpoint))
+                .expect("connect");
+            tonic::client::Grpc::new(channel)
+        })
+        .collect();
+    let list_req = Bytes::from(proto::ListContainersRequest { filter: None }.encode_to_vec());
+    let status_req = Bytes::from(
+        proto::ContainerStatusRequest {
+            container_id: one.clone(),
+            verbose: true,
+        }
+        .encode_to_vec(),
+    );
+    for (call, calls, decode) in [
+        ("ListContainers-300", LIST_CALLS, false),
+        ("ContainerStatus", STATUS_CALLS, false),
+        ("ListContainers-300, decoded", LIST_CALLS, true),
+        ("ContainerStatus, decoded", STATUS_CALLS, true),
     ] {
         // added[path][round] = (p50, p99) over direct, the proxy's CPU µs per call, and the
         // ratios p50 / direct p50 and p99 / direct p99
@@ -193,13 +273,29 @@ fn bench_shim(c: &mut Criterion) {
             for turn in 0..calls {
                 for k in 0..n {
                     let i = (turn + k) % n;
-                    let cri = &mut clients[i].1;
+                    let status = call.starts_with("ContainerStatus");
                     let t = Instant::now();
-                    if call == "ContainerStatus" {
-                        rt.block_on(cri.container_status(&one)).expect("status");
-                    } else {
-                        rt.block_on(cri.list_containers()).expect("list");
-                    }
+                    match (decode, status) {
+                        (false, true) => rt.block_on(raw_call(
+                            &mut raw[i],
+                            "/runtime.v1.RuntimeService/ContainerStatus",
+                            &status_req,
+                        )),
+                        (false, false) => rt.block_on(raw_call(
+                            &mut raw[i],
+                            "/runtime.v1.RuntimeService/ListContainers",
+                            &list_req,
+                        )),
+                        (true, true) => {
+                            rt.block_on(clients[i].1.container_status(&one))
+                                .expect("status");
+                            0
+                        }
+                        (true, false) => rt
+                            .block_on(clients[i].1.list_containers())
+                            .expect("list")
+                            .len(),
+                    };
                     times[i].push(t.elapsed());
                 }
             }
