@@ -877,6 +877,19 @@ fn hostname() -> Result<String> {
     Ok(name.trim().to_string())
 }
 
+/// Resolves on SIGTERM or Ctrl-C: when a long-running command (shim, agent) should stop
+/// gracefully. Never resolves if SIGTERM cannot be watched and Ctrl-C never comes.
+async fn stop_requested() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(t) => t,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
 fn run_shim(a: ShimArgs) -> Result<ExitCode> {
     init_logs(a.log_format);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -945,17 +958,7 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
         &a.runtime_endpoint,
         state,
         mode,
-        async {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(t) => t,
-                    Err(_) => return std::future::pending().await,
-                };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        },
+        stop_requested(),
     ))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -987,18 +990,7 @@ fn run_agent(a: AgentArgs) -> Result<ExitCode> {
             metrics.clone(),
         ));
         let agent = kubehash::agent::Agent::new(cfg, metrics).await?;
-        let stop = async {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(t) => t,
-                    Err(_) => return std::future::pending().await,
-                };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        };
-        agent.run(stop).await?;
+        agent.run(stop_requested()).await?;
         listener.abort();
         Ok::<_, anyhow::Error>(())
     })?;
