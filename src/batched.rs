@@ -4,8 +4,8 @@
 //! 200 KB `ListContainers` answer leaves in a dozen writes, and a small answer's head, message and
 //! trailers in two or three. Each write can wake the reading process, which on a busy node is the
 //! dearest part of a proxied call. A [`Batched`] socket instead gathers what is written into its
-//! [`Outbox`]; the task that polls the connection writes the outbox out with
-//! [`Outbox::poll_write_out`] once it has nothing else to do, so everything the turn produced
+//! outbox; the task that polls the connection writes the outbox out with
+//! [`OutboxHandle::poll_write_out`] once it has nothing else to do, so everything the turn produced
 //! leaves in as few writes as the socket takes.
 //!
 //! The contract: a [`Batched`] socket's `poll_flush` returns at once, and the owner of the outbox
@@ -26,7 +26,7 @@ use tokio::net::UnixStream;
 pub const LIMIT: usize = 1 << 20;
 
 /// What a [`Batched`] socket has been given to write and has not yet written.
-pub struct Outbox {
+struct Outbox {
     buf: Vec<u8>,
     /// Bytes at the start of `buf` already written.
     done: usize,
@@ -50,7 +50,8 @@ impl OutboxHandle {
     }
 
     /// Bytes waiting to be written.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    fn pending(&self) -> usize {
         let o = self.lock();
         o.buf.len() - o.done
     }
@@ -58,7 +59,7 @@ impl OutboxHandle {
 
 impl Outbox {
     /// See [`OutboxHandle::poll_write_out`].
-    pub fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.done < self.buf.len() {
             let n = ready!(Pin::new(&mut self.socket).poll_write(cx, &self.buf[self.done..]))?;
             if n == 0 {
@@ -82,7 +83,7 @@ impl Outbox {
 }
 
 /// A Unix socket whose reads are buffered (`read_buffer` bytes at a time) and whose writes are
-/// gathered in an [`Outbox`].
+/// gathered in an outbox.
 pub struct Batched {
     read: BufReader<OwnedReadHalf>,
     out: OutboxHandle,

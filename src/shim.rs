@@ -469,13 +469,7 @@ async fn pipe(
         // The stream ended with this chunk and no trailers follow: end it on the same frame.
         let end = from.is_end_stream();
         if end {
-            if let Some(rest) = editor.as_mut().map(Editor::finish) {
-                if !rest.is_empty() {
-                    let mut all = BytesMut::from(&out[..]);
-                    all.extend_from_slice(&rest);
-                    out = all.freeze();
-                }
-            }
+            out = with_held(out, &mut editor);
         }
         if !out.is_empty() || end {
             if !first && !out.is_empty() && !window(&mut to).await {
@@ -498,10 +492,9 @@ async fn pipe(
             tokio::task::yield_now().await;
         }
     }
-    if let Some(rest) = editor.as_mut().map(Editor::finish) {
-        if !rest.is_empty() && to.send_data(rest, false).is_err() {
-            return;
-        }
+    let rest = with_held(Bytes::new(), &mut editor);
+    if !rest.is_empty() && to.send_data(rest, false).is_err() {
+        return;
     }
     let _ = match from.trailers().await {
         Ok(Some(trailers)) => to.send_trailers(trailers),
@@ -511,6 +504,19 @@ async fn pipe(
             Ok(())
         }
     };
+}
+
+/// `out` followed by whatever the editor still holds back (the body is ending).
+fn with_held(out: Bytes, editor: &mut Option<Editor>) -> Bytes {
+    match editor.as_mut().map(Editor::finish) {
+        Some(rest) if out.is_empty() => rest,
+        Some(rest) if !rest.is_empty() => {
+            let mut all = BytesMut::from(&out[..]);
+            all.extend_from_slice(&rest);
+            all.freeze()
+        }
+        _ => out,
+    }
 }
 
 /// Waits until everything sent on `to` so far fits the receiver's window; false if the stream is
