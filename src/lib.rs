@@ -18,6 +18,7 @@ pub mod agent;
 pub mod batched;
 pub mod cluster;
 pub mod containerd;
+pub mod coverage;
 pub mod cri;
 pub mod decode;
 pub mod durable;

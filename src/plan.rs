@@ -1,24 +1,30 @@
 //! Joining a node's containers (as the runtime reports them over CRI) to their pod specs, and the
 //! verdict for each one (design §5).
 //!
-//! For a container C with stored hash H and the current spec S of its pod:
+//! For a container C with stored hash H, the current spec S of its pod, the old kubelet F and the
+//! new kubelet T:
 //! * `unchanged`: `hash_T(S) == H`, the new kubelet keeps it as it is;
-//! * `rewrite`: `hash_F(S) == H` but `hash_T(S) != H`: C provably runs the current spec, and only
-//!   the hash format changes, so H may be replaced by `hash_T(S)`;
-//! * `will-restart`: H is not the old kubelet's hash of S (with `--from F`), or no known kubelet's
-//!   (without): the spec really changed, or C was made from a spec we never saw. Never masked;
+//! * `rewrite`: the proof rule holds: F is one known version (`--from`, or the Node's
+//!   `kubeletVersion`), `hash_F(S) == H`, and F's hash covers everything T's hash covers in S
+//!   ([`crate::coverage`]). C provably runs the current spec and only the hash format changes, so
+//!   H may be replaced by `hash_T(S)`;
+//! * `will-restart`: H is not kubelet F's hash of S (the spec really changed), or S sets a field
+//!   that T hashes and F dropped (C never applied it). Never masked;
+//! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
 //! * `no-pod`: no pod spec for C (deleted pod, static pod without a manifest);
 //! * `error`: cannot decide (no stored hash, a spec that does not decode, …).
 //!
-//! The *provenance* of C is the list of kubelet versions whose hash of S equals H.
+//! The *provenance* of C is the list of kubelet versions whose hash of S equals H. It is shown to
+//! people and never authorises a write: 29 formulas of 32 bits each are too easy to collide.
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::coverage::{coverage, Coverage};
 use crate::cri::{keys, proto};
-use crate::hash::hash_container;
+use crate::hash::{hash_container, ContainerHashes};
 use crate::pods::pod_containers;
 use crate::sink::format_hash;
 use crate::version::KubeletVersion;
@@ -30,6 +36,7 @@ pub enum Verdict {
     Unchanged,
     Rewrite,
     WillRestart,
+    Unprovable,
     NoPod,
     Error,
 }
@@ -40,6 +47,7 @@ impl Verdict {
             Verdict::Unchanged => "unchanged",
             Verdict::Rewrite => "rewrite",
             Verdict::WillRestart => "will-restart",
+            Verdict::Unprovable => "unprovable",
             Verdict::NoPod => "no-pod",
             Verdict::Error => "error",
         }
@@ -242,29 +250,67 @@ fn decide(
         p.reason = format!("kubelet {to} computes the stored hash {stored}");
         return;
     }
-    let proven = match from {
-        Some(f) => matching.contains(&f),
-        None => !matching.is_empty(),
+    let (verdict, reason) = prove(spec, &stored, &p.provenance, &hashes, from, to, &path);
+    p.verdict = verdict;
+    p.reason = reason;
+}
+
+/// The proof rule (design §5), for a container whose stored hash is not kubelet `to`'s: a rewrite
+/// F → T needs the stored hash to equal kubelet F's hash of the current spec, F to be one known
+/// version, and F's hash to cover everything T's hash covers ([`coverage`]). Anything less is
+/// `will-restart` (the spec really changed, or sets a field F never applied) or `unprovable`.
+fn prove(
+    spec: &Value,
+    stored: &str,
+    provenance: &[String],
+    hashes: &ContainerHashes,
+    from: Option<KubeletVersion>,
+    to: KubeletVersion,
+    path: &str,
+) -> (Verdict, String) {
+    let Some(f) = from else {
+        return (
+            Verdict::Unprovable,
+            if provenance.is_empty() {
+                format!("stored hash {stored} matches no kubelet's hash of the current spec, and the old kubelet's version is unknown (--from, or --cluster to read the Node's)")
+            } else {
+                format!(
+                    "the old kubelet's version is unknown (--from, or --cluster to read the Node's); stored hash {stored} matching kubelet {}'s hash is no proof on its own",
+                    provenance.join(", ")
+                )
+            },
+        );
     };
-    if proven {
-        p.verdict = Verdict::Rewrite;
-        p.reason = match from {
-            Some(f) => format!("stored hash {stored} is kubelet {f}'s hash of the current spec"),
-            None => format!(
-                "stored hash {stored} is the hash of the current spec for kubelet {}",
-                p.provenance.join(", ")
+    if hashes.get(f).map(format_hash).as_deref() != Some(stored) {
+        return (
+            Verdict::WillRestart,
+            if provenance.is_empty() {
+                format!("stored hash {stored} is not kubelet {f}'s hash of the current spec: the spec changed since the container was created")
+            } else {
+                format!(
+                    "stored hash {stored} is not kubelet {f}'s hash of the current spec (it is {}'s): kubelet {f} would restart it too",
+                    provenance.join(", ")
+                )
+            },
+        );
+    }
+    match coverage(spec, f, to, path) {
+        Ok(Coverage::Covered) => (
+            Verdict::Rewrite,
+            format!("stored hash {stored} is kubelet {f}'s hash of the current spec"),
+        ),
+        Ok(Coverage::NameImageOnly) => (
+            Verdict::Unprovable,
+            format!("kubelet {f} hashes only name and image, kubelet {to} the whole spec: the stored hash does not prove the rest of the spec"),
+        ),
+        Ok(Coverage::Dropped(fields)) => (
+            Verdict::WillRestart,
+            format!(
+                "the spec sets {}, which kubelet {to} hashes and kubelet {f} dropped: the container never applied it, and kubelet {to} restarts it to do so",
+                fields.join(", ")
             ),
-        };
-    } else {
-        p.verdict = Verdict::WillRestart;
-        p.reason = match (from, matching.is_empty()) {
-            (Some(f), false) => format!(
-                "stored hash {stored} is not kubelet {f}'s hash of the current spec (it is {}'s): kubelet {f} would restart it too",
-                p.provenance.join(", ")
-            ),
-            (Some(f), true) => format!("stored hash {stored} is not kubelet {f}'s hash of the current spec: the spec changed since the container was created"),
-            (None, _) => format!("stored hash {stored} matches no kubelet's hash of the current spec: the spec changed since the container was created"),
-        };
+        ),
+        Err(e) => (Verdict::Error, e.to_string()),
     }
 }
 
@@ -327,8 +373,9 @@ mod tests {
                 Verdict::Error
             ]
         );
+        // Without the old kubelet's version, a match among every version's hash proves nothing.
         let p = &plan(&cs[..1], &pods, v("1.31"), None)[0];
-        assert_eq!(p.verdict, Verdict::Rewrite);
+        assert_eq!(p.verdict, Verdict::Unprovable);
         assert_eq!(p.provenance, ["1.16–1.30"]);
         assert_eq!(p.new_hash.as_deref(), Some(hash_of(&spec, "1.31").as_str()));
     }

@@ -225,10 +225,12 @@ pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> 
 
 fn detail_row(c: &ContainerImpact) -> Vec<String> {
     let o = &c.outcome;
-    let verdict = match o.impact {
-        Impact::Kept => "kept",
-        Impact::Restart => "restart",
-        Impact::Error => "ERROR",
+    let verdict = match (o.impact, o.verdict) {
+        (Impact::Kept, _) => "kept",
+        (Impact::Restart, Verdict::WillRestart) => "will-restart",
+        (Impact::Restart, Verdict::Unprovable) => "unprovable",
+        (Impact::Restart, _) => "restart",
+        (Impact::Error, _) => "ERROR",
     };
     let why = match (&o.error, o.reasons.first()) {
         (Some(e), _) => e.clone(),

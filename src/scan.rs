@@ -27,10 +27,12 @@ use std::thread;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::coverage::{coverage, Coverage};
 use crate::decode::{decode_container, Val};
 use crate::error::{Error, Result};
 use crate::gojson;
 use crate::hash::hash_container;
+use crate::plan::Verdict;
 use crate::pods::{
     for_each_object_in_path, pod_containers, ContainerKind, NodeVersions, PodContainer, Workload,
 };
@@ -51,6 +53,10 @@ pub enum Impact {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
     pub impact: Impact,
+    /// What kubehash can do about it, in the node plan's words: `unchanged`, `rewrite` (the
+    /// restart is avoidable: the proof rule holds for F → T), `will-restart` (the spec sets a field
+    /// T hashes and F dropped), `unprovable` (F hashes less than T), or `error`.
+    pub verdict: Verdict,
     pub hash_from: Option<String>,
     pub hash_to: Option<String>,
     /// Why the hash changes (empty when kept).
@@ -121,6 +127,7 @@ impl Scanner {
                     Ok(f) => self.assess(&c.json, *f, &path),
                     Err(e) => Outcome {
                         impact: Impact::Error,
+                        verdict: Verdict::Error,
                         hash_from: None,
                         hash_to: None,
                         reasons: vec![],
@@ -151,6 +158,7 @@ pub fn assess(container: &Value, from: KubeletVersion, to: KubeletVersion, path:
     match hash_container(container, &versions, path) {
         Err(e) => Outcome {
             impact: Impact::Error,
+            verdict: Verdict::Error,
             hash_from: None,
             hash_to: None,
             reasons: vec![],
@@ -158,16 +166,38 @@ pub fn assess(container: &Value, from: KubeletVersion, to: KubeletVersion, path:
         },
         Ok(h) => {
             let (hf, ht) = (h.get(from), h.get(to));
-            let kept = hf == ht;
+            if hf == ht {
+                return Outcome {
+                    impact: Impact::Kept,
+                    verdict: Verdict::Unchanged,
+                    hash_from: hf.map(format_hash),
+                    hash_to: ht.map(format_hash),
+                    reasons: vec![],
+                    error: None,
+                };
+            }
+            let mut reasons = why_changed(container, from, to);
+            let verdict = match coverage(container, from, to, path) {
+                Ok(Coverage::Covered) => Verdict::Rewrite,
+                Ok(Coverage::NameImageOnly) => {
+                    reasons.push(format!("not avoidable: kubelet {from}'s name+image hash does not prove the rest of the spec for kubelet {to}"));
+                    Verdict::Unprovable
+                }
+                Ok(Coverage::Dropped(fields)) => {
+                    reasons.push(format!(
+                        "not avoidable: the spec sets {}, which kubelet {from} dropped and {to} applies",
+                        fields.join(", ")
+                    ));
+                    Verdict::WillRestart
+                }
+                Err(_) => Verdict::Error,
+            };
             Outcome {
-                impact: if kept { Impact::Kept } else { Impact::Restart },
+                impact: Impact::Restart,
+                verdict,
                 hash_from: hf.map(format_hash),
                 hash_to: ht.map(format_hash),
-                reasons: if kept {
-                    vec![]
-                } else {
-                    why_changed(container, from, to)
-                },
+                reasons,
                 error: None,
             }
         }
@@ -605,7 +635,14 @@ mod tests {
         let c = json!({"name":"a","image":"b","resizePolicy":[{"resourceName":"cpu","restartPolicy":"NotRequired"}]});
         let o = assess(&c, v("1.26"), v("1.27"), "");
         assert_eq!(o.impact, Impact::Restart);
-        assert_eq!(o.reasons, ["resizePolicy: hashed by 1.27, not by 1.26"]);
+        assert_eq!(
+            o.reasons,
+            [
+                "resizePolicy: hashed by 1.27, not by 1.26",
+                "not avoidable: the spec sets resizePolicy, which kubelet 1.26 dropped and 1.27 applies"
+            ]
+        );
+        assert_eq!(o.verdict, Verdict::WillRestart);
         // Spew epoch: SubPathExpr is printed (empty) by 1.14 for every volume mount.
         let c = json!({"name":"a","volumeMounts":[{"name":"v","mountPath":"/v"}]});
         let o = assess(&c, v("1.13"), v("1.14"), "");
@@ -614,6 +651,8 @@ mod tests {
             o.reasons,
             ["VolumeMounts[].SubPathExpr (string): hashed by 1.14, not by 1.13"]
         );
+        // A new field left empty is printed, not set: the restart is avoidable.
+        assert_eq!(o.verdict, Verdict::Rewrite);
     }
 
     #[test]

@@ -181,7 +181,7 @@ fn scan_summarises_by_node_and_workload_then_details() {
     assert!(node < workload && workload < details, "{s}");
     assert!(s.contains("shop/web-6c8f7b9d4-t8v3c/envoy"), "{s}");
     assert!(
-        s.contains("sidecar  1.27  restart  restartPolicy: hashed by 1.30, not by 1.27"),
+        s.contains("sidecar  1.27  will-restart  restartPolicy: hashed by 1.30, not by 1.27"),
         "{s}"
     );
 }

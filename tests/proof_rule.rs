@@ -1,0 +1,289 @@
+//! The proof rule against random specs, single-field mutations and every pair of kubelet versions.
+//!
+//! A container is created by kubelet G from spec S0: it runs what G decoded of S0 (fields G did not
+//! know were dropped and never applied) and stores `hash_G(S0)`. The pod's spec then becomes S
+//! (one field added, changed or removed, or none). kubehash plans the upgrade F → T (F is what the
+//! operator or the Node says runs now; usually G, sometimes not). Whenever the plan says
+//! `rewrite` — the only verdict `node apply`, the agent and the shim act on — kubelet T must see
+//! no difference between S and what runs: T's hashed text of S equals T's hashed text of the
+//! running container (S0 as G applied it). Otherwise the rewrite would mask a change T acts on.
+
+use kubehash::cri::{keys, proto};
+use kubehash::decode::decode_container;
+use kubehash::gojson;
+use kubehash::hash::{hash_container, hashed_text, Annotation};
+use kubehash::plan::{plan, PodIndex, Verdict};
+use kubehash::schema::Schema;
+use kubehash::sink::format_hash;
+use kubehash::version::KubeletVersion;
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+
+/// Fields and the values a test spec may give them, across the versions' type graphs: old and
+/// new fields (added in 1.9 … 1.33), nested ones, pointers to empty structs.
+fn features() -> Vec<(&'static str, Vec<Value>)> {
+    vec![
+        ("image", vec![json!("nginx:1"), json!("nginx:2")]),
+        ("args", vec![json!(["--a"]), json!(["--b", "x"])]),
+        ("command", vec![json!(["/bin/app"])]),
+        (
+            "env",
+            vec![
+                json!([{"name":"X","value":"1"}]),
+                json!([{"name":"X","value":"2"}]),
+                json!([{"name":"Y","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}}]),
+            ],
+        ),
+        ("workingDir", vec![json!("/w")]),
+        (
+            "ports",
+            vec![
+                json!([{"containerPort":80}]),
+                json!([{"containerPort":80,"protocol":"TCP","name":"http"}]),
+                json!([{"containerPort":80,"hostIP":"10.0.0.1"}]),
+            ],
+        ),
+        (
+            "resources",
+            vec![
+                json!({"limits":{"cpu":"1","memory":"64Mi"}}),
+                json!({"requests":{"cpu":"100m"}}),
+                json!({"claims":[{"name":"gpu"}]}),
+            ],
+        ),
+        (
+            "resizePolicy",
+            vec![json!([{"resourceName":"cpu","restartPolicy":"NotRequired"}])],
+        ),
+        ("restartPolicy", vec![json!("Always")]),
+        (
+            "volumeMounts",
+            vec![
+                json!([{"name":"v","mountPath":"/v"}]),
+                json!([{"name":"v","mountPath":"/v","subPathExpr":"$(X)"}]),
+                json!([{"name":"v","mountPath":"/v","mountPropagation":"HostToContainer"}]),
+                json!([{"name":"v","mountPath":"/v","readOnly":true,"recursiveReadOnly":"Enabled"}]),
+            ],
+        ),
+        (
+            "volumeDevices",
+            vec![json!([{"name":"d","devicePath":"/dev/xvda"}])],
+        ),
+        (
+            "livenessProbe",
+            vec![
+                json!({"httpGet":{"port":8080,"path":"/"}}),
+                json!({"grpc":{"port":9000}}),
+                json!({"exec":{"command":["true"]},"terminationGracePeriodSeconds":5}),
+            ],
+        ),
+        ("startupProbe", vec![json!({"tcpSocket":{"port":80}})]),
+        (
+            "lifecycle",
+            vec![
+                json!({"preStop":{"exec":{"command":["sleep","1"]}}}),
+                json!({"preStop":{"sleep":{"seconds":5}}}),
+                json!({"stopSignal":"SIGUSR1"}),
+            ],
+        ),
+        (
+            "securityContext",
+            vec![
+                json!({"privileged":true}),
+                json!({"runAsUser":1000}),
+                json!({"procMount":"Default"}),
+                json!({"seccompProfile":{"type":"RuntimeDefault"}}),
+                json!({"appArmorProfile":{"type":"RuntimeDefault"}}),
+                json!({"appArmorProfile":{}}),
+                json!({"windowsOptions":{"hostProcess":true}}),
+            ],
+        ),
+        (
+            "terminationMessagePolicy",
+            vec![json!("FallbackToLogsOnError")],
+        ),
+        (
+            "imagePullPolicy",
+            vec![json!("Always"), json!("IfNotPresent")],
+        ),
+        ("stdin", vec![json!(true)]),
+        ("tty", vec![json!(true)]),
+        ("envFrom", vec![json!([{"configMapRef":{"name":"cfg"}}])]),
+    ]
+}
+
+/// A spec from choices: for each feature, `None` (unset) or the index of a value.
+fn spec_of(choices: &[Option<usize>]) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), json!("app"));
+    m.insert("image".into(), json!("nginx:1"));
+    for ((key, values), c) in features().iter().zip(choices) {
+        if let Some(i) = c {
+            m.insert((*key).into(), values[i % values.len()].clone());
+        }
+    }
+    Value::Object(m)
+}
+
+fn version(minor: u8) -> KubeletVersion {
+    KubeletVersion::from_minor(minor).unwrap()
+}
+
+/// S0 as kubelet G applied it: G's Go value, marshalled (fields G did not know are gone).
+fn as_applied_by(g: KubeletVersion, spec: &Value) -> Value {
+    let schema = Schema::for_version(g).unwrap();
+    let val = decode_container(schema, spec, "").unwrap();
+    let mut out = Vec::new();
+    gojson::write_container(schema, &val, false, &mut out);
+    serde_json::from_slice(&out).unwrap()
+}
+
+fn container(hash: &str) -> proto::Container {
+    let mut c = proto::Container {
+        id: "c1".into(),
+        state: proto::ContainerState::ContainerRunning as i32,
+        ..Default::default()
+    };
+    for (k, v) in [
+        (keys::POD_UID, "u1"),
+        (keys::POD_NAMESPACE, "ns"),
+        (keys::POD_NAME, "p"),
+        (keys::CONTAINER_NAME, "app"),
+    ] {
+        c.labels.insert(k.into(), v.into());
+    }
+    c.annotations.insert(keys::HASH.into(), hash.into());
+    c
+}
+
+fn case() -> impl Strategy<Value = (Vec<Option<usize>>, usize, Option<usize>, u8, u8, u8, bool)> {
+    let n = features().len();
+    (
+        proptest::collection::vec(proptest::option::weighted(0.3, 0..4usize), n),
+        0..n,
+        proptest::option::of(0..4usize),
+        kubehash::version::MIN_MINOR..=kubehash::version::MAX_MINOR,
+        kubehash::version::MIN_MINOR..=kubehash::version::MAX_MINOR,
+        kubehash::version::MIN_MINOR..=kubehash::version::MAX_MINOR,
+        proptest::bool::weighted(0.75),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_rewrite_never_masks_what_the_new_kubelet_would_restart_for(
+        (choices, field, value, f, t, g, created_by_f) in case()
+    ) {
+        let (f, t) = (version(f), version(t));
+        let g = if created_by_f { f } else { version(g) };
+        let s0 = spec_of(&choices);
+        let mut mutated = choices.clone();
+        mutated[field] = value;
+        let s = spec_of(&mutated);
+
+        let stored = format_hash(hash_container(&s0, &[g], "").unwrap().hash[0].1);
+        let mut pods = PodIndex::default();
+        pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[s.clone()]}}));
+        let p = plan(&[container(&stored)], &pods, t, Some(f)).remove(0);
+
+        if p.verdict == Verdict::Rewrite {
+            let running = as_applied_by(g, &s0);
+            let mut annotations = vec![Annotation::Hash];
+            if t.has_hash_without_resources() {
+                annotations.push(Annotation::HashWithoutResources);
+            }
+            for a in annotations {
+                prop_assert_eq!(
+                    String::from_utf8(hashed_text(&s, t, a, "").unwrap()).unwrap(),
+                    String::from_utf8(hashed_text(&running, t, a, "").unwrap()).unwrap(),
+                    "rewrite {} → {} (created by {}) masks a change kubelet {} acts on: {} vs running {}; {}",
+                    f, t, g, t, s, running, p.reason
+                );
+            }
+        }
+        // Not vacuous: an unchanged spec on the kubelet that made it is refused only for the two
+        // reasons of the coverage rule.
+        if created_by_f && choices[field] == value && !matches!(p.verdict, Verdict::Rewrite | Verdict::Unchanged) {
+            prop_assert!(
+                p.reason.contains("dropped") || p.reason.contains("only name and image"),
+                "{} → {}: {:?} {}", f, t, p.verdict, p.reason
+            );
+        }
+        // Without the old kubelet's version nothing is ever proven.
+        let blind = plan(&[container(&stored)], &pods, t, None).remove(0);
+        prop_assert_ne!(blind.verdict, Verdict::Rewrite, "{}", blind.reason);
+    }
+}
+
+/// The adversary's image tag: with meet-in-the-middle on FNV-1a, an image tag is found in seconds
+/// that makes kubelet 1.14's hash of the *new* spec equal the stored 1.30 hash of the old one. The
+/// plan sees exactly that: a stored hash that is some other version's hash of the current spec.
+/// Once the old kubelet's version is known, it proves nothing.
+#[test]
+fn a_collision_with_another_versions_hash_proves_nothing() {
+    let old = json!({"name":"app","image":"registry/app:1.0"});
+    let stored = format_hash(hash_container(&old, &[version(30)], "").unwrap().hash[0].1);
+    let new = json!({"name":"app","image":"registry/app:2.0"});
+    let mut pods = PodIndex::default();
+    pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[new.clone()]}}));
+    // The attacker's success: the stored hash is kubelet 1.14's hash of the new spec.
+    let forged = format_hash(hash_container(&new, &[version(14)], "").unwrap().hash[0].1);
+    let p = plan(&[container(&forged)], &pods, version(31), Some(version(30))).remove(0);
+    assert_eq!(p.verdict, Verdict::WillRestart, "{}", p.reason);
+    assert_eq!(p.provenance, ["1.9–1.15"]);
+    let p = plan(&[container(&forged)], &pods, version(31), None).remove(0);
+    assert_eq!(p.verdict, Verdict::Unprovable, "{}", p.reason);
+    // And the honest container still proves itself.
+    let mut same = PodIndex::default();
+    same.add_pod(
+        json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[old]}}),
+    );
+    let p = plan(&[container(&stored)], &same, version(31), Some(version(30))).remove(0);
+    assert_eq!(p.verdict, Verdict::Rewrite, "{}", p.reason);
+}
+
+/// Downgrades out of the name+image epoch prove nothing about the rest of the spec.
+#[test]
+fn a_name_image_hash_never_proves_a_whole_spec_hash() {
+    let running = json!({"name":"app","image":"nginx:1","env":[{"name":"X","value":"old"}]});
+    let now = json!({"name":"app","image":"nginx:1","env":[{"name":"X","value":"new"}]});
+    let stored = format_hash(hash_container(&running, &[version(31)], "").unwrap().hash[0].1);
+    let mut pods = PodIndex::default();
+    pods.add_pod(
+        json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[now]}}),
+    );
+    for (f, t) in [(31, 30), (33, 28), (36, 16), (31, 15)] {
+        let p = plan(&[container(&stored)], &pods, version(t), Some(version(f))).remove(0);
+        assert_eq!(
+            p.verdict,
+            Verdict::Unprovable,
+            "1.{f} → 1.{t}: {}",
+            p.reason
+        );
+        assert!(p.reason.contains("only name and image"), "{}", p.reason);
+    }
+}
+
+/// A security field the old kubelet never applied is named, and the container restarts.
+#[test]
+fn a_field_the_old_kubelet_dropped_is_never_masked() {
+    for (spec, field) in [
+        (
+            json!({"name":"app","image":"nginx:1","securityContext":{"appArmorProfile":{"type":"RuntimeDefault"}}}),
+            "securityContext.appArmorProfile",
+        ),
+        (
+            json!({"name":"app","image":"nginx:1","volumeMounts":[{"name":"v","mountPath":"/v","readOnly":true,"recursiveReadOnly":"Enabled"}]}),
+            "volumeMounts[].recursiveReadOnly",
+        ),
+    ] {
+        let stored = format_hash(hash_container(&spec, &[version(29)], "").unwrap().hash[0].1);
+        let mut pods = PodIndex::default();
+        pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[spec]}}));
+        let p = plan(&[container(&stored)], &pods, version(30), Some(version(29))).remove(0);
+        assert_eq!(p.verdict, Verdict::WillRestart, "{}", p.reason);
+        assert!(p.reason.contains(field), "{}", p.reason);
+    }
+}
