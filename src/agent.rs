@@ -325,13 +325,13 @@ impl Agent {
                     self.event("KubehashDryRun", &msg, false).await;
                     return self.set(Phase::Done { to, detail: msg });
                 }
-                let journal = self
-                    .cfg
-                    .state_dir
-                    .join("journal")
-                    .join(format!("{}-to-{to}.jsonl", crate::journal::now_unix()))
-                    .display()
-                    .to_string();
+                let journal = crate::journal::path_for(
+                    &self.cfg.state_dir.join("journal"),
+                    from.as_deref(),
+                    &to,
+                )
+                .display()
+                .to_string();
                 self.set(Phase::Applying {
                     to: to.clone(),
                     from: from.clone(),
@@ -498,7 +498,11 @@ impl Agent {
             to_v,
             from_v,
             Path::new(journal),
-            false,
+            &crate::node::KubeletGuard {
+                // The state machine judged the healthz; the process check still applies.
+                healthz: None,
+                force: false,
+            },
         )
         .await;
         let report = match result {

@@ -53,6 +53,11 @@ pub enum Error {
     #[error("CRI endpoint {endpoint}: {reason}")]
     Cri { endpoint: String, reason: String },
 
+    /// A journal that is not one, or whose lines do not decode or validate: rollback writes what
+    /// a journal says, so it is read strictly.
+    #[error("journal {path}: {reason}")]
+    Journal { path: String, reason: String },
+
     /// Reading a file or stream failed.
     #[error("{source_name}: {source}")]
     Io {

@@ -1,16 +1,28 @@
-//! The node agent's journal: an append-only JSON Lines file, fsync'd before every write to
-//! containerd, holding the full old and new extension values, so that an interrupted `apply` can be
-//! resumed, `verify` can compare, and `rollback` can restore every record byte for byte.
+//! The node agent's journal: an append-only JSON Lines file, fsync'd before every write to the
+//! runtime, holding the full old and new values of each record kubehash changes, so that an
+//! interrupted `apply` can be resumed, `verify` can compare, and `rollback` can restore every
+//! record byte for byte.
 //!
-//! Records, one per line:
-//! * `{"kind":"begin", …}` once per `apply` run (target version, containerd version, time);
+//! There is one journal per node and upgrade (`<dir>/<from>-to-<to>.jsonl`), continued by every
+//! `apply` run for that upgrade, so `verify` and `rollback` see every write of it, whatever was
+//! interrupted and re-run. Records, one per line:
+//! * `{"kind":"begin", …}` first in the file, and once per `apply` run (versions, runtime, time);
 //! * `{"kind":"write", "container_id", "old_value", "new_value", …}` just before a write (values
 //!   base64, exactly as stored);
 //! * `{"kind":"written", "container_id"}` once the record was read back holding the new value;
 //! * `{"kind":"rollback", "container_id", "result"}` for each container `rollback` handled.
+//!
+//! Reading is strict, because rollback writes what the journal says: a file whose first line is
+//! not a `begin` record is not a journal; a complete line that does not parse, bad base64, or a
+//! `write` whose two values differ in more than the hash annotations is an error naming the line.
+//! Only a last line without its newline (a crash during an append) is tolerated: no write to the
+//! runtime follows an append that did not reach the disk. [`Journal::open`] moves such a torn
+//! tail aside (to `<journal>.torn`) before appending, so the next record starts on a line of its
+//! own; the next `apply` plans every container again, so the torn record's container is checked
+//! anew.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -30,7 +42,10 @@ pub enum Record {
         at_unix: u64,
         to: String,
         from: Option<String>,
-        containerd: String,
+        /// The runtime's name and version (`containerd 1.7.24`). Journals of kubehash 0.1 call it
+        /// `containerd` and hold the version alone.
+        #[serde(alias = "containerd")]
+        runtime: String,
     },
     Write {
         at_unix: u64,
@@ -71,48 +86,82 @@ pub fn decode(s: &str) -> std::result::Result<Vec<u8>, String> {
         .map_err(|e| format!("bad base64 in journal: {e}"))
 }
 
+/// The journal of the upgrade `from` → `to` in `dir`.
+pub fn path_for(dir: &Path, from: Option<&str>, to: &str) -> PathBuf {
+    dir.join(format!("{}-to-{to}.jsonl", from.unwrap_or("unknown")))
+}
+
 /// An open journal, appended to and synced record by record.
 pub struct Journal {
     path: PathBuf,
     file: File,
 }
 
-impl Journal {
-    fn io(path: &Path, e: std::io::Error) -> Error {
-        Error::Io {
-            source_name: format!("journal {}", path.display()),
-            source: e,
-        }
+fn io_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Io {
+        source_name: format!("journal {}", path.display()),
+        source: e,
     }
+}
 
-    /// Opens (creating it, mode 0600, and its directory, mode 0700) a journal for appending.
-    pub fn open(path: &Path) -> Result<Journal> {
+fn bad_journal(path: &Path, reason: String) -> Error {
+    Error::Journal {
+        path: path.display().to_string(),
+        reason,
+    }
+}
+
+fn sync_dir(path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_error(path, e))?;
+    }
+    Ok(())
+}
+
+impl Journal {
+    /// Opens a journal for appending, creating it (mode 0600, its directory 0700) if needed. An
+    /// existing file must be a kubehash journal; a torn last line is moved to `<journal>.torn`
+    /// first, and returned.
+    pub fn open(path: &Path) -> Result<(Journal, Option<String>)> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)
-                .map_err(|e| Journal::io(path, e))?;
+                .map_err(|e| io_error(path, e))?;
         }
         let existed = path.exists();
+        let torn = if existed {
+            let contents = read(path)?;
+            match contents.torn {
+                Some(t) => {
+                    set_aside(path, &t)?;
+                    Some(t.text)
+                }
+                None => None,
+            }
+        } else {
+            None
+        };
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
             .open(path)
-            .map_err(|e| Journal::io(path, e))?;
+            .map_err(|e| io_error(path, e))?;
         if !existed {
             // Make the new file's directory entry durable too.
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                File::open(dir)
-                    .and_then(|d| d.sync_all())
-                    .map_err(|e| Journal::io(path, e))?;
-            }
+            sync_dir(path)?;
         }
-        Ok(Journal {
-            path: path.to_path_buf(),
-            file,
-        })
+        Ok((
+            Journal {
+                path: path.to_path_buf(),
+                file,
+            },
+            torn,
+        ))
     }
 
     pub fn path(&self) -> &Path {
@@ -121,51 +170,219 @@ impl Journal {
 
     /// Appends one record and waits until it is on disk.
     pub fn append(&mut self, r: &Record) -> Result<()> {
-        let mut line = serde_json::to_vec(r).map_err(|e| Journal::io(&self.path, e.into()))?;
+        let mut line = serde_json::to_vec(r).map_err(|e| io_error(&self.path, e.into()))?;
         line.push(b'\n');
         self.file
             .write_all(&line)
             .and_then(|_| self.file.sync_all())
-            .map_err(|e| Journal::io(&self.path, e))
+            .map_err(|e| io_error(&self.path, e))
     }
 }
 
-/// Reads every record of a journal. A torn last line (a crash during the append) is ignored;
-/// any other unreadable line is an error naming it.
-pub fn read(path: &Path) -> Result<Vec<Record>> {
-    let file = File::open(path).map_err(|e| Journal::io(path, e))?;
-    let lines: Vec<String> = BufReader::new(file)
-        .lines()
-        .collect::<std::io::Result<_>>()
-        .map_err(|e| Journal::io(path, e))?;
-    let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str(line) {
-            Ok(r) => out.push(r),
-            Err(_) if i + 1 == lines.len() => {} // torn final append
-            Err(e) => {
-                return Err(Error::Input {
-                    source_name: format!("journal {}", path.display()),
-                    reason: format!("line {}: {e}", i + 1),
-                })
+/// Copies a torn tail to `<journal>.torn` (appending, synced), then cuts it from the journal.
+fn set_aside(path: &Path, torn: &Torn) -> Result<()> {
+    let mut aside_name = path.as_os_str().to_owned();
+    aside_name.push(".torn");
+    let aside = PathBuf::from(aside_name);
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&aside)
+        .map_err(|e| io_error(&aside, e))?;
+    f.write_all(torn.text.as_bytes())
+        .and_then(|_| f.write_all(b"\n"))
+        .and_then(|_| f.sync_all())
+        .map_err(|e| io_error(&aside, e))?;
+    let j = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| io_error(path, e))?;
+    j.set_len(torn.offset)
+        .and_then(|_| j.sync_all())
+        .map_err(|e| io_error(path, e))?;
+    sync_dir(&aside)
+}
+
+/// A last line without its newline: an append that a crash cut short.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Torn {
+    /// 1-based line number.
+    pub line: usize,
+    /// Where it starts in the file.
+    pub offset: u64,
+    pub text: String,
+}
+
+/// A journal as read: its records, each with its line number, and a torn last line if any.
+#[derive(Debug, Clone, Default)]
+pub struct Contents {
+    pub records: Vec<(usize, Record)>,
+    pub torn: Option<Torn>,
+}
+
+impl Contents {
+    /// The time of the last `begin` record (the last `apply` run).
+    pub fn last_begin(&self) -> Option<u64> {
+        self.records.iter().rev().find_map(|(_, r)| match r {
+            Record::Begin { at_unix, .. } => Some(*at_unix),
+            _ => None,
+        })
+    }
+
+    /// Per container, in order of first write: the value before kubehash's first write and the
+    /// value of its last one (both validated when read).
+    pub fn writes(&self) -> Vec<JournaledWrite> {
+        let mut out: Vec<JournaledWrite> = Vec::new();
+        for (line, r) in &self.records {
+            let Record::Write {
+                container_id,
+                pod,
+                container,
+                old_value,
+                new_value,
+                new_hash,
+                ..
+            } = r
+            else {
+                continue;
+            };
+            // Validated by `read`.
+            let (original, written) = (
+                decode(old_value).unwrap_or_default(),
+                decode(new_value).unwrap_or_default(),
+            );
+            match out.iter_mut().find(|j| &j.id == container_id) {
+                Some(j) => {
+                    j.written = written;
+                    j.new_hash = new_hash.clone();
+                    j.last_line = *line;
+                }
+                None => out.push(JournaledWrite {
+                    id: container_id.clone(),
+                    name: format!("{pod}/{container}"),
+                    original,
+                    written,
+                    new_hash: new_hash.clone(),
+                    first_line: *line,
+                    last_line: *line,
+                }),
             }
         }
+        out
+    }
+}
+
+/// What a journal says about one container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournaledWrite {
+    pub id: String,
+    /// `namespace/pod/container`
+    pub name: String,
+    /// The value before kubehash's first write.
+    pub original: Vec<u8>,
+    /// The value of kubehash's last write.
+    pub written: Vec<u8>,
+    pub new_hash: String,
+    /// Journal lines of the first and last `write` record.
+    pub first_line: usize,
+    pub last_line: usize,
+}
+
+/// Reads and validates a whole journal (see the module notes). Any error names the line.
+pub fn read(path: &Path) -> Result<Contents> {
+    let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
+    let mut out = Contents::default();
+    let mut offset = 0usize;
+    let mut line_no = 0usize;
+    while offset < bytes.len() {
+        line_no += 1;
+        let (line, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
+            Some(n) => (&bytes[offset..offset + n], true),
+            None => (&bytes[offset..], false),
+        };
+        let start = offset;
+        offset += line.len() + usize::from(complete);
+        if !complete {
+            out.torn = Some(Torn {
+                line: line_no,
+                offset: start as u64,
+                text: String::from_utf8_lossy(line).into_owned(),
+            });
+            break;
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let at = |reason: String| bad_journal(path, format!("line {line_no}: {reason}"));
+        let record: Record = serde_json::from_slice(line).map_err(|e| {
+            if out.records.is_empty() {
+                bad_journal(
+                    path,
+                    format!(
+                        "not a kubehash journal (line {line_no} is not a kubehash record: {e})"
+                    ),
+                )
+            } else {
+                at(format!("not a journal record: {e}"))
+            }
+        })?;
+        if out.records.is_empty() && !matches!(record, Record::Begin { .. }) {
+            return Err(bad_journal(
+                path,
+                format!("not a kubehash journal (line {line_no} is not a begin record)"),
+            ));
+        }
+        if let Record::Write {
+            container_id,
+            old_value,
+            new_value,
+            old_hash,
+            new_hash,
+            ..
+        } = &record
+        {
+            let old = decode(old_value).map_err(|e| at(format!("old_value: {e}")))?;
+            let new = decode(new_value).map_err(|e| at(format!("new_value: {e}")))?;
+            crate::containerd::validate_edit(&old, &new, container_id)
+                .map_err(|e| at(format!("container {container_id}: {e}")))?;
+            let stored = |v: &[u8]| {
+                crate::containerd::parse_metadata(v, container_id)
+                    .map(|m| crate::containerd::stored_hashes(&m).0.unwrap_or_default())
+                    .unwrap_or_default()
+            };
+            if stored(&old) != *old_hash || stored(&new) != *new_hash {
+                return Err(at(format!(
+                    "container {container_id}: the values do not hold the hashes the record names"
+                )));
+            }
+        }
+        out.records.push((line_no, record));
+    }
+    if out.records.is_empty() {
+        return Err(bad_journal(
+            path,
+            "not a kubehash journal (it holds no record)".into(),
+        ));
     }
     Ok(out)
 }
 
-/// The newest journal in a directory (by name, which starts with the time).
+/// The journal of the latest upgrade in a directory: the one whose last `apply` run began last.
 pub fn latest(dir: &Path) -> Result<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Journal::io(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    files.pop().ok_or_else(|| Error::Input {
+    let mut best: Option<(u64, PathBuf)> = None;
+    let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e))?;
+    for e in entries {
+        let p = e.map_err(|e| io_error(dir, e))?.path();
+        if p.extension().is_none_or(|x| x != "jsonl") {
+            continue;
+        }
+        let began = read(&p)?.last_begin().unwrap_or(0);
+        if best.as_ref().is_none_or(|(t, q)| (began, &p) > (*t, q)) {
+            best = Some((began, p));
+        }
+    }
+    best.map(|(_, p)| p).ok_or_else(|| Error::Input {
         source_name: dir.display().to_string(),
         reason: "no journal (*.jsonl) here; pass --journal".into(),
     })
@@ -175,27 +392,65 @@ pub fn latest(dir: &Path) -> Result<PathBuf> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn round_trip_and_torn_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("j/1.jsonl");
-        let mut j = Journal::open(&path).unwrap();
-        let w = Record::Write {
-            at_unix: 1,
-            container_id: "c".into(),
+    const BEFORE: &str = include_str!("../testdata/containerd/container_metadata_before.json");
+    const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
+
+    fn begin() -> Record {
+        Record::Begin {
+            at_unix: 7,
+            to: "1.31".into(),
+            from: Some("1.30".into()),
+            runtime: "containerd 1.7.0".into(),
+        }
+    }
+
+    fn write_record(old: &str, new: &str) -> Record {
+        let hash = |v: &str| {
+            let m = crate::containerd::parse_metadata(v.as_bytes(), ID).unwrap();
+            crate::containerd::stored_hashes(&m).0.unwrap()
+        };
+        Record::Write {
+            at_unix: 8,
+            container_id: ID.into(),
             pod: "ns/p".into(),
             container: "app".into(),
             verdict: "rewrite".into(),
-            old_hash: "a".into(),
-            new_hash: "b".into(),
-            old_value: encode(b"{\"x\":1}"),
-            new_value: encode(b"{\"x\":2}"),
-        };
-        j.append(&w).unwrap();
-        j.append(&Record::Written {
-            container_id: "c".into(),
-        })
+            old_hash: hash(old),
+            new_hash: hash(new),
+            old_value: encode(old.as_bytes()),
+            new_value: encode(new.as_bytes()),
+        }
+    }
+
+    fn good() -> (String, String) {
+        let old = BEFORE.trim_end().to_string();
+        let new = String::from_utf8(
+            crate::containerd::rewrite_hashes(old.as_bytes(), ID, "8e45cbd0", None).unwrap(),
+        )
         .unwrap();
+        (old, new)
+    }
+
+    fn lines(records: &[Record]) -> String {
+        records
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap() + "\n")
+            .collect()
+    }
+
+    #[test]
+    fn round_trip_torn_tail_set_aside_and_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path_for(&dir.path().join("j"), Some("1.30"), "1.31");
+        assert!(path.ends_with("j/1.30-to-1.31.jsonl"));
+        let (mut j, torn) = Journal::open(&path).unwrap();
+        assert_eq!(torn, None);
+        let (old, new) = good();
+        let w = write_record(&old, &new);
+        j.append(&begin()).unwrap();
+        j.append(&w).unwrap();
+        drop(j);
+        // A crash in the middle of the next append.
         std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
@@ -203,20 +458,101 @@ mod tests {
             .write_all(b"{\"kind\":\"wri")
             .unwrap();
         let got = read(&path).unwrap();
-        assert_eq!(
-            got,
-            vec![
-                w,
-                Record::Written {
-                    container_id: "c".into()
-                }
-            ]
-        );
-        assert_eq!(latest(&dir.path().join("j")).unwrap(), path);
+        assert_eq!(got.records, vec![(1, begin()), (2, w.clone())]);
+        assert_eq!(got.torn.as_ref().map(|t| t.line), Some(3));
+        // The next run sets the torn tail aside and starts its records on a line of their own.
+        let (mut j, torn) = Journal::open(&path).unwrap();
+        assert_eq!(torn.as_deref(), Some("{\"kind\":\"wri"));
+        j.append(&Record::Written {
+            container_id: ID.into(),
+        })
+        .unwrap();
+        let got = read(&path).unwrap();
+        assert_eq!(got.records.len(), 3);
+        assert!(got.torn.is_none());
+        let aside = std::fs::read_to_string(dir.path().join("j/1.30-to-1.31.jsonl.torn")).unwrap();
+        assert_eq!(aside, "{\"kind\":\"wri\n");
+        assert_eq!(got.writes()[0].original, old.as_bytes());
+        assert_eq!(got.writes()[0].written, new.as_bytes());
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
+        );
+    }
+
+    #[test]
+    fn journals_of_kubehash_0_1_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1700000000-to-1.31.jsonl");
+        let (old, new) = good();
+        let mut text = r#"{"kind":"begin","at_unix":1700000000,"to":"1.31","from":"1.30","containerd":"1.6.20~ds1"}"#.to_string();
+        text.push('\n');
+        text.push_str(&lines(&[write_record(&old, &new)]));
+        std::fs::write(&path, text).unwrap();
+        let got = read(&path).unwrap();
+        assert!(
+            matches!(&got.records[0].1, Record::Begin { runtime, .. } if runtime == "1.6.20~ds1")
+        );
+        assert_eq!(got.writes().len(), 1);
+    }
+
+    #[test]
+    fn what_is_not_a_valid_journal_is_an_error_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        let (old, new) = good();
+        let check = |text: String, want: &str| {
+            std::fs::write(&path, text).unwrap();
+            let e = read(&path).unwrap_err().to_string();
+            assert!(e.contains(want), "{want:?} not in {e}");
+            // Appending refuses as well: nothing is written to a file that is not a journal.
+            assert!(Journal::open(&path).is_err());
+        };
+        check("".into(), "not a kubehash journal");
+        check("hello\n".into(), "not a kubehash journal");
+        check(lines(&[write_record(&old, &new)]), "not a begin record");
+        // One corrupted base64 character.
+        let mut w = lines(&[begin(), write_record(&old, &new)]);
+        let at = w.find("\"old_value\":\"").unwrap() + 20;
+        w.replace_range(at..at + 1, "*");
+        check(w, "line 2: old_value: bad base64");
+        // An "original" that is another container's record, or a skeleton.
+        let other = old.replace("\"Name\":\"", "\"Name\":\"x");
+        check(
+            lines(&[begin(), write_record(&other, &new)]),
+            "line 2: container",
+        );
+        // A complete line that does not parse, even the last one.
+        check(lines(&[begin()]) + "{\"kind\":\"begin\"}\n", "line 2");
+        // Hashes that the values do not hold.
+        let mut forged = write_record(&old, &new);
+        if let Record::Write { new_hash, .. } = &mut forged {
+            *new_hash = "ffff".into();
+        }
+        check(lines(&[begin(), forged]), "line 2");
+    }
+
+    #[test]
+    fn latest_is_the_upgrade_applied_last_not_the_last_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |t: u64| Record::Begin {
+            at_unix: t,
+            to: "1.31".into(),
+            from: None,
+            runtime: String::new(),
+        };
+        std::fs::write(
+            dir.path().join("1.30-to-1.31.jsonl"),
+            lines(&[at(5), at(50)]),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("1.31-to-1.30.jsonl"), lines(&[at(20)])).unwrap();
+        assert!(latest(dir.path()).unwrap().ends_with("1.30-to-1.31.jsonl"));
+        std::fs::write(dir.path().join("junk.jsonl"), "junk\n").unwrap();
+        assert!(
+            latest(dir.path()).is_err(),
+            "a file that is not a journal is an error"
         );
     }
 }

@@ -217,7 +217,8 @@ struct NodePlanArgs {
     /// Target kubelet version.
     #[arg(long, value_name = "VERSION")]
     to: String,
-    /// The kubelet version running now (without it, any version's hash proves the spec).
+    /// The kubelet version running now (default with --cluster: the Node's kubeletVersion).
+    /// Without it nothing is provable: every container whose hash changes is `unprovable`.
     #[arg(long, value_name = "VERSION")]
     from: Option<String>,
     /// CRI endpoint.
@@ -237,12 +238,12 @@ struct NodeApplyArgs {
     /// containerd's own API endpoint (usually the same socket as CRI).
     #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
     containerd: String,
-    /// Journal file (default: a new file under /var/lib/kubehash/journal/).
+    /// Journal file (default: /var/lib/kubehash/journal/FROM-to-TO.jsonl, one per upgrade,
+    /// continued by every run).
     #[arg(long, value_name = "PATH")]
     journal: Option<PathBuf>,
-    /// Go on even though a kubelet is running.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    kubelet: KubeletArgs,
     /// Restart containerd afterwards through systemd (`systemctl restart containerd`).
     #[arg(long)]
     restart_containerd: bool,
@@ -251,11 +252,38 @@ struct NodeApplyArgs {
     log_format: LogFormat,
 }
 
+/// How node commands that write make sure no kubelet runs.
+#[derive(clap::Args)]
+struct KubeletArgs {
+    /// Go on even though a kubelet is running.
+    #[arg(long)]
+    force: bool,
+    /// The kubelet's healthz URL: anything answering there counts as a running kubelet.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:10248/healthz"
+    )]
+    kubelet_healthz: String,
+}
+
+impl KubeletArgs {
+    fn guard(&self) -> kubehash::node::KubeletGuard {
+        kubehash::node::KubeletGuard {
+            healthz: Some(self.kubelet_healthz.clone()),
+            force: self.force,
+        }
+    }
+}
+
 #[derive(clap::Args)]
 struct NodeJournalArgs {
-    /// The journal of an `apply` run (default: the newest under /var/lib/kubehash/journal/).
+    /// The journal of the upgrade (default: under /var/lib/kubehash/journal/, the one whose last
+    /// apply began last; it holds every write of that upgrade).
     #[arg(long, value_name = "PATH")]
     journal: Option<PathBuf>,
+    #[command(flatten)]
+    kubelet: KubeletArgs,
     /// CRI endpoint.
     #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
     cri: String,
@@ -360,7 +388,10 @@ enum Format {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let result = match cli.command {
         Command::Hash(args) => run_hash(args),
         Command::Scan(args) => run_scan(args),
@@ -383,6 +414,34 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `--help` and `--version` print as clap prints them; a usage error is one line on stderr and
+/// exit 1 (unusable input or flags), never clap's exit 2, which means "some containers could not
+/// be assessed" here.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).skip_while(|l| l.is_empty());
+    let mut first = match e.kind() {
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => "a subcommand is missing".into(),
+        _ => lines
+            .next()
+            .unwrap_or("bad arguments")
+            .trim_start_matches("error: ")
+            .to_string(),
+    };
+    if first.ends_with(':') {
+        // "the following required arguments were not provided:" and the list below it.
+        let list: Vec<&str> = lines.take_while(|l| !l.is_empty()).collect();
+        first = format!("{first} {}", list.join(", "));
+    }
+    eprintln!("kubehash: {first} (see kubehash --help)");
+    ExitCode::from(1)
 }
 
 fn read_input(path: &Option<PathBuf>) -> Result<(Vec<u8>, String)> {
@@ -615,9 +674,14 @@ fn run_node_scan(args: &ScanArgs, endpoint: &str, to: KubeletVersion) -> Result<
     )
 }
 
-/// This node's pods, from a file or from the API server (filtered to this node).
-fn node_pods(rt: &tokio::runtime::Runtime, source: &PodSource) -> Result<PodIndex> {
+/// This node's pods, from a file or from the API server (filtered to this node), and with
+/// `--cluster` the kubelet version the Node reports (the old kubelet's, before the swap).
+fn node_pods(
+    rt: &tokio::runtime::Runtime,
+    source: &PodSource,
+) -> Result<(PodIndex, Option<KubeletVersion>)> {
     let mut pods = PodIndex::default();
+    let mut node_version = None;
     match &source.pods {
         Some(path) => for_each_object_in_path(path, |p| pods.add_pod(p))?,
         None => {
@@ -631,12 +695,34 @@ fn node_pods(rt: &tokio::runtime::Runtime, source: &PodSource) -> Result<PodInde
             ))?;
             let selector = format!("spec.nodeName={node}");
             rt.block_on(cluster.for_each_pod(Some(&selector), &mut |p| pods.add_pod(p)))?;
+            let reported = rt.block_on(cluster.node(&node))?;
+            node_version = match reported
+                .pointer("/status/nodeInfo/kubeletVersion")
+                .and_then(serde_json::Value::as_str)
+            {
+                Some(v) => Some(
+                    v.parse()
+                        .with_context(|| format!("Node {node}'s status.nodeInfo.kubeletVersion"))?,
+                ),
+                None => None,
+            };
         }
     }
     for p in &pods.problems {
         eprintln!("kubehash: not a usable pod: {p}");
     }
-    Ok(pods)
+    Ok((pods, node_version))
+}
+
+/// The old kubelet F of the proof rule: `--from`, else the version the Node reports.
+fn old_kubelet(
+    from: &Option<String>,
+    node_version: Option<KubeletVersion>,
+) -> Result<Option<KubeletVersion>> {
+    match from {
+        Some(f) => Ok(Some(f.parse().context("--from")?)),
+        None => Ok(node_version),
+    }
 }
 
 fn print_node_plan(
@@ -648,7 +734,8 @@ fn print_node_plan(
     fail_on_restart: bool,
 ) -> Result<ExitCode> {
     let rt = runtime()?;
-    let pods = node_pods(&rt, source)?;
+    let (pods, node_version) = node_pods(&rt, source)?;
+    let from = from.or(node_version);
     let (containers, runtime) = rt.block_on(async {
         let mut cri = Cri::connect(endpoint).await?;
         let containers = cri.list_containers().await?;
@@ -720,13 +807,16 @@ fn run_node(command: NodeCommand) -> Result<ExitCode> {
 fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
     init_logs(a.log_format);
     let to: KubeletVersion = a.plan.to.parse()?;
-    let from: Option<KubeletVersion> = a.plan.from.as_deref().map(str::parse).transpose()?;
-    let journal = a.journal.clone().unwrap_or_else(|| {
-        PathBuf::from(kubehash::journal::DEFAULT_DIR)
-            .join(format!("{}-to-{to}.jsonl", kubehash::journal::now_unix()))
-    });
     let rt = runtime()?;
-    let pods = node_pods(&rt, &a.plan.source)?;
+    let (pods, node_version) = node_pods(&rt, &a.plan.source)?;
+    let from = old_kubelet(&a.plan.from, node_version)?;
+    let journal = a.journal.clone().unwrap_or_else(|| {
+        kubehash::journal::path_for(
+            Path::new(kubehash::journal::DEFAULT_DIR),
+            from.map(|f| f.to_string()).as_deref(),
+            &to.to_string(),
+        )
+    });
     let report = rt.block_on(kubehash::node::apply(
         &a.plan.cri,
         &a.containerd,
@@ -734,7 +824,7 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
         to,
         from,
         &journal,
-        a.force,
+        &a.kubelet.guard(),
     ))?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     match a.plan.output {
@@ -817,7 +907,11 @@ fn run_node_check(a: NodeJournalArgs, verify: bool) -> Result<ExitCode> {
     let results = if verify {
         rt.block_on(kubehash::node::verify(&a.cri, &a.containerd, &journal))?
     } else {
-        rt.block_on(kubehash::node::rollback(&a.containerd, &journal))?
+        rt.block_on(kubehash::node::rollback(
+            &a.containerd,
+            &journal,
+            &a.kubelet.guard(),
+        ))?
     };
     let mut out = io::BufWriter::new(io::stdout().lock());
     match a.output {
@@ -936,11 +1030,11 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
         }
         None => {
             let to = to.context("--to VERSION is needed to plan (there is no shim state yet)")?;
-            let from: Option<KubeletVersion> = a.from.as_deref().map(str::parse).transpose()?;
             if a.source.pods.is_none() && !a.source.cluster {
                 bail!("to plan, give --pods PATH or --cluster");
             }
-            let pods = node_pods(&rt, &a.source)?;
+            let (pods, node_version) = node_pods(&rt, &a.source)?;
+            let from = old_kubelet(&a.from, node_version)?;
             let containers = rt.block_on(async {
                 let mut cri = Cri::connect(&a.runtime_endpoint).await?;
                 cri.list_containers().await

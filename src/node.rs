@@ -13,11 +13,12 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::containerd::{
-    extension, parse_metadata, rewrite_hashes, stored_hashes, Store, EXTENSION,
+    extension, parse_metadata, rewrite_hashes, stored_hashes, validate_edit, Store, EXTENSION,
+    TYPE_URL,
 };
 use crate::cri::{keys, Cri};
 use crate::error::{Error, Result};
-use crate::journal::{self, decode, encode, Journal, Record};
+use crate::journal::{self, encode, Journal, JournaledWrite, Record};
 use crate::plan::{plan, ContainerPlan, PodIndex, Verdict};
 use crate::version::KubeletVersion;
 
@@ -48,20 +49,93 @@ impl ApplyReport {
     }
 }
 
-/// How `apply` checks that no kubelet runs: a process named `kubelet` in /proc.
-pub fn running_kubelet() -> Option<u32> {
+/// What stops `apply` and `rollback` while a kubelet runs: a rewritten hash seen by the old
+/// kubelet restarts the very container it was meant to keep.
+#[derive(Debug, Clone)]
+pub struct KubeletGuard {
+    /// The kubelet's healthz URL (`http://127.0.0.1:10248/healthz`); anything accepting a
+    /// connection there counts as a running kubelet, whatever PID namespace it runs in. `None`
+    /// where the caller has judged the healthz itself (the agent's state machine).
+    pub healthz: Option<String>,
+    /// Go on anyway (`--force`).
+    pub force: bool,
+}
+
+impl KubeletGuard {
+    /// An error naming the running kubelet, unless none runs or `force` is set.
+    pub async fn check(&self, what: &str) -> Result<()> {
+        let Some(found) = running_kubelet(self.healthz.as_deref()).await else {
+            return Ok(());
+        };
+        if self.force {
+            warn!(kubelet = %found, "a kubelet is running; going on because of --force");
+            return Ok(());
+        }
+        Err(Error::Input {
+            source_name: what.into(),
+            reason: format!(
+                "a kubelet is running ({found}): stop it first, so that it never sees the hashes \
+                 {what} writes, or pass --force"
+            ),
+        })
+    }
+}
+
+/// A running kubelet, described: a process whose name starts with `kubelet` (`kubelet`,
+/// `kubelet-1.30`, by `/proc/PID/comm` or the program name in `/proc/PID/cmdline`), or anything
+/// accepting connections on the kubelet's healthz address (which also finds a kubelet in another
+/// PID namespace).
+pub async fn running_kubelet(healthz: Option<&str>) -> Option<String> {
+    if let Some(found) = kubelet_process() {
+        return Some(found);
+    }
+    let addr = healthz_address(healthz?)?;
+    let connect = tokio::net::TcpStream::connect(addr.as_str());
+    match tokio::time::timeout(std::time::Duration::from_secs(2), connect).await {
+        Ok(Ok(_)) => Some(format!(
+            "something answers on the kubelet's healthz address {addr}"
+        )),
+        _ => None,
+    }
+}
+
+fn kubelet_process() -> Option<String> {
     let entries = std::fs::read_dir("/proc").ok()?;
     for e in entries.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        if let Ok(comm) = std::fs::read_to_string(e.path().join("comm")) {
-            if comm.trim() == "kubelet" {
-                return Some(pid);
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+        let program = String::from_utf8_lossy(argv0);
+        let base = program.rsplit('/').next().unwrap_or_default();
+        for name in [comm.trim(), base] {
+            if name.starts_with("kubelet") {
+                return Some(format!("process {name}, pid {pid}"));
             }
         }
     }
     None
+}
+
+/// `http://127.0.0.1:10248/healthz` → `127.0.0.1:10248` (port 80 or 443 by scheme if absent).
+pub fn healthz_address(url: &str) -> Option<String> {
+    let (rest, port) = if let Some(r) = url.strip_prefix("https://") {
+        (r, 443)
+    } else {
+        (url.strip_prefix("http://").unwrap_or(url), 80)
+    };
+    let authority = rest.split('/').next().filter(|a| !a.is_empty())?;
+    let has_port = match authority.rfind(']') {
+        Some(end) => authority[end..].contains(':'),
+        None => authority.contains(':'),
+    };
+    Some(if has_port {
+        authority.to_string()
+    } else {
+        format!("{authority}:{port}")
+    })
 }
 
 /// Test hook: milliseconds to sleep after each completed write (to kill `apply` mid-way).
@@ -76,32 +150,24 @@ pub async fn apply(
     to: KubeletVersion,
     from: Option<KubeletVersion>,
     journal_path: &Path,
-    force: bool,
+    guard: &KubeletGuard,
 ) -> Result<ApplyReport> {
-    if let Some(pid) = running_kubelet() {
-        if !force {
-            return Err(Error::Input {
-                source_name: "node".into(),
-                reason: format!(
-                    "a kubelet is running (pid {pid}, found by its name in /proc): stop it first, so that it \
-                     never sees rewritten hashes, or pass --force"
-                ),
-            });
-        }
-        warn!(pid, "a kubelet is running; going on because of --force");
-    }
+    guard.check("apply").await?;
     let store = Store::connect(containerd_endpoint).await?;
     store.check_known_version()?;
     let mut cri = Cri::connect(cri_endpoint).await?;
     let containers = cri.list_containers().await?;
     let plans = plan(&containers, pods, to, from);
 
-    let mut journal = Journal::open(journal_path)?;
+    let (mut journal, torn) = Journal::open(journal_path)?;
+    if let Some(t) = torn {
+        warn!(journal = %journal_path.display(), torn = %t, "the journal's last line was torn by a crash; moved it to .torn (no write followed it) and planning every container again");
+    }
     journal.append(&Record::Begin {
         at_unix: journal::now_unix(),
         to: to.to_string(),
         from: from.map(|f| f.to_string()),
-        containerd: store.version().to_string(),
+        runtime: format!("containerd {}", store.version()),
     })?;
     info!(journal = %journal_path.display(), containerd = store.version(), containers = plans.len(), "apply started");
 
@@ -207,54 +273,6 @@ async fn rewrite_one(
     ))
 }
 
-/// What a journal says about one container.
-struct Journaled {
-    id: String,
-    /// `namespace/pod/container`
-    name: String,
-    /// The value before kubehash's first write.
-    original: Vec<u8>,
-    /// The value of kubehash's last write.
-    written: Vec<u8>,
-    new_hash: String,
-}
-
-/// Per container of a journal, in order of first write.
-fn journaled(records: &[Record]) -> Vec<Journaled> {
-    let mut out: Vec<Journaled> = Vec::new();
-    for r in records {
-        let Record::Write {
-            container_id,
-            pod,
-            container,
-            old_value,
-            new_value,
-            new_hash,
-            ..
-        } = r
-        else {
-            continue;
-        };
-        let (Ok(original), Ok(written)) = (decode(old_value), decode(new_value)) else {
-            continue;
-        };
-        match out.iter_mut().find(|j| &j.id == container_id) {
-            Some(j) => {
-                j.written = written;
-                j.new_hash = new_hash.clone();
-            }
-            None => out.push(Journaled {
-                id: container_id.clone(),
-                name: format!("{pod}/{container}"),
-                original,
-                written,
-                new_hash: new_hash.clone(),
-            }),
-        }
-    }
-    out
-}
-
 /// One line of `verify` or `rollback`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckOutcome {
@@ -271,18 +289,18 @@ pub async fn verify(
     containerd_endpoint: &str,
     journal_path: &Path,
 ) -> Result<Vec<CheckOutcome>> {
-    let records = journal::read(journal_path)?;
+    let contents = journal::read(journal_path)?;
     let store = Store::connect(containerd_endpoint).await?;
     let mut cri = Cri::connect(cri_endpoint).await?;
     let listed = cri.list_containers().await?;
     let mut out = Vec::new();
-    for Journaled {
+    for JournaledWrite {
         id,
         name,
         written: new,
         new_hash,
         ..
-    } in journaled(&records)
+    } in contents.writes()
     {
         let mut problems = Vec::new();
         match store.get(&id).await {
@@ -320,31 +338,45 @@ pub async fn verify(
 }
 
 /// Restores every journaled container's original value, each only if the record still holds
-/// exactly what kubehash wrote (compare-and-swap); reports what it skipped and why.
-pub async fn rollback(containerd_endpoint: &str, journal_path: &Path) -> Result<Vec<CheckOutcome>> {
-    let records = journal::read(journal_path)?;
+/// exactly what kubehash wrote (compare-and-swap), and only a value that rollback proves as
+/// strictly as apply proves its writes: it parses, keeps ID/Name/SandboxID, and is byte for byte
+/// the current record with the hash annotations set back to the original's. The whole journal is
+/// read and validated first; a line that does not decode or validate stops rollback before any
+/// write.
+pub async fn rollback(
+    containerd_endpoint: &str,
+    journal_path: &Path,
+    guard: &KubeletGuard,
+) -> Result<Vec<CheckOutcome>> {
+    let contents = journal::read(journal_path)?;
+    guard.check("rollback").await?;
+    let writes = contents.writes();
     let store = Store::connect(containerd_endpoint).await?;
-    store.check_known_version()?;
-    let mut journal = Journal::open(journal_path)?;
+    let (mut journal, torn) = Journal::open(journal_path)?;
+    if let Some(t) = torn {
+        warn!(journal = %journal_path.display(), torn = %t, "the journal's last line was torn by a crash; moved it to .torn (no write followed it)");
+    }
     let mut out = Vec::new();
-    for Journaled {
-        id,
-        name,
-        original: old,
-        written: new,
-        ..
-    } in journaled(&records).into_iter().rev()
-    {
-        let (ok, detail) = match store.get(&id).await {
+    for w in writes.into_iter().rev() {
+        let (ok, detail) = match store.get(&w.id).await {
             Err(e) => (false, format!("skipped: {e}")),
             Ok(rec) => match rec.extensions.get(EXTENSION) {
-                Some(a) if a.value == old => (true, "already holds the original value".to_string()),
-                Some(a) if a.value == new => match parse_metadata(&old, &id) {
+                Some(a) if a.type_url != TYPE_URL => (
+                    false,
+                    format!("skipped: the extension's type URL is {:?}", a.type_url),
+                ),
+                Some(a) if a.value == w.original => {
+                    (true, "already holds the original value".to_string())
+                }
+                Some(a) if a.value == w.written => match rollback_value(&w) {
                     Err(e) => (
                         false,
-                        format!("skipped: the journaled original does not validate: {e}"),
+                        format!(
+                            "not restored: the journaled original (line {}) {e}",
+                            w.first_line
+                        ),
                     ),
-                    Ok(_) => match store.write(&id, &old).await {
+                    Ok(()) => match store.write(&w.id, &w.original).await {
                         Ok(_) => (true, "restored".to_string()),
                         Err(e) => (false, format!("not restored: {e}")),
                     },
@@ -357,16 +389,60 @@ pub async fn rollback(containerd_endpoint: &str, journal_path: &Path) -> Result<
             },
         };
         journal.append(&Record::Rollback {
-            container_id: id.clone(),
+            container_id: w.id.clone(),
             result: detail.clone(),
         })?;
-        info!(container = %id, result = %detail, "rollback");
+        info!(container = %w.id, result = %detail, "rollback");
         out.push(CheckOutcome {
-            container_id: id,
-            name,
+            container_id: w.id,
+            name: w.name,
             ok,
             detail,
         });
     }
     Ok(out)
+}
+
+/// Proves that the journaled original may replace the value kubehash wrote: it is exactly the
+/// written value with the hash annotations set back to the original's, and passes the same
+/// checks as an edit made by apply.
+fn rollback_value(w: &JournaledWrite) -> std::result::Result<(), String> {
+    let meta = parse_metadata(&w.original, &w.id).map_err(|e| format!("does not load: {e}"))?;
+    let (hash, without) = stored_hashes(&meta);
+    let hash = hash.ok_or("has no hash annotation")?;
+    let (_, written_without) = stored_hashes(&parse_metadata(&w.written, &w.id)?);
+    if without.is_some() != written_without.is_some() {
+        return Err("differs in which hash annotations it holds".into());
+    }
+    let expected = rewrite_hashes(&w.written, &w.id, &hash, without.as_deref())?;
+    if expected != w.original {
+        return Err("differs from the written value in more than the hash annotations".into());
+    }
+    validate_edit(&w.written, &w.original, &w.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn healthz_addresses() {
+        assert_eq!(
+            healthz_address("http://127.0.0.1:10248/healthz").as_deref(),
+            Some("127.0.0.1:10248")
+        );
+        assert_eq!(
+            healthz_address("https://localhost/healthz").as_deref(),
+            Some("localhost:443")
+        );
+        assert_eq!(
+            healthz_address("http://[::1]/x").as_deref(),
+            Some("[::1]:80")
+        );
+        assert_eq!(
+            healthz_address("http://[::1]:9/").as_deref(),
+            Some("[::1]:9")
+        );
+        assert_eq!(healthz_address("http:///x"), None);
+    }
 }
