@@ -238,10 +238,13 @@ struct NodeApplyArgs {
     /// containerd's own API endpoint (usually the same socket as CRI).
     #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
     containerd: String,
-    /// Journal file (default: /var/lib/kubehash/journal/FROM-to-TO.jsonl, one per upgrade,
-    /// continued by every run).
+    /// Journal file (default: JOURNAL_DIR/FROM-to-TO.jsonl, one per upgrade, continued by
+    /// every run).
     #[arg(long, value_name = "PATH")]
     journal: Option<PathBuf>,
+    /// Where journals live.
+    #[arg(long, value_name = "DIR", default_value = kubehash::journal::DEFAULT_DIR)]
+    journal_dir: PathBuf,
     #[command(flatten)]
     kubelet: KubeletArgs,
     /// Restart containerd afterwards through systemd (`systemctl restart containerd`).
@@ -278,10 +281,13 @@ impl KubeletArgs {
 
 #[derive(clap::Args)]
 struct NodeJournalArgs {
-    /// The journal of the upgrade (default: under /var/lib/kubehash/journal/, the one whose last
-    /// apply began last; it holds every write of that upgrade).
+    /// The journal of the upgrade (default: in JOURNAL_DIR, the one whose last apply began last;
+    /// it holds every write of that upgrade).
     #[arg(long, value_name = "PATH")]
     journal: Option<PathBuf>,
+    /// Where journals live.
+    #[arg(long, value_name = "DIR", default_value = kubehash::journal::DEFAULT_DIR)]
+    journal_dir: PathBuf,
     #[command(flatten)]
     kubelet: KubeletArgs,
     /// CRI endpoint.
@@ -812,7 +818,7 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
     let from = old_kubelet(&a.plan.from, node_version)?;
     let journal = a.journal.clone().unwrap_or_else(|| {
         kubehash::journal::path_for(
-            Path::new(kubehash::journal::DEFAULT_DIR),
+            &a.journal_dir,
             from.map(|f| f.to_string()).as_deref(),
             &to.to_string(),
         )
@@ -901,7 +907,7 @@ fn run_node_check(a: NodeJournalArgs, verify: bool) -> Result<ExitCode> {
     init_logs(a.log_format);
     let journal = match &a.journal {
         Some(j) => j.clone(),
-        None => kubehash::journal::latest(Path::new(kubehash::journal::DEFAULT_DIR))?,
+        None => kubehash::journal::latest(&a.journal_dir)?,
     };
     let rt = runtime()?;
     let results = if verify {

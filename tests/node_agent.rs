@@ -633,7 +633,10 @@ async fn apply_refuses_while_a_kubelet_runs() {
     let _ = kubelet.wait();
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains("a kubelet is running (process kubelet, pid "), "{err}");
+    assert!(
+        err.contains("a kubelet is running (process kubelet, pid "),
+        "{err}"
+    );
     assert!(err.contains("or pass --force"), "{err}");
     assert!(
         !ctrd.dir.join("j.jsonl").exists(),

@@ -1,0 +1,563 @@
+//! The write path against an adversary, on a real containerd (tests/harness): weak proofs, crafted
+//! collisions, forged and corrupted journals, interrupted and re-run applies with the default
+//! journal, torn journal lines, and kubelets that hide behind another name or PID namespace. Each
+//! test states the failure it guards against; each failed on kubehash 0.1.
+
+mod harness;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use harness::{create_pod, hash, pod_json, Containerd, TestContainer};
+use kubehash::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
+use kubehash::cri::Cri;
+use serde_json::{json, Value};
+
+fn kubehash(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// A pod of containers created by kubelet `made_by`, each with the stored hash given (or the
+/// creating kubelet's hash of `then`), and a pods file holding the current specs `now`.
+struct Scenario {
+    ctrd: Containerd,
+    pods_file: PathBuf,
+    ids: Vec<String>,
+}
+
+async fn scenario(made_by: &str, containers: &[(Value, Value)]) -> Scenario {
+    let ctrd = Containerd::start();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let test: Vec<TestContainer> = containers
+        .iter()
+        .map(|(then, now)| TestContainer {
+            spec: now.clone(),
+            stored_hash: Some(hash(then, made_by)),
+        })
+        .collect();
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &test,
+        made_by.parse().unwrap(),
+    )
+    .await;
+    let now: Vec<Value> = containers.iter().map(|(_, n)| n.clone()).collect();
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(
+        &pods_file,
+        json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",&now)]}).to_string(),
+    )
+    .unwrap();
+    Scenario {
+        ctrd,
+        pods_file,
+        ids: pod.container_ids,
+    }
+}
+
+async fn extensions(ep: &str, ids: &[String]) -> Vec<Vec<u8>> {
+    let store = Store::connect(ep).await.unwrap();
+    let mut out = Vec::new();
+    for id in ids {
+        out.push(
+            store.get(id).await.unwrap().extensions[EXTENSION]
+                .value
+                .clone(),
+        );
+    }
+    out
+}
+
+fn apply(sc: &Scenario, extra: &[&str]) -> Output {
+    let ep = sc.ctrd.endpoint();
+    let dir = s(&sc.ctrd.dir.join("journals"));
+    let pods = s(&sc.pods_file);
+    let mut args = vec![
+        "node",
+        "apply",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "-i",
+        &pods,
+        "--journal-dir",
+        &dir,
+        "-o",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    kubehash(&args)
+}
+
+fn results(out: &Output) -> Vec<(String, String)> {
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["verdict"].as_str().unwrap().to_string(),
+                o["result"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// 1. A weak proof authorised a strong rewrite: downgrades out of the name+image epoch, and a
+///    field the old kubelet dropped (appArmorProfile, recursiveReadOnly for 1.29 → 1.30).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weak_proofs_write_nothing() {
+    let img = harness::IMAGE;
+    let then = json!({"name":"env","image":img,"env":[{"name":"MODE","value":"old"}]});
+    let now = json!({"name":"env","image":img,"env":[{"name":"MODE","value":"new"}]});
+    let sc = scenario("1.31", &[(then, now)]).await;
+    let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
+    for (from, to) in [("1.31", "1.30"), ("1.33", "1.28")] {
+        let out = apply(&sc, &["--from", from, "--to", to]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(
+            results(&out),
+            [("unprovable".to_string(), "left-alone".to_string())],
+            "{from} → {to}"
+        );
+    }
+    assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, before);
+    drop(sc);
+
+    let armored = json!({"name":"armored","image":img,
+        "securityContext":{"appArmorProfile":{"type":"RuntimeDefault"}}});
+    let rro = json!({"name":"rro","image":img,"volumeMounts":[{"name":"data","mountPath":"/data",
+        "readOnly":true,"recursiveReadOnly":"Enabled"}]});
+    let sc = scenario("1.29", &[(armored.clone(), armored), (rro.clone(), rro)]).await;
+    let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
+    let out = apply(&sc, &["--from", "1.29", "--to", "1.30"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (o, field) in v["outcomes"].as_array().unwrap().iter().zip([
+        "securityContext.appArmorProfile",
+        "volumeMounts[].recursiveReadOnly",
+    ]) {
+        assert_eq!(o["verdict"], "will-restart", "{o}");
+        assert_eq!(o["result"], "left-alone", "{o}");
+        assert!(o["detail"].as_str().unwrap().contains(field), "{o}");
+    }
+    assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, before);
+}
+
+/// 2. Without `--from`, a stored hash that is *some* kubelet's hash of the new spec (an image tag
+///    crafted by meet-in-the-middle on FNV-1a makes kubelet 1.14's hash of the new spec equal the
+///    stored 1.30 hash) masked an image update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crafted_collision_writes_nothing() {
+    let img = harness::IMAGE;
+    let now = json!({"name":"app","image":img,"args":["--v2"]});
+    // The container runs the old spec; its stored hash is what the attacker made collide.
+    let ctrd = Containerd::start();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &[TestContainer {
+            spec: json!({"name":"app","image":img,"args":["--v1"]}),
+            stored_hash: Some(hash(&now, "1.14")),
+        }],
+        "1.30".parse().unwrap(),
+    )
+    .await;
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(
+        &pods_file,
+        json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",&[now])]}).to_string(),
+    )
+    .unwrap();
+    let sc = Scenario {
+        ctrd,
+        pods_file,
+        ids: pod.container_ids,
+    };
+    let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
+    let blind = apply(&sc, &["--to", "1.31"]);
+    assert!(blind.status.success(), "{}", text(&blind.stderr));
+    assert_eq!(
+        results(&blind),
+        [("unprovable".to_string(), "left-alone".to_string())]
+    );
+    let known = apply(&sc, &["--to", "1.31", "--from", "1.30"]);
+    assert_eq!(
+        results(&known),
+        [("will-restart".to_string(), "left-alone".to_string())]
+    );
+    assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, before);
+}
+
+/// A node where kubelet 1.30 made two current containers, and kubehash rewrote them for 1.31.
+async fn applied() -> (Scenario, Vec<Vec<u8>>, PathBuf) {
+    let specs: Vec<(Value, Value)> = ["a", "b"]
+        .iter()
+        .map(|n| {
+            let c = json!({"name":n,"image":harness::IMAGE,"args":[format!("--{n}")]});
+            (c.clone(), c)
+        })
+        .collect();
+    let sc = scenario("1.30", &specs).await;
+    let originals = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
+    let out = apply(&sc, &["--from", "1.30", "--to", "1.31"]);
+    assert_eq!(
+        results(&out),
+        vec![("rewrite".to_string(), "written".to_string()); 2]
+    );
+    let journal = sc.ctrd.dir.join("journals/1.30-to-1.31.jsonl");
+    assert!(journal.exists());
+    (sc, originals, journal)
+}
+
+fn rollback(sc: &Scenario, journal: Option<&Path>) -> Output {
+    let ep = sc.ctrd.endpoint();
+    let dir = s(&sc.ctrd.dir.join("journals"));
+    let mut args = vec![
+        "node".to_string(),
+        "rollback".into(),
+        "--containerd".into(),
+        ep.clone(),
+        "--cri".into(),
+        ep,
+        "--journal-dir".into(),
+        dir,
+    ];
+    if let Some(j) = journal {
+        args.extend(["--journal".into(), s(j)]);
+    }
+    Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(&args)
+        .output()
+        .unwrap()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// 3. Rollback trusted the journal: an "original" that differs from the current record in more
+///    than the hash annotations was written back and reported restored; one corrupted base64
+///    character made rollback skip that record silently and exit 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_refuses_forged_and_corrupt_journals() {
+    let (sc, originals, journal) = applied().await;
+    let ep = sc.ctrd.endpoint();
+    let written = extensions(&ep, &sc.ids).await;
+    let genuine = std::fs::read_to_string(&journal).unwrap();
+    let id = &sc.ids[0];
+    let orig = String::from_utf8(originals[0].clone()).unwrap();
+    let meta = parse_metadata(orig.as_bytes(), id).unwrap();
+    let name = meta["Metadata"]["Name"].as_str().unwrap().to_string();
+    let image = meta["Metadata"]["Config"]["image"]["image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let forgeries: Vec<(&str, String)> = vec![
+        ("another image", orig.replace(&image, "evil.example/app:1")),
+        ("another name", orig.replace(&name, "other_name")),
+        (
+            "a skeleton record",
+            json!({"Version":"v1","Metadata":{"ID":id,"Name":name,"SandboxID":meta["Metadata"]["SandboxID"],
+                "Config":{"annotations":{"io.kubernetes.container.hash":stored_hashes(&meta).0}}}})
+            .to_string(),
+        ),
+    ];
+    for (what, forged) in forgeries {
+        std::fs::write(
+            &journal,
+            genuine.replace(&b64(orig.as_bytes()), &b64(forged.as_bytes())),
+        )
+        .unwrap();
+        let out = rollback(&sc, Some(&journal));
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert!(err.contains("line 2"), "{what}: {err}");
+        assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
+        assert_eq!(
+            extensions(&ep, &sc.ids).await,
+            written,
+            "{what}: nothing written"
+        );
+    }
+
+    // One corrupted base64 character: an error naming the line, nothing written.
+    let at = genuine.find("\"old_value\":\"").unwrap() + 30;
+    let mut corrupt = genuine.clone();
+    corrupt.replace_range(at..at + 1, "!");
+    std::fs::write(&journal, corrupt).unwrap();
+    let out = rollback(&sc, Some(&journal));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("line 2: old_value: bad base64"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(extensions(&ep, &sc.ids).await, written);
+
+    // A file that is not a journal.
+    let junk = sc.ctrd.dir.join("junk.jsonl");
+    std::fs::write(&junk, "{\"hello\":1}\n").unwrap();
+    let out = rollback(&sc, Some(&junk));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("not a kubehash journal"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The genuine journal still restores every byte.
+    std::fs::write(&journal, &genuine).unwrap();
+    let out = rollback(&sc, Some(&journal));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(extensions(&ep, &sc.ids).await, originals);
+}
+
+/// A forged pair that passes the line checks (both values consistent with each other) but names
+/// a value the record does not hold is skipped, never written: rollback is compare-and-swap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_is_compare_and_swap_against_the_written_value() {
+    let (sc, originals, journal) = applied().await;
+    let ep = sc.ctrd.endpoint();
+    let genuine = std::fs::read_to_string(&journal).unwrap();
+    let written = extensions(&ep, &sc.ids).await;
+    // Replace both values with a consistent pair for another image.
+    let orig = String::from_utf8(originals[0].clone()).unwrap();
+    let new = String::from_utf8(written[0].clone()).unwrap();
+    let image = harness::IMAGE;
+    let forged = genuine
+        .replace(
+            &b64(orig.as_bytes()),
+            &b64(orig.replace(image, "evil/app:1").as_bytes()),
+        )
+        .replace(
+            &b64(new.as_bytes()),
+            &b64(new.replace(image, "evil/app:1").as_bytes()),
+        );
+    std::fs::write(&journal, forged).unwrap();
+    let out = rollback(&sc, Some(&journal));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("record changed since kubehash wrote it"));
+    let now = extensions(&ep, &sc.ids).await;
+    assert_eq!(now[0], written[0], "the forged container is untouched");
+    assert_eq!(now[1], originals[1], "the genuine one is restored");
+}
+
+fn wait_for_lines(path: &Path, needle: &str, n: usize) -> bool {
+    let end = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < end {
+        if std::fs::read_to_string(path)
+            .map(|t| t.matches(needle).count() >= n)
+            .unwrap_or(false)
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// 4. Every apply started a new journal, and verify/rollback without --journal read only the
+///    newest: after an interrupted apply and a re-run, rollback restored half and said "3 of 3";
+///    after an idempotent re-run, verify said "0 of 0" and exited 0. A torn last line glued the
+///    next run's first record to it, and the whole journal was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_journal_covers_the_whole_upgrade() {
+    let specs: Vec<(Value, Value)> = (0..4)
+        .map(|i| {
+            let c =
+                json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]});
+            (c.clone(), c)
+        })
+        .collect();
+    let mut sc = scenario("1.30", &specs).await;
+    let ep = sc.ctrd.endpoint();
+    let originals = extensions(&ep, &sc.ids).await;
+    let journal = sc.ctrd.dir.join("journals/1.30-to-1.31.jsonl");
+    let dir = s(&sc.ctrd.dir.join("journals"));
+    let pods = s(&sc.pods_file);
+    let args = [
+        "node",
+        "apply",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "-i",
+        &pods,
+        "--journal-dir",
+        &dir,
+        "--from",
+        "1.30",
+        "--to",
+        "1.31",
+        "-o",
+        "json",
+    ];
+
+    // Killed (SIGKILL) after two of four writes, in the middle of the next append.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(args)
+        .env("KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS", "1500")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for_lines(&journal, "\"kind\":\"written\"", 2));
+    child.kill().unwrap();
+    let _ = child.wait();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&journal)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"kind\":\"write\",\"at_unix\":17"))
+        .unwrap();
+
+    // The re-run continues the same journal, sets the torn line aside and finishes.
+    let again = kubehash(&args);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let r = results(&again);
+    assert_eq!(r.iter().filter(|(_, x)| x == "written").count(), 2, "{r:?}");
+    assert!(sc
+        .ctrd
+        .dir
+        .join("journals/1.30-to-1.31.jsonl.torn")
+        .exists());
+    // And once more: idempotent, nothing written.
+    let third = kubehash(&args);
+    assert!(results(&third).iter().all(|(_, x)| x != "written"));
+    let files: Vec<_> = std::fs::read_dir(sc.ctrd.dir.join("journals"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(files.len(), 1, "one journal for the upgrade");
+
+    // verify without --journal covers all four writes.
+    sc.ctrd.restart();
+    let verify = kubehash(&[
+        "node",
+        "verify",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "--journal-dir",
+        &dir,
+    ]);
+    let out = text(&verify.stdout);
+    assert!(verify.status.success(), "{out}{}", text(&verify.stderr));
+    assert!(
+        out.contains("Summary: 4 of 4 containers verified."),
+        "{out}"
+    );
+
+    // rollback without --journal restores all four, byte for byte.
+    let rb = rollback(&sc, None);
+    let out = text(&rb.stdout);
+    assert!(rb.status.success(), "{out}{}", text(&rb.stderr));
+    assert!(out.contains("Summary: 4 of 4"), "{out}");
+    assert_eq!(extensions(&ep, &sc.ids).await, originals);
+}
+
+/// 6. A kubelet binary named `kubelet-1.30`, or one in another PID namespace (seen only through
+///    its healthz port), was not detected; rollback did not check for a running kubelet at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_kubelet_is_found_by_name_prefix_and_by_its_healthz_port() {
+    let (sc, _, journal) = applied().await;
+    let ep = sc.ctrd.endpoint();
+    let written = extensions(&ep, &sc.ids).await;
+
+    // A process named kubelet-1.30.
+    let bin = sc.ctrd.dir.join("kubelet-1.30");
+    std::fs::copy("/bin/sleep", &bin).unwrap();
+    let mut kubelet = Command::new(&bin).arg("60").spawn().unwrap();
+    let out = rollback(&sc, Some(&journal));
+    let _ = kubelet.kill();
+    let _ = kubelet.wait();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("process kubelet-1.30"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(extensions(&ep, &sc.ids).await, written);
+
+    // Nothing by that name, but something listening on the kubelet's healthz address.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let healthz = format!("http://{}/healthz", listener.local_addr().unwrap());
+    let base = [
+        "node",
+        "rollback",
+        "--containerd",
+        &ep,
+        "--journal",
+        &s(&journal),
+        "--kubelet-healthz",
+        &healthz,
+    ];
+    let out = kubehash(&base);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("healthz address"),
+        "{}",
+        text(&out.stderr)
+    );
+    let pods = s(&sc.pods_file);
+    let out = kubehash(&[
+        "node",
+        "apply",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "-i",
+        &pods,
+        "--from",
+        "1.30",
+        "--to",
+        "1.31",
+        "--journal",
+        &s(&journal),
+        "--kubelet-healthz",
+        &healthz,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(extensions(&ep, &sc.ids).await, written);
+
+    // --force overrides, and the listener going away lets rollback run.
+    let mut forced = base.to_vec();
+    forced.push("--force");
+    assert!(kubehash(&forced).status.success());
+    drop(listener);
+}
