@@ -1,11 +1,13 @@
 //! `kubehash agent` through a whole kubelet binary swap: a real containerd (tests/harness), a local
 //! HTTP server standing in for the kubelet's healthz (up → down → up), and an API server over real
 //! HTTP answering with kube-apiserver-shaped Node and PodList responses and accepting Events (no
-//! kube-apiserver runs on these machines). The agent is killed (SIGKILL) and started again while
+//! kube-apiserver runs on these machines) and enforcing deploy/rbac.yaml's rules as RBAC would
+//! (403 otherwise). The agent is killed (SIGKILL) and started again while
 //! Planned and while Applied, and must resume without writing twice.
 
 mod harness;
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -120,7 +122,21 @@ async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() 
     let w = watched.clone();
     let watch_requests = Arc::new(Mutex::new(Vec::<String>::new()));
     let wr = watch_requests.clone();
+    // RBAC as deploy/rbac.yaml grants it: anything else is 403, as kube-apiserver answers.
+    let grants = harness::rbac::agent_grants();
+    let used: Arc<Mutex<BTreeSet<harness::rbac::Grant>>> = Arc::default();
+    let refused: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (u, r) = (used.clone(), refused.clone());
     let api = http_server(Arc::new(move |method, target, body| {
+        let Some(want) = harness::rbac::attributes(method, target) else {
+            r.lock().unwrap().push(format!("{method} {target}"));
+            return (404, "{}".into());
+        };
+        if !harness::rbac::allowed(&grants, &want) {
+            r.lock().unwrap().push(format!("{method} {target}"));
+            return (403, harness::rbac::forbidden(&want));
+        }
+        u.lock().unwrap().insert(want);
         if method == "GET" && target.starts_with("/api/v1/nodes/test-node") {
             (200, node(w.load(Ordering::SeqCst)).to_string())
         } else if method == "GET"
@@ -319,4 +335,8 @@ async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() 
     assert_eq!(text.matches("\"kind\":\"write\"").count(), 1, "{text}");
     assert_eq!(text.matches("\"kind\":\"written\"").count(), 1, "{text}");
     assert!(text.contains(&web_id));
+
+    // RBAC: nothing the agent asked for was refused, and every verb deploy/ grants was used.
+    assert_eq!(*refused.lock().unwrap(), Vec::<String>::new());
+    assert_eq!(*used.lock().unwrap(), harness::rbac::agent_grants());
 }

@@ -4,11 +4,13 @@
 //! round trip differ or fail. Then the objects are checked against each other and for least
 //! privilege.
 
+mod harness;
+
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -43,11 +45,16 @@ fn typed<T: DeserializeOwned + Serialize>(file: &str, v: &Value) -> T {
 fn kustomization_objects_fit_their_schemas_and_each_other() {
     let kust = documents("kustomization.yaml").remove(0);
     assert_eq!(kust["kind"], "Kustomization");
-    let namespace = kust["namespace"].as_str().unwrap();
+    // Every object names its namespace itself: a kustomization `namespace:` would move the
+    // Events Role out of `default`, where the agent records Events.
+    assert!(kust.get("namespace").is_none());
+    let namespace = "kube-system";
     let mut daemonsets = Vec::new();
     let mut accounts = Vec::new();
     let mut roles = Vec::new();
     let mut bindings = Vec::new();
+    let mut ns_roles = Vec::new();
+    let mut ns_bindings = Vec::new();
     for file in kust["resources"].as_array().unwrap() {
         let file = file.as_str().unwrap();
         for doc in documents(file) {
@@ -63,6 +70,12 @@ fn kustomization_objects_fit_their_schemas_and_each_other() {
                 ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
                     bindings.push(typed::<ClusterRoleBinding>(file, &doc))
                 }
+                ("rbac.authorization.k8s.io/v1", "Role") => {
+                    ns_roles.push(typed::<Role>(file, &doc))
+                }
+                ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
+                    ns_bindings.push(typed::<RoleBinding>(file, &doc))
+                }
                 (a, k) => panic!("{file}: unexpected {a} {k}"),
             }
         }
@@ -76,6 +89,25 @@ fn kustomization_objects_fit_their_schemas_and_each_other() {
         ),
         (1, 1, 1, 1)
     );
+    // Events: a Role in `default` (where Node events live), bound to the same account; nothing
+    // else namespaced.
+    assert_eq!((ns_roles.len(), ns_bindings.len()), (1, 1));
+    assert_eq!(ns_roles[0].metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(
+        ns_bindings[0].metadata.namespace.as_deref(),
+        Some("default")
+    );
+    assert_eq!(
+        ns_bindings[0].role_ref.name,
+        ns_roles[0].metadata.name.clone().unwrap()
+    );
+    let events_rule = &ns_roles[0].rules.as_ref().unwrap()[..];
+    assert_eq!(events_rule.len(), 1);
+    assert_eq!(
+        events_rule[0].resources.as_deref(),
+        Some(&["events".to_string()][..])
+    );
+    assert_eq!(events_rule[0].verbs, ["create"]);
     let ds = &daemonsets[0];
     let spec = &ds.spec;
     let pod = spec.template.spec.as_ref().unwrap();
@@ -122,9 +154,32 @@ fn kustomization_objects_fit_their_schemas_and_each_other() {
                 ["get", "list", "watch", "create"].contains(&verb.as_str()),
                 "verb {verb}"
             );
-            if verb == "create" {
-                assert_eq!(rule.resources.as_deref(), Some(&["events".to_string()][..]));
-            }
+            assert_ne!(verb, "create", "no cluster-wide create");
+        }
+    }
+    // The runtime's socket directory is mounted, not the socket file (containerd makes a new
+    // socket when it restarts), and the flags' socket lies inside it.
+    let mounts = pod.containers[0].volume_mounts.as_ref().unwrap();
+    let run = mounts
+        .iter()
+        .find(|m| m.mount_path == "/run/containerd")
+        .expect("/run/containerd mounted");
+    let volume = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == run.name)
+        .unwrap();
+    let host = volume.host_path.as_ref().unwrap();
+    assert_eq!(host.path, "/run/containerd");
+    assert_eq!(host.type_.as_deref(), Some("Directory"));
+    for arg in pod.containers[0].args.as_ref().unwrap() {
+        if let Some(ep) = arg
+            .strip_prefix("--cri=")
+            .or(arg.strip_prefix("--containerd="))
+        {
+            assert!(ep.starts_with("unix:///run/containerd/"), "{arg}");
         }
     }
     // Runs everywhere; has the node name; requests resources; no host PID.
@@ -155,4 +210,45 @@ fn kustomization_objects_fit_their_schemas_and_each_other() {
         let flag = a.split('=').next().unwrap();
         assert!(help.contains(flag), "kubehash agent does not take {flag}");
     }
+}
+
+#[test]
+fn rbac_attributes_of_the_agents_requests() {
+    let g = |ns: Option<&str>, r: &str, v: &str| {
+        Some((
+            ns.map(str::to_string),
+            String::new(),
+            r.to_string(),
+            v.to_string(),
+        ))
+    };
+    assert_eq!(
+        harness::rbac::attributes("GET", "/api/v1/nodes/n1"),
+        g(None, "nodes", "get")
+    );
+    assert_eq!(
+        harness::rbac::attributes("GET", "/api/v1/nodes?fieldSelector=x&watch=true"),
+        g(None, "nodes", "watch")
+    );
+    assert_eq!(
+        harness::rbac::attributes("GET", "/api/v1/pods?limit=500"),
+        g(None, "pods", "list")
+    );
+    assert_eq!(
+        harness::rbac::attributes("POST", "/api/v1/namespaces/default/events"),
+        g(Some("default"), "events", "create")
+    );
+    let grants = harness::rbac::agent_grants();
+    assert!(harness::rbac::allowed(
+        &grants,
+        &g(Some("default"), "events", "create").unwrap()
+    ));
+    assert!(!harness::rbac::allowed(
+        &grants,
+        &g(Some("kube-system"), "events", "create").unwrap()
+    ));
+    assert!(!harness::rbac::allowed(
+        &grants,
+        &g(None, "nodes", "patch").unwrap()
+    ));
 }

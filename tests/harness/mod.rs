@@ -11,6 +11,8 @@
 
 #![allow(dead_code)]
 
+pub mod rbac;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
