@@ -366,3 +366,42 @@ fn scan_a_directory_of_json_and_yaml_pods() {
     assert_eq!(hashes[0], hashes[1]);
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Usage errors exit 1 (unusable input or flags) with one line, never clap's exit 2, which
+/// kubehash documents as "some containers could not be assessed".
+#[test]
+fn usage_errors_are_one_line_and_exit_1() {
+    for args in [
+        &[][..],
+        &["scan", "--bogus"][..],
+        &["scan"][..],
+        &["node", "apply", "--to", "1.31"][..],
+        &["hash", "--versions"][..],
+        &["node"][..],
+    ] {
+        let out = kubehash(args, b"");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("kubehash: "), "{args:?}: {err}");
+    }
+    let help = kubehash(&["scan", "--help"], b"");
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text(&help.stdout).contains("--to"));
+}
+
+/// YAML nested 100,000 levels deep was rejected only after a minute (the YAML scanner's cost per
+/// token grows with the flow depth); now one linear pass rejects it first, with one line.
+#[test]
+fn deeply_nested_yaml_is_one_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep.yaml");
+    std::fs::write(&path, "{a: ".repeat(100_000)).unwrap();
+    let p = path.display().to_string();
+    let out = kubehash(&["scan", "--to", "1.31", "--from", "1.30", "-i", &p], b"");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("deeper than 256 levels"), "{err}");
+}
