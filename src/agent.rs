@@ -1,24 +1,36 @@
 //! `kubehash agent`: the node agent as a long-running DaemonSet pod that acts by itself at the
-//! right moment of a kubelet binary swap — after the old kubelet stopped, before the new one runs.
+//! right moment of a kubelet binary swap — after the old kubelet stopped, before the new one runs —
+//! and only on positive evidence.
 //!
 //! ```text
 //! Idle ──(Node annotated kubehash.dev/target-kubelet-version=T, seen through a watch)──▶ Planned
 //!   plan: CRI + this node's pods; published as a Node Event, metrics and a plan file;
-//!   the pod specs are saved so that apply never needs the API server.
-//! Planned ──(kubelet healthz down for the grace period)──▶ Applying ──▶ Applied
-//!   apply from the saved specs (re-validated against CRI and containerd), journal on disk;
-//!   optionally restart containerd through systemd.
-//! Applied ──(kubelet healthz up)──▶ Done (verify passed) or Failed (it did not)
+//!   the pod specs are saved so that apply never needs the API server for them.
+//! Planned ──(kubelet seen up, then down for the grace period, new binary in place)──▶ Applying
+//!   apply from the saved specs (re-validated against CRI and containerd), journal on disk,
+//!   the evidence checked again before every write; then restart containerd (with a timeout).
+//! Applying ──▶ Applied ──(kubelet up again, and the Node's status posted since)──▶
+//!   kubeletVersion T   → verify → Done (KubehashVerified) or Failed (KubehashVerifyFailed)
+//!   any other version  → roll back at once → RolledBack (KubehashRolledBack)
 //! ```
 //!
-//! The phase is saved (atomically) before every step, so a killed agent resumes where it was:
-//! an interrupted apply is finished only while the kubelet is still down (apply is idempotent);
-//! if the kubelet came back meanwhile the agent stops and says so rather than write. On any
-//! failure it stops in `Failed`, publishes why, and never retries a write by itself. With
-//! `--dry-run` it publishes what it would do and writes nothing.
+//! **Evidence.** "The kubelet is down" means both: its process is gone (found by name in `/proc`,
+//! so the DaemonSet runs with `hostPID`) and its healthz, read with a real HTTP client, refuses
+//! connections — and both were *seen up* before, while planned. An agent that cannot see the
+//! kubelet's process, a healthz on another port, a slow answer or a protocol error never count as
+//! down. "The new kubelet is in place" means the kubelet binary (`--kubelet-binary`, mounted
+//! read-only) reports the target version. "Still wanted" means the Node's annotation, read again,
+//! names the planned version. All three are checked before the first write and before every
+//! other one; the moment one fails, apply stops. "The kubelet came back" is judged by the version
+//! the kubelet itself posts to the Node after it came up, never by hash checks alone.
+//!
+//! The phase is saved (atomically) before every step, so a killed agent resumes where it was.
+//! One agent runs per node (a lock in the state directory). Events that could not be published
+//! (an API outage) are kept and sent again. `/healthz` answers 503 when the loop has not turned
+//! for `--stuck-seconds`. With `--dry-run` it publishes what it would do and writes nothing.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,6 +46,7 @@ use tracing::{error, info, warn};
 use crate::cluster::Cluster;
 use crate::cri::Cri;
 use crate::error::{Error, Result};
+use crate::kubelet_health::{binary_version, healthz, kubelet_process, Health};
 use crate::plan::{plan, PodIndex, Verdict};
 use crate::version::KubeletVersion;
 
@@ -49,11 +62,17 @@ pub struct AgentConfig {
     pub containerd: String,
     pub state_dir: PathBuf,
     pub kubelet_healthz: String,
+    /// The kubelet binary on the host (mounted read-only), whose `--version` must be the target.
+    pub kubelet_binary: PathBuf,
     pub grace: Duration,
     pub poll: Duration,
     pub annotation: String,
     /// Command that restarts containerd after apply (e.g. `systemctl restart containerd`).
     pub restart_containerd: Option<String>,
+    /// How long that command may take before it is killed and the agent fails.
+    pub restart_timeout: Duration,
+    /// `/healthz` answers 503 when the loop has not turned for this long.
+    pub stuck_after: Duration,
     pub dry_run: bool,
 }
 
@@ -66,6 +85,9 @@ pub enum Phase {
         to: String,
         from: Option<String>,
         rewrite: usize,
+        /// The kubelet's healthz answered 200 and its process was visible, since planning.
+        #[serde(default)]
+        seen_up: bool,
     },
     Applying {
         to: String,
@@ -74,6 +96,8 @@ pub enum Phase {
     },
     Applied {
         to: String,
+        #[serde(default)]
+        from: Option<String>,
         journal: String,
         written: usize,
     },
@@ -81,11 +105,25 @@ pub enum Phase {
         to: String,
         detail: String,
     },
+    RolledBack {
+        to: String,
+        reason: String,
+    },
     Failed {
         to: String,
         reason: String,
     },
 }
+
+const PHASES: [&str; 7] = [
+    "idle",
+    "planned",
+    "applying",
+    "applied",
+    "done",
+    "rolled-back",
+    "failed",
+];
 
 impl Phase {
     fn name(&self) -> &'static str {
@@ -95,6 +133,7 @@ impl Phase {
             Phase::Applying { .. } => "applying",
             Phase::Applied { .. } => "applied",
             Phase::Done { .. } => "done",
+            Phase::RolledBack { .. } => "rolled-back",
             Phase::Failed { .. } => "failed",
         }
     }
@@ -106,6 +145,7 @@ impl Phase {
             | Phase::Applying { to, .. }
             | Phase::Applied { to, .. }
             | Phase::Done { to, .. }
+            | Phase::RolledBack { to, .. }
             | Phase::Failed { to, .. } => Some(to),
         }
     }
@@ -130,6 +170,9 @@ pub struct Metrics {
     kubelet_up: Gauge<i64, AtomicI64>,
     written: Counter<u64, AtomicU64>,
     verify_failures: Counter<u64, AtomicU64>,
+    /// When the agent's loop last turned (unix seconds), and how long it may stand still.
+    last_tick: Arc<AtomicU64>,
+    stuck_after: Arc<AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -142,6 +185,8 @@ impl Default for Metrics {
             kubelet_up: Gauge::default(),
             written: Counter::default(),
             verify_failures: Counter::default(),
+            last_tick: Arc::new(AtomicU64::new(crate::journal::now_unix())),
+            stuck_after: Arc::new(AtomicU64::new(u64::MAX)),
         };
         r.register(
             "plan_containers",
@@ -178,8 +223,21 @@ impl Metrics {
         s
     }
 
+    /// The loop turned.
+    fn tick(&self) {
+        self.last_tick
+            .store(crate::journal::now_unix(), Ordering::Relaxed);
+    }
+
+    /// `None` when the loop turns; otherwise how long it has stood still.
+    pub fn stuck_for(&self) -> Option<u64> {
+        let idle =
+            crate::journal::now_unix().saturating_sub(self.last_tick.load(Ordering::Relaxed));
+        (idle > self.stuck_after.load(Ordering::Relaxed)).then_some(idle)
+    }
+
     fn set_phase(&self, p: &Phase) {
-        for name in ["idle", "planned", "applying", "applied", "done", "failed"] {
+        for name in PHASES {
             self.phase
                 .get_or_create(&PhaseLabel { phase: name.into() })
                 .set(i64::from(name == p.name()));
@@ -206,33 +264,31 @@ pub fn load_phase(dir: &Path) -> Result<Phase> {
     }
 }
 
-/// Whether the kubelet's healthz answers 200.
-async fn kubelet_healthy(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("http://") else {
-        return false;
-    };
-    let (authority, path) = rest.split_once('/').map_or((rest, "/"), |(a, p)| (a, p));
-    let Ok(Ok(mut stream)) = tokio::time::timeout(
-        Duration::from_secs(2),
-        tokio::net::TcpStream::connect(authority),
-    )
-    .await
-    else {
-        return false;
-    };
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let req = format!(
-        "GET /{} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n",
-        path.trim_start_matches('/')
-    );
-    if stream.write_all(req.as_bytes()).await.is_err() {
-        return false;
+/// How long one attempt to publish an Event may take.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One Event to publish on the Node.
+#[derive(Debug, Clone)]
+struct PendingEvent {
+    reason: String,
+    message: String,
+    warning: bool,
+}
+
+/// What the agent saw of the kubelet in one step.
+#[derive(Debug, Clone)]
+struct Seen {
+    health: Health,
+    process: Option<String>,
+}
+
+impl Seen {
+    fn up(&self) -> bool {
+        self.health == Health::Up && self.process.is_some()
     }
-    let mut buf = [0u8; 64];
-    match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf)).await {
-        Ok(Ok(n)) => std::str::from_utf8(&buf[..n])
-            .is_ok_and(|s| s.starts_with("HTTP/1.1 200") || s.starts_with("HTTP/1.0 200")),
-        _ => false,
+
+    fn down(&self) -> bool {
+        self.health == Health::Refused && self.process.is_none()
     }
 }
 
@@ -243,17 +299,75 @@ pub struct Agent {
     pub metrics: Metrics,
     phase: Phase,
     down_since: Option<Instant>,
+    /// When the kubelet's healthz was last seen coming up (for the Node's status to be fresh).
+    up_since: Option<std::time::SystemTime>,
     node_uid: String,
     /// The newest Node object, kept by a watch.
     node: Arc<Mutex<Option<Value>>>,
     watch: Option<tokio::task::JoinHandle<()>>,
+    /// Events not yet published (the API server was unreachable), oldest first.
+    pending: std::collections::VecDeque<PendingEvent>,
+    /// Warnings already published for the current phase, so they are not repeated every step.
+    said: std::collections::BTreeSet<String>,
+    /// Held while the agent runs: one agent per node.
+    _lock: std::fs::File,
+}
+
+fn lock_state_dir(dir: &Path) -> Result<std::fs::File> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+        source_name: dir.display().to_string(),
+        source: e,
+    })?;
+    let path = dir.join("agent.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::Io {
+            source_name: path.display().to_string(),
+            source: e,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Input {
+            source_name: path.display().to_string(),
+            reason: "another kubehash agent runs on this node (it holds this lock); \
+                     one agent per node"
+                .into(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::Io {
+            source_name: path.display().to_string(),
+            source: e,
+        }),
+    }
+}
+
+/// Parses a Node's `status.nodeInfo.kubeletVersion`.
+fn reported_version(node: &Value) -> Option<KubeletVersion> {
+    node.pointer("/status/nodeInfo/kubeletVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.parse().ok())
+}
+
+/// The Ready condition's `lastHeartbeatTime`: the kubelet posts it, with its own clock.
+fn heartbeat(node: &Value) -> Option<std::time::SystemTime> {
+    let conditions = node.pointer("/status/conditions")?.as_array()?;
+    let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+    let t: k8s_openapi::jiff::Timestamp = ready["lastHeartbeatTime"].as_str()?.parse().ok()?;
+    let secs = u64::try_from(t.as_second()).ok()?;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs))
 }
 
 impl Agent {
     pub async fn new(cfg: AgentConfig, metrics: Metrics) -> Result<Agent> {
+        let lock = lock_state_dir(&cfg.state_dir)?;
         let cluster = Cluster::connect(cfg.kubeconfig.as_deref(), None).await?;
         let phase = load_phase(&cfg.state_dir)?;
         metrics.set_phase(&phase);
+        metrics
+            .stuck_after
+            .store(cfg.stuck_after.as_secs(), Ordering::Relaxed);
         info!(node = %cfg.node_name, phase = phase.name(), "agent starting");
         let node = Arc::new(Mutex::new(None));
         let watch = {
@@ -271,9 +385,13 @@ impl Agent {
             metrics,
             phase,
             down_since: None,
+            up_since: None,
             node_uid: String::new(),
             node,
             watch: Some(watch),
+            pending: Default::default(),
+            said: Default::default(),
+            _lock: lock,
         })
     }
 
@@ -281,23 +399,63 @@ impl Agent {
         crate::durable::write_json(&state_path(&self.cfg.state_dir), &p)?;
         self.metrics.set_phase(&p);
         info!(phase = p.name(), "phase");
+        if p.name() != self.phase.name() || p.target() != self.phase.target() {
+            self.said.clear();
+        }
         self.phase = p;
         Ok(())
     }
 
-    async fn event(&self, reason: &str, message: &str, warning: bool) {
-        if let Err(e) = self
-            .cluster
-            .node_event(
+    /// Queues an Event and publishes every queued one it can, oldest first.
+    async fn event(&mut self, reason: &str, message: &str, warning: bool) {
+        if warning {
+            warn!(reason, message, "event");
+        } else {
+            info!(reason, message, "event");
+        }
+        self.pending.push_back(PendingEvent {
+            reason: reason.into(),
+            message: message.into(),
+            warning,
+        });
+        self.flush_events().await;
+    }
+
+    /// An Event published once per phase (a condition that holds for many steps).
+    async fn event_once(&mut self, reason: &str, message: &str, warning: bool) -> Result<()> {
+        if self.said.insert(format!("{reason}: {message}")) {
+            self.event(reason, message, warning).await;
+        }
+        Ok(())
+    }
+
+    async fn flush_events(&mut self) {
+        while let Some(e) = self.pending.front().cloned() {
+            // Never hold the state machine up for long: an Event not published in time stays
+            // queued and is sent again at the next step.
+            let send = self.cluster.node_event(
                 &self.cfg.node_name,
                 &self.node_uid,
-                reason,
-                message,
-                warning,
-            )
-            .await
-        {
-            warn!(error = %e, reason, "could not publish an event");
+                &e.reason,
+                &e.message,
+                e.warning,
+            );
+            match tokio::time::timeout(EVENT_TIMEOUT, send).await {
+                Ok(Ok(())) => {
+                    self.pending.pop_front();
+                }
+                Ok(Err(err)) => {
+                    warn!(error = %err, queued = self.pending.len(), "could not publish events; will send them again");
+                    return;
+                }
+                Err(_) => {
+                    warn!(
+                        queued = self.pending.len(),
+                        "publishing an event timed out; will send it again"
+                    );
+                    return;
+                }
+            }
         }
     }
 
@@ -305,135 +463,224 @@ impl Agent {
         self.cfg.state_dir.join(format!("pods-{to}.json"))
     }
 
+    fn watched_node(&mut self) -> Option<Value> {
+        let node = self
+            .node
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        if let Some(uid) = node.pointer("/metadata/uid").and_then(Value::as_str) {
+            self.node_uid = uid.to_string();
+        }
+        Some(node)
+    }
+
+    /// The target the Node's annotation names now: `Ok(None)` when there is none.
+    fn wanted(&self, node: &Value) -> std::result::Result<Option<KubeletVersion>, String> {
+        match node
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(&self.cfg.annotation))
+            .and_then(Value::as_str)
+        {
+            None => Ok(None),
+            Some(t) => t
+                .parse()
+                .map(Some)
+                .map_err(|e| format!("annotation {}: {e}", self.cfg.annotation)),
+        }
+    }
+
+    async fn look(&self) -> Seen {
+        Seen {
+            health: healthz(&self.cfg.kubelet_healthz).await,
+            process: kubelet_process(),
+        }
+    }
+
     /// One step of the state machine; the loop calls it every poll interval.
     pub async fn step(&mut self) -> Result<()> {
-        let up = kubelet_healthy(&self.cfg.kubelet_healthz).await;
-        self.metrics.kubelet_up.set(i64::from(up));
+        self.flush_events().await;
+        let seen = self.look().await;
+        self.metrics
+            .kubelet_up
+            .set(i64::from(seen.health == Health::Up));
+        if seen.health == Health::Up {
+            self.up_since.get_or_insert_with(std::time::SystemTime::now);
+        } else {
+            self.up_since = None;
+        }
         match self.phase.clone() {
-            Phase::Idle | Phase::Done { .. } | Phase::Failed { .. } => self.look_for_target().await,
-            Phase::Planned { to, from, .. } => {
-                if up {
-                    self.down_since = None;
-                    return Ok(());
-                }
-                let since = *self.down_since.get_or_insert_with(Instant::now);
-                if since.elapsed() < self.cfg.grace {
-                    return Ok(());
-                }
-                if self.cfg.dry_run {
-                    let msg = format!("dry run: the kubelet is down; would now rewrite the planned containers for kubelet {to}");
-                    self.event("KubehashDryRun", &msg, false).await;
-                    return self.set(Phase::Done { to, detail: msg });
-                }
-                let journal = crate::journal::path_for(
-                    &self.cfg.state_dir.join("journal"),
-                    from.as_deref(),
-                    &to,
-                )
-                .display()
-                .to_string();
-                self.set(Phase::Applying {
-                    to: to.clone(),
-                    from: from.clone(),
-                    journal: journal.clone(),
-                })?;
-                self.apply(&to, from.as_deref(), &journal).await
+            Phase::Idle | Phase::Done { .. } | Phase::Failed { .. } | Phase::RolledBack { .. } => {
+                self.look_for_target().await
             }
+            Phase::Planned {
+                to,
+                from,
+                rewrite,
+                seen_up,
+            } => self.planned(&seen, to, from, rewrite, seen_up).await,
             Phase::Applying { to, from, journal } => {
                 // Only after a restart of the agent in the middle of apply.
-                if up {
+                if !seen.down() {
                     let reason = format!(
-                        "apply for kubelet {to} was interrupted and the kubelet is running again; not writing. \
-                         Check with `kubehash node verify --journal {journal}`, or undo with `kubehash node rollback --journal {journal}`"
+                        "apply for kubelet {to} was interrupted and the kubelet is not down now; not writing more"
                     );
                     self.event("KubehashStopped", &reason, true).await;
-                    return self.set(Phase::Failed { to, reason });
+                    let written = self.journaled_writes(&journal);
+                    return self.set(Phase::Applied {
+                        to,
+                        from,
+                        journal,
+                        written,
+                    });
                 }
                 info!(journal = %journal, "resuming an interrupted apply (it is idempotent)");
                 self.apply(&to, from.as_deref(), &journal).await
             }
-            Phase::Applied { to, journal, .. } => {
-                if !up {
-                    return Ok(());
-                }
-                match crate::node::verify(&self.cfg.cri, &self.cfg.containerd, Path::new(&journal))
-                    .await
-                {
-                    Ok(results) => {
-                        let bad: Vec<_> = results.iter().filter(|r| !r.ok).collect();
-                        self.metrics.verify_failures.inc_by(bad.len() as u64);
-                        if bad.is_empty() {
-                            let msg = format!(
-                                "kubelet {to} is up; verified {} rewritten containers",
-                                results.len()
-                            );
-                            self.event("KubehashVerified", &msg, false).await;
-                            let _ = std::fs::remove_file(self.pods_file(&to));
-                            self.set(Phase::Done { to, detail: msg })
-                        } else {
-                            let reason = format!(
-                                "{} of {} containers failed verification: {}",
-                                bad.len(),
-                                results.len(),
-                                bad.iter()
-                                    .map(|r| format!("{} ({})", r.name, r.detail))
-                                    .collect::<Vec<_>>()
-                                    .join("; ")
-                            );
-                            self.event("KubehashVerifyFailed", &reason, true).await;
-                            self.set(Phase::Failed { to, reason })
-                        }
-                    }
-                    Err(e) => {
-                        let reason = format!("verify failed: {e}");
-                        self.event("KubehashVerifyFailed", &reason, true).await;
-                        self.set(Phase::Failed { to, reason })
-                    }
-                }
-            }
+            Phase::Applied {
+                to,
+                from,
+                journal,
+                written,
+            } => self.applied(&seen, to, from, journal, written).await,
         }
     }
 
+    fn journaled_writes(&self, journal: &str) -> usize {
+        crate::journal::read(Path::new(journal))
+            .map(|c| c.writes().len())
+            .unwrap_or(0)
+    }
+
     async fn look_for_target(&mut self) -> Result<()> {
-        let watched = self.node.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let node = match watched {
-            Some(n) => n,
-            None => return Ok(()), // the watch has not delivered the Node yet
+        let Some(node) = self.watched_node() else {
+            return Ok(()); // the watch has not delivered the Node yet
         };
-        self.node_uid = node
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let Some(target) = node
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(&self.cfg.annotation))
-            .and_then(Value::as_str)
-        else {
-            return Ok(());
-        };
-        let to: KubeletVersion = match target.parse() {
-            Ok(v) => v,
-            Err(e) => {
-                if self.phase.target() != Some(target) {
-                    let reason = format!("annotation {}: {e}", self.cfg.annotation);
+        let to = match self.wanted(&node) {
+            Ok(Some(v)) => v,
+            Ok(None) => return Ok(()),
+            Err(reason) => {
+                let target = node
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| a.get(&self.cfg.annotation))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                if self.phase.target() != Some(target.as_str()) {
                     self.event("KubehashFailed", &reason, true).await;
-                    self.set(Phase::Failed {
-                        to: target.to_string(),
-                        reason,
-                    })?;
+                    self.set(Phase::Failed { to: target, reason })?;
                 }
                 return Ok(());
             }
         };
         if self.phase.target() == Some(to.to_string().as_str()) {
-            return Ok(()); // already handled this target (done or failed): wait for a new one
+            return Ok(()); // already handled this target: wait for a new one
         }
-        let from = node
-            .pointer("/status/nodeInfo/kubeletVersion")
-            .and_then(Value::as_str)
-            .and_then(|v| v.parse::<KubeletVersion>().ok());
-        self.plan(to, from).await
+        self.plan(to, reported_version(&node)).await
+    }
+
+    async fn planned(
+        &mut self,
+        seen: &Seen,
+        to: String,
+        from: Option<String>,
+        rewrite: usize,
+        seen_up: bool,
+    ) -> Result<()> {
+        let Some(node) = self.watched_node() else {
+            return Ok(());
+        };
+        // The target is read again at every step: removed → cancelled; changed → planned anew.
+        match self.wanted(&node) {
+            Ok(Some(v)) if v.to_string() == to => {}
+            Ok(Some(v)) => {
+                let msg = format!("the target changed from {to} to {v}; planning again");
+                self.event("KubehashReplanned", &msg, false).await;
+                return self.plan(v, reported_version(&node)).await;
+            }
+            Ok(None) | Err(_) => {
+                let msg = format!("the target annotation no longer names {to}; nothing to do");
+                self.event("KubehashCancelled", &msg, false).await;
+                let _ = std::fs::remove_file(self.pods_file(&to));
+                return self.set(Phase::Idle);
+            }
+        }
+        if seen.health == Health::Up {
+            self.down_since = None;
+            if seen.process.is_none() {
+                let msg = format!(
+                    "the kubelet's healthz ({}) answers but no kubelet process is visible: run the agent with hostPID; it will not write without seeing the kubelet stop",
+                    self.cfg.kubelet_healthz
+                );
+                return self
+                    .event_once("KubehashCannotSeeKubelet", &msg, true)
+                    .await;
+            }
+            if reported_version(&node).is_some_and(|v| v.to_string() == to)
+                && heartbeat(&node).is_some_and(|h| {
+                    self.up_since
+                        .is_some_and(|u| h + Duration::from_secs(1) >= u)
+                })
+                && seen_up
+            {
+                let msg = format!(
+                    "kubelet {to} is already running: the binary was swapped without the kubelet being seen down for {:?}; nothing was rewritten, so the {rewrite} containers planned for a rewrite restart",
+                    self.cfg.grace
+                );
+                self.event("KubehashMissedWindow", &msg, true).await;
+                return self.set(Phase::Failed { to, reason: msg });
+            }
+            if !seen_up {
+                return self.set(Phase::Planned {
+                    to,
+                    from,
+                    rewrite,
+                    seen_up: true,
+                });
+            }
+            return Ok(());
+        }
+        if !seen.down() {
+            // Unknown health, or the healthz refuses while the process still runs: no evidence.
+            self.down_since = None;
+            return Ok(());
+        }
+        if !seen_up {
+            let msg = "the kubelet is down, but this agent never saw it up since planning: no evidence of which kubelet stopped; not writing".to_string();
+            return self.event_once("KubehashNoEvidence", &msg, true).await;
+        }
+        let since = *self.down_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < self.cfg.grace {
+            return Ok(());
+        }
+        match binary_version(&self.cfg.kubelet_binary).await {
+            Ok(v) if v.to_string() == to => {}
+            Ok(v) => {
+                let msg = format!(
+                    "the kubelet binary {} is {v}, not {to}: waiting for the new binary",
+                    self.cfg.kubelet_binary.display()
+                );
+                return self
+                    .event_once("KubehashWaitingForBinary", &msg, false)
+                    .await;
+            }
+            Err(e) => return self.event_once("KubehashWaitingForBinary", &e, true).await,
+        }
+        if self.cfg.dry_run {
+            let msg = format!("dry run: the kubelet is down; would now rewrite the planned containers for kubelet {to}");
+            self.event("KubehashDryRun", &msg, false).await;
+            return self.set(Phase::Done { to, detail: msg });
+        }
+        let journal =
+            crate::journal::path_for(&self.cfg.state_dir.join("journal"), from.as_deref(), &to)
+                .display()
+                .to_string();
+        self.set(Phase::Applying {
+            to: to.clone(),
+            from: from.clone(),
+            journal: journal.clone(),
+        })?;
+        self.apply(&to, from.as_deref(), &journal).await
     }
 
     async fn plan(&mut self, to: KubeletVersion, from: Option<KubeletVersion>) -> Result<()> {
@@ -479,10 +726,12 @@ impl Agent {
         );
         self.event("KubehashPlanned", &msg, false).await;
         self.down_since = None;
+        let seen = self.look().await;
         self.set(Phase::Planned {
             to: to.to_string(),
             from: from.map(|f| f.to_string()),
             rewrite,
+            seen_up: seen.up(),
         })
     }
 
@@ -491,6 +740,11 @@ impl Agent {
         let from_v: Option<KubeletVersion> = from.map(str::parse).transpose()?;
         let mut pods = PodIndex::default();
         crate::pods::for_each_object_in_path(&self.pods_file(to), |p| pods.add_pod(p))?;
+        let mut gate = Evidence {
+            cfg: &self.cfg,
+            cluster: &self.cluster,
+            to: to_v,
+        };
         let result = crate::node::apply(
             &self.cfg.cri,
             &self.cfg.containerd,
@@ -498,19 +752,26 @@ impl Agent {
             to_v,
             from_v,
             Path::new(journal),
-            &crate::node::KubeletGuard {
-                // The state machine judged the healthz; the process check still applies.
-                healthz: None,
-                force: false,
-            },
+            &mut gate,
         )
         .await;
         let report = match result {
             Ok(r) => r,
             Err(e) => {
-                let reason = format!("apply failed: {e}");
+                let reason = format!("apply did not start: {e}");
                 error!(%reason);
                 self.event("KubehashFailed", &reason, true).await;
+                let written = self.journaled_writes(journal);
+                if written > 0 {
+                    // An earlier, interrupted run wrote some: the Applied phase decides what
+                    // happens to them once the kubelet is back.
+                    return self.set(Phase::Applied {
+                        to: to.into(),
+                        from: from.map(str::to_string),
+                        journal: journal.into(),
+                        written,
+                    });
+                }
                 return self.set(Phase::Failed {
                     to: to.into(),
                     reason,
@@ -520,18 +781,21 @@ impl Agent {
         let written = report.count("written");
         self.metrics.written.inc_by(written as u64);
         let errors = report.count("error");
+        let total = self.journaled_writes(journal);
         let msg = format!(
             "rewrote {written} containers for kubelet {to} ({} already done, {errors} errors); journal {journal}",
             report.count("already-rewritten")
         );
         self.event("KubehashApplied", &msg, errors > 0).await;
-        if let Some(cmd) = &self.cfg.restart_containerd {
-            let status = tokio::process::Command::new("sh")
-                .args(["-c", cmd])
-                .status()
-                .await;
-            if !status.map(|s| s.success()).unwrap_or(false) {
-                let reason = format!("`{cmd}` failed after apply; journal {journal}");
+        if let Some(why) = &report.stopped {
+            let msg = format!(
+                "stopped writing after {written} of {} planned rewrites: {why}; containerd is not restarted",
+                written + report.count("stopped")
+            );
+            self.event("KubehashStopped", &msg, true).await;
+        } else if let Some(cmd) = self.cfg.restart_containerd.clone() {
+            if let Err(reason) = self.restart_containerd(&cmd).await {
+                let reason = format!("{reason}; journal {journal}");
                 self.event("KubehashFailed", &reason, true).await;
                 return self.set(Phase::Failed {
                     to: to.into(),
@@ -541,44 +805,235 @@ impl Agent {
         }
         self.set(Phase::Applied {
             to: to.into(),
+            from: from.map(str::to_string),
             journal: journal.into(),
-            written,
+            written: total,
         })
     }
 
-    /// Runs steps until `stop` resolves.
+    async fn restart_containerd(&self, cmd: &str) -> std::result::Result<(), String> {
+        let run = tokio::process::Command::new("sh")
+            .args(["-c", cmd])
+            .kill_on_drop(true)
+            .status();
+        match tokio::time::timeout(self.cfg.restart_timeout, run).await {
+            Err(_) => Err(format!(
+                "`{cmd}` did not finish within {:?}; killed it",
+                self.cfg.restart_timeout
+            )),
+            Ok(Err(e)) => Err(format!("cannot run `{cmd}`: {e}")),
+            Ok(Ok(s)) if !s.success() => Err(format!("`{cmd}` failed ({s})")),
+            Ok(Ok(_)) => Ok(()),
+        }
+    }
+
+    async fn applied(
+        &mut self,
+        seen: &Seen,
+        to: String,
+        from: Option<String>,
+        journal: String,
+        written: usize,
+    ) -> Result<()> {
+        let Some(node) = self.watched_node() else {
+            return Ok(());
+        };
+        let wanted = self.wanted(&node).ok().flatten().map(|v| v.to_string());
+        if seen.health != Health::Up {
+            if seen.down() && wanted.as_deref() != Some(to.as_str()) {
+                // Still down, but the target was withdrawn or changed: undo before any kubelet
+                // sees the rewritten hashes.
+                let why = format!(
+                    "the target annotation now says {:?}, not {to}",
+                    wanted.as_deref().unwrap_or("nothing")
+                );
+                return self.roll_back(to, journal, written, why).await;
+            }
+            return Ok(());
+        }
+        // The kubelet is up. Which one? Only the version it posted itself after it came up says.
+        let fresh = heartbeat(&node)
+            .zip(self.up_since)
+            .is_some_and(|(h, u)| h + Duration::from_secs(1) >= u);
+        let reported = reported_version(&node);
+        if !fresh {
+            // Read the Node once more, directly, in case the watch lags.
+            if let Ok(n) = self.cluster.node(&self.cfg.node_name).await {
+                *self.node.lock().unwrap_or_else(|p| p.into_inner()) = Some(n);
+            }
+            let msg = "the kubelet is up; waiting for it to post the Node's status, which says which kubelet it is".to_string();
+            return self.event_once("KubehashWaiting", &msg, false).await;
+        }
+        match reported {
+            Some(v) if v.to_string() == to => self.verify(to, journal).await,
+            other => {
+                let why = format!(
+                    "kubelet {} came back instead of {to}{}",
+                    other.map_or("of an unknown version".to_string(), |v| v.to_string()),
+                    from.as_deref()
+                        .map(|f| format!(" (the plan was {f} → {to})"))
+                        .unwrap_or_default()
+                );
+                self.roll_back(to, journal, written, why).await
+            }
+        }
+    }
+
+    async fn roll_back(
+        &mut self,
+        to: String,
+        journal: String,
+        written: usize,
+        why: String,
+    ) -> Result<()> {
+        let guard = crate::node::KubeletGuard {
+            healthz: None,
+            // The old kubelet may be running again: undoing at once limits the damage.
+            force: true,
+        };
+        let result = crate::node::rollback(&self.cfg.containerd, Path::new(&journal), &guard).await;
+        let (ok, detail) = match &result {
+            Ok(r) => {
+                let bad = r.iter().filter(|o| !o.ok).count();
+                (
+                    bad == 0,
+                    format!("rolled back {} of {} containers", r.len() - bad, r.len()),
+                )
+            }
+            Err(e) => (false, format!("rollback failed: {e}")),
+        };
+        let reason = format!(
+            "{why}: {detail}; journal {journal}. If containerd was restarted after the rewrite, up to {written} containers may restart; restart containerd again so that the runtime reports the original hashes"
+        );
+        self.event("KubehashRolledBack", &reason, true).await;
+        if ok {
+            self.set(Phase::RolledBack { to, reason })
+        } else {
+            self.set(Phase::Failed { to, reason })
+        }
+    }
+
+    async fn verify(&mut self, to: String, journal: String) -> Result<()> {
+        match crate::node::verify(&self.cfg.cri, &self.cfg.containerd, Path::new(&journal)).await {
+            Ok(results) => {
+                let bad: Vec<_> = results.iter().filter(|r| !r.ok).collect();
+                self.metrics.verify_failures.inc_by(bad.len() as u64);
+                if bad.is_empty() {
+                    let msg = format!(
+                        "kubelet {to} is up (the Node reports it); verified {} rewritten containers",
+                        results.len()
+                    );
+                    self.event("KubehashVerified", &msg, false).await;
+                    let _ = std::fs::remove_file(self.pods_file(&to));
+                    self.set(Phase::Done { to, detail: msg })
+                } else {
+                    let reason = format!(
+                        "{} of {} containers failed verification: {}",
+                        bad.len(),
+                        results.len(),
+                        bad.iter()
+                            .map(|r| format!("{} ({})", r.name, r.detail))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    );
+                    self.event("KubehashVerifyFailed", &reason, true).await;
+                    self.set(Phase::Failed { to, reason })
+                }
+            }
+            Err(e) => {
+                let reason = format!("verify failed: {e}");
+                self.event("KubehashVerifyFailed", &reason, true).await;
+                self.set(Phase::Failed { to, reason })
+            }
+        }
+    }
+
+    /// Runs steps until `stop` resolves; `stop` is honoured in the middle of a step too.
     pub async fn run(mut self, stop: impl std::future::Future<Output = ()>) -> Result<()> {
         tokio::pin!(stop);
         loop {
-            if let Err(e) = self.step().await {
-                warn!(error = %e, phase = self.phase.name(), "step failed; will try again");
+            self.metrics.tick();
+            tokio::select! {
+                r = self.step() => {
+                    if let Err(e) = r {
+                        warn!(error = %e, phase = self.phase.name(), "step failed; will try again");
+                    }
+                }
+                _ = &mut stop => break,
             }
             tokio::select! {
                 _ = tokio::time::sleep(self.cfg.poll) => {}
-                _ = &mut stop => {
-                    if let Some(w) = self.watch.take() {
-                        w.abort();
-                    }
-                    return Ok(());
-                }
+                _ = &mut stop => break,
             }
+        }
+        if let Some(w) = self.watch.take() {
+            w.abort();
+        }
+        Ok(())
+    }
+}
+
+/// The agent's write gate: before every write, the kubelet is down (process gone, healthz
+/// refusing), the binary on disk is the target version, and the Node still asks for it.
+struct Evidence<'a> {
+    cfg: &'a AgentConfig,
+    cluster: &'a Cluster,
+    to: KubeletVersion,
+}
+
+impl crate::node::WriteGate for Evidence<'_> {
+    async fn check(&mut self) -> std::result::Result<(), String> {
+        if let Some(p) = kubelet_process() {
+            return Err(format!("a kubelet runs again ({p})"));
+        }
+        match healthz(&self.cfg.kubelet_healthz).await {
+            Health::Refused => {}
+            Health::Up => return Err("the kubelet's healthz answers again".into()),
+            Health::Unknown(why) => {
+                return Err(format!("the kubelet's healthz is not refusing ({why})"))
+            }
+        }
+        match binary_version(&self.cfg.kubelet_binary).await {
+            Ok(v) if v == self.to => {}
+            Ok(v) => return Err(format!("the kubelet binary is now {v}, not {}", self.to)),
+            Err(e) => return Err(e),
+        }
+        let node = self
+            .cluster
+            .node(&self.cfg.node_name)
+            .await
+            .map_err(|e| format!("cannot read the Node's target: {e}"))?;
+        let wanted = node
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(&self.cfg.annotation))
+            .and_then(Value::as_str);
+        match wanted.map(str::parse::<KubeletVersion>) {
+            Some(Ok(v)) if v == self.to => Ok(()),
+            _ => Err(format!(
+                "the Node's {} no longer names {} ({wanted:?})",
+                self.cfg.annotation, self.to
+            )),
         }
     }
 }
 
-/// [`serve_metrics`] for an owned address (to spawn it).
-pub async fn serve_metrics_owned(addr: String, metrics: Metrics) -> Result<()> {
-    serve_metrics(&addr, metrics).await
-}
-
-/// Serves `/metrics` (Prometheus text) and `/healthz` on `addr` until the process ends.
-pub async fn serve_metrics(addr: &str, metrics: Metrics) -> Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
+/// Binds the address for `/metrics` and `/healthz`; a failure is the caller's to report.
+pub async fn bind_metrics(addr: &str) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Io {
             source_name: format!("metrics address {addr}"),
             source: e,
-        })?;
+        })
+}
+
+/// Serves `/metrics` (Prometheus text) and `/healthz` (503 while the agent is stuck) until the
+/// process ends.
+pub async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Metrics) {
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     info!(%addr, "serving /metrics and /healthz");
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -596,7 +1051,14 @@ pub async fn serve_metrics(addr: &str, metrics: Metrics) -> Result<()> {
                                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                                 metrics.encode(),
                             ),
-                            "/healthz" => (200, "text/plain", "ok\n".to_string()),
+                            "/healthz" => match metrics.stuck_for() {
+                                None => (200, "text/plain", "ok\n".to_string()),
+                                Some(s) => (
+                                    503,
+                                    "text/plain",
+                                    format!("stuck: the agent's loop has not turned for {s} s\n"),
+                                ),
+                            },
                             _ => (404, "text/plain", "not found\n".to_string()),
                         };
                         let mut r = http::Response::new(http_body_util::Full::new(

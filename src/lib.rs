@@ -27,6 +27,7 @@ pub mod gojson;
 pub mod hash;
 pub mod input;
 pub mod journal;
+pub mod kubelet_health;
 pub mod matrix;
 pub mod node;
 pub mod plan;

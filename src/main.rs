@@ -32,6 +32,7 @@ use kubehash::version::{parse_version_set, KubeletVersion};
 #[command(
     name = "kubehash",
     version,
+    args_override_self = true,
     about = "Exact kubelet container hashes, and in-place kubelet upgrades without container restarts"
 )]
 struct Cli {
@@ -107,6 +108,10 @@ struct AgentArgs {
         default_value = "http://127.0.0.1:10248/healthz"
     )]
     kubelet_healthz: String,
+    /// The kubelet binary on the host (mount it read-only): apply waits until it reports the
+    /// target version.
+    #[arg(long, value_name = "PATH", default_value = "/usr/bin/kubelet")]
+    kubelet_binary: PathBuf,
     /// How long the kubelet must be down before apply runs.
     #[arg(long, value_name = "SECONDS", default_value_t = 15)]
     grace_seconds: u64,
@@ -120,6 +125,12 @@ struct AgentArgs {
     /// or `nsenter -t 1 -m -- systemctl restart containerd` from a pod with host PID).
     #[arg(long, value_name = "COMMAND")]
     restart_containerd: Option<String>,
+    /// How long --restart-containerd may take before it is killed (the agent then fails).
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    restart_timeout_seconds: u64,
+    /// /healthz answers 503 when the agent's loop has not turned for this long.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    stuck_seconds: u64,
     /// Publish what would be done; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -830,7 +841,7 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
         to,
         from,
         &journal,
-        &a.kubelet.guard(),
+        &mut a.kubelet.guard(),
     ))?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     match a.plan.output {
@@ -867,6 +878,13 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
                 report.count("error"),
                 report.journal
             )?;
+            if let Some(why) = &report.stopped {
+                writeln!(
+                    out,
+                    "Stopped before {} planned writes: {why}",
+                    report.count("stopped")
+                )?;
+            }
         }
     }
     out.flush()?;
@@ -896,7 +914,7 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
             report.journal, report.journal
         );
     }
-    Ok(if report.count("error") > 0 {
+    Ok(if report.count("error") > 0 || report.stopped.is_some() {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
@@ -1077,6 +1095,9 @@ fn run_agent(a: AgentArgs) -> Result<ExitCode> {
         containerd: a.containerd,
         state_dir: a.state_dir,
         kubelet_healthz: a.kubelet_healthz,
+        kubelet_binary: a.kubelet_binary,
+        restart_timeout: std::time::Duration::from_secs(a.restart_timeout_seconds),
+        stuck_after: std::time::Duration::from_secs(a.stuck_seconds),
         grace: std::time::Duration::from_secs(a.grace_seconds),
         poll: std::time::Duration::from_millis(a.poll_ms),
         annotation: a.annotation,
@@ -1085,11 +1106,10 @@ fn run_agent(a: AgentArgs) -> Result<ExitCode> {
     };
     rt.block_on(async move {
         let metrics = kubehash::agent::Metrics::default();
-        let listener = tokio::spawn(kubehash::agent::serve_metrics_owned(
-            a.listen,
-            metrics.clone(),
-        ));
-        let agent = kubehash::agent::Agent::new(cfg, metrics).await?;
+        // A metrics address that cannot be bound is an error, not a silent agent without health.
+        let agent = kubehash::agent::Agent::new(cfg, metrics.clone()).await?;
+        let bound = kubehash::agent::bind_metrics(&a.listen).await?;
+        let listener = tokio::spawn(kubehash::agent::serve_metrics(bound, metrics));
         agent.run(stop_requested()).await?;
         listener.abort();
         Ok::<_, anyhow::Error>(())

@@ -29,7 +29,8 @@ pub struct ApplyOutcome {
     pub pod: String,
     pub container: String,
     pub verdict: Verdict,
-    /// `written`, `already-rewritten`, `left-alone` or `error`.
+    /// `written`, `already-rewritten`, `left-alone`, `stopped` (the gate closed before this
+    /// write) or `error`.
     pub result: String,
     pub detail: String,
 }
@@ -41,6 +42,8 @@ pub struct ApplyReport {
     pub containerd: String,
     pub journal: String,
     pub outcomes: Vec<ApplyOutcome>,
+    /// Why apply stopped before writing everything it planned (the gate's reason).
+    pub stopped: Option<String>,
 }
 
 impl ApplyReport {
@@ -59,6 +62,24 @@ pub struct KubeletGuard {
     pub healthz: Option<String>,
     /// Go on anyway (`--force`).
     pub force: bool,
+}
+
+/// What must hold before `apply` writes, checked before the first write and again before every
+/// other one: the moment it fails, apply stops writing and reports the rest as `stopped`.
+pub trait WriteGate {
+    /// `Err(why)` when writing is no longer safe.
+    fn check(&mut self) -> impl std::future::Future<Output = std::result::Result<(), String>>;
+}
+
+impl WriteGate for KubeletGuard {
+    async fn check(&mut self) -> std::result::Result<(), String> {
+        KubeletGuard::check(self, "apply")
+            .await
+            .map_err(|e| match e {
+                Error::Input { reason, .. } => reason,
+                other => other.to_string(),
+            })
+    }
 }
 
 impl KubeletGuard {
@@ -86,7 +107,7 @@ impl KubeletGuard {
 /// accepting connections on the kubelet's healthz address (which also finds a kubelet in another
 /// PID namespace).
 pub async fn running_kubelet(healthz: Option<&str>) -> Option<String> {
-    if let Some(found) = kubelet_process() {
+    if let Some(found) = crate::kubelet_health::kubelet_process() {
         return Some(found);
     }
     let addr = healthz_address(healthz?)?;
@@ -97,26 +118,6 @@ pub async fn running_kubelet(healthz: Option<&str>) -> Option<String> {
         )),
         _ => None,
     }
-}
-
-fn kubelet_process() -> Option<String> {
-    let entries = std::fs::read_dir("/proc").ok()?;
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
-        let program = String::from_utf8_lossy(argv0);
-        let base = program.rsplit('/').next().unwrap_or_default();
-        for name in [comm.trim(), base] {
-            if name.starts_with("kubelet") {
-                return Some(format!("process {name}, pid {pid}"));
-            }
-        }
-    }
-    None
 }
 
 /// `http://127.0.0.1:10248/healthz` → `127.0.0.1:10248` (port 80 or 443 by scheme if absent).
@@ -150,9 +151,12 @@ pub async fn apply(
     to: KubeletVersion,
     from: Option<KubeletVersion>,
     journal_path: &Path,
-    guard: &KubeletGuard,
+    gate: &mut impl WriteGate,
 ) -> Result<ApplyReport> {
-    guard.check("apply").await?;
+    gate.check().await.map_err(|reason| Error::Input {
+        source_name: "apply".into(),
+        reason,
+    })?;
     let store = Store::connect(containerd_endpoint).await?;
     store.check_known_version()?;
     let mut cri = Cri::connect(cri_endpoint).await?;
@@ -175,6 +179,8 @@ pub async fn apply(
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
     let mut outcomes = Vec::new();
+    let mut stopped: Option<String> = None;
+    let mut first = true;
     for p in &plans {
         let mut out = ApplyOutcome {
             container_id: p.id.clone(),
@@ -184,7 +190,18 @@ pub async fn apply(
             result: "left-alone".into(),
             detail: p.reason.clone(),
         };
-        if p.verdict == Verdict::Rewrite {
+        if p.verdict == Verdict::Rewrite && stopped.is_none() && !first {
+            // The evidence that made writing safe is checked again before every write.
+            if let Err(reason) = gate.check().await {
+                warn!(%reason, "stopped writing");
+                stopped = Some(reason);
+            }
+        }
+        if p.verdict == Verdict::Rewrite && stopped.is_some() {
+            out.result = "stopped".into();
+            out.detail = format!("not written: {}", stopped.as_deref().unwrap_or_default());
+        } else if p.verdict == Verdict::Rewrite {
+            first = false;
             match rewrite_one(&store, &mut journal, p, to).await {
                 Ok((result, detail)) => {
                     out.result = result.into();
@@ -209,6 +226,7 @@ pub async fn apply(
         containerd: store.version().to_string(),
         journal: journal_path.display().to_string(),
         outcomes,
+        stopped,
     })
 }
 

@@ -1,68 +1,25 @@
-//! `kubehash agent` through a whole kubelet binary swap: a real containerd (tests/harness), a local
-//! HTTP server standing in for the kubelet's healthz (up → down → up), and an API server over real
-//! HTTP answering with kube-apiserver-shaped Node and PodList responses and accepting Events (no
-//! kube-apiserver runs on these machines) and enforcing deploy/rbac.yaml's rules as RBAC would
-//! (403 otherwise). The agent is killed (SIGKILL) and started again while
-//! Planned and while Applied, and must resume without writing twice.
+//! `kubehash agent` through kubelet binary swaps, on positive evidence only: a real containerd
+//! (tests/harness), a kubelet under the test's control (a process named `kubelet`, a healthz over
+//! real HTTP whose port really closes when it stops, a binary on disk whose version the test
+//! swaps; tests/harness/kubelet.rs), and an API server over real HTTP that answers with
+//! kube-apiserver-shaped objects and enforces deploy/rbac.yaml as RBAC would (403 otherwise; no
+//! kube-apiserver runs on these machines; tests/harness/apiserver.rs). Where a scenario needs it,
+//! the agent runs in its own PID namespace, as in a pod without hostPID.
 
 mod harness;
 
-use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use harness::apiserver::TestApi;
+use harness::kubelet::{Healthz, TestKubelet};
 use harness::{hash, pod_json, Containerd};
 use kubehash::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
 use kubehash::cri::Cri;
 use serde_json::{json, Value};
-
-/// Answers a request: (method, target, body) → (status, body).
-type Handler = Arc<dyn Fn(&str, &str, &str) -> (u16, String) + Send + Sync>;
-
-/// An HTTP/1.1 server answering with `handler(method, target, body)`; returns its address.
-fn http_server(handler: Handler) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(5000) {
-            let Ok(stream) = stream else { continue };
-            let handler = handler.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut line = String::new();
-                if reader.read_line(&mut line).is_err() {
-                    return;
-                }
-                let mut parts = line.split_whitespace();
-                let (method, target) = (
-                    parts.next().unwrap_or("").to_string(),
-                    parts.next().unwrap_or("").to_string(),
-                );
-                let mut len = 0;
-                loop {
-                    let mut h = String::new();
-                    if reader.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
-                        break;
-                    }
-                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0; len];
-                let _ = reader.read_exact(&mut body);
-                let (code, resp) = handler(&method, &target, &String::from_utf8_lossy(&body));
-                let mut stream = stream;
-                let _ = write!(stream, "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{resp}", resp.len());
-            });
-        }
-    });
-    addr
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -80,263 +37,573 @@ fn wait(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn phase(state_dir: &Path) -> String {
+fn state(state_dir: &Path) -> Value {
     std::fs::read_to_string(state_dir.join("agent-state.json"))
         .ok()
         .and_then(|s| serde_json::from_str::<Value>(&s).ok())
-        .and_then(|v| v["phase"].as_str().map(str::to_string))
-        .unwrap_or_default()
+        .unwrap_or(Value::Null)
 }
 
+fn phase(state_dir: &Path) -> String {
+    state(state_dir)["phase"].as_str().unwrap_or("").to_string()
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// A node whose pods kubelet 1.30 created: `current` containers that run their spec, and one
+/// (`changed`) whose spec changed since; the API server, the kubelet (up, binary 1.30), and a
+/// state directory for the agent.
+struct Rig {
+    ctrd: Containerd,
+    api: TestApi,
+    kubelet: TestKubelet,
+    state_dir: PathBuf,
+    metrics_port: u16,
+    current: Vec<(Value, String)>,
+    changed_id: String,
+    originals: Vec<Vec<u8>>,
+}
+
+impl Rig {
+    async fn new(current: usize) -> Rig {
+        let ctrd = Containerd::start();
+        let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+        let specs: Vec<Value> = (0..current)
+            .map(|i| json!({"name":format!("web{i}"),"image":harness::IMAGE,"args":[format!("--port={}", 8080 + i)]}))
+            .collect();
+        let changed_now = json!({"name":"changed","image":harness::IMAGE,"args":["--new"]});
+        let changed_then = json!({"name":"changed","image":harness::IMAGE,"args":["--old"]});
+        let mut tcs: Vec<harness::TestContainer> = specs
+            .iter()
+            .map(|s| harness::TestContainer {
+                spec: s.clone(),
+                stored_hash: None,
+            })
+            .collect();
+        tcs.push(harness::TestContainer {
+            spec: changed_now.clone(),
+            stored_hash: Some(hash(&changed_then, "1.30")),
+        });
+        let pod = harness::create_pod(
+            &mut cri,
+            &ctrd.dir.join("pods"),
+            "shop",
+            "web-1",
+            "uid-web-1",
+            &tcs,
+            "1.30".parse().unwrap(),
+        )
+        .await;
+        let mut all = specs.clone();
+        all.push(changed_now);
+        let api = TestApi::start(
+            "v1.30.2",
+            json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},
+                "items":[pod_json("shop","web-1","uid-web-1",&all)]}),
+        );
+        let mut kubelet = TestKubelet::new(&ctrd.dir.join("kubelet"), "v1.30.2");
+        kubelet.start();
+        let store = Store::connect(&ctrd.endpoint()).await.unwrap();
+        let mut originals = Vec::new();
+        for id in &pod.container_ids {
+            originals.push(
+                store.get(id).await.unwrap().extensions[EXTENSION]
+                    .value
+                    .clone(),
+            );
+        }
+        let state_dir = ctrd.dir.join("agent-state");
+        Rig {
+            current: specs.into_iter().zip(pod.container_ids.clone()).collect(),
+            changed_id: pod.container_ids[current].clone(),
+            ctrd,
+            api,
+            kubelet,
+            state_dir,
+            metrics_port: free_port(),
+            originals,
+        }
+    }
+
+    fn agent_command(&self, extra: &[&str]) -> Command {
+        let ep = self.ctrd.endpoint();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kubehash"));
+        c.args([
+            "agent",
+            "--node-name",
+            "test-node",
+            "--cri",
+            &ep,
+            "--containerd",
+            &ep,
+            "--grace-seconds",
+            "1",
+            "--poll-ms",
+            "150",
+        ])
+        .arg("--kubeconfig")
+        .arg(self.api.kubeconfig(&self.ctrd.dir))
+        .arg("--state-dir")
+        .arg(&self.state_dir)
+        .arg("--kubelet-healthz")
+        .arg(self.kubelet.healthz_url())
+        .arg("--kubelet-binary")
+        .arg(self.kubelet.binary())
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{}", self.metrics_port))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.ctrd.dir.join("agent.log"))
+                .unwrap(),
+        ));
+        c
+    }
+
+    fn start_agent(&self, extra: &[&str]) -> Child {
+        self.agent_command(extra).spawn().unwrap()
+    }
+
+    async fn extensions(&self) -> Vec<Vec<u8>> {
+        let store = Store::connect(&self.ctrd.endpoint()).await.unwrap();
+        let mut out = Vec::new();
+        for (_, id) in &self.current {
+            out.push(
+                store.get(id).await.unwrap().extensions[EXTENSION]
+                    .value
+                    .clone(),
+            );
+        }
+        out.push(
+            store.get(&self.changed_id).await.unwrap().extensions[EXTENSION]
+                .value
+                .clone(),
+        );
+        out
+    }
+
+    async fn rewritten(&self) -> usize {
+        self.extensions()
+            .await
+            .iter()
+            .zip(&self.originals)
+            .filter(|(a, b)| a != b)
+            .count()
+    }
+
+    /// The plan is made while the kubelet runs.
+    fn wait_planned(&self, to: &str) {
+        wait("the plan", Duration::from_secs(30), || {
+            let s = state(&self.state_dir);
+            s["phase"] == "planned" && s["to"] == to && s["seen_up"] == true
+        });
+    }
+
+    /// The operator swaps the binary and stops the kubelet.
+    fn swap_and_stop(&mut self, version: &str) {
+        self.kubelet.set_binary(version);
+        self.kubelet.stop();
+    }
+
+    /// A kubelet of `version` starts and posts its status (again and again, as it does), until
+    /// `done`.
+    fn kubelet_returns_until(&mut self, version: &str, what: &str, mut done: impl FnMut() -> bool) {
+        self.kubelet.start();
+        let api = &self.api;
+        wait(what, Duration::from_secs(30), || {
+            api.kubelet_posts(version);
+            done()
+        });
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.ctrd.dir.join("agent.log")).unwrap_or_default()
+    }
+
+    fn stop_agent(agent: &mut Child) {
+        let _ = agent.kill();
+        let _ = agent.wait();
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!(
+                "--- agent log (last 40 lines, newest first) ---\n{}",
+                tail.join("\n")
+            );
+        }
+    }
+}
+
+/// The whole swap: planned while the kubelet runs, killed and resumed while planned and while
+/// applied, apply once the kubelet is down and the new binary in place, verify once kubelet 1.31
+/// posts its status. RBAC: nothing refused, and every verb deploy/ grants is used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() {
-    let mut ctrd = Containerd::start();
-    let ep = ctrd.endpoint();
-    let mut cri = Cri::connect(&ep).await.unwrap();
-    let harness::WebPod {
-        web,
-        changed_now,
-        web_id,
-        changed_id,
-        ..
-    } = harness::web_pod(&ctrd, &mut cri, "1.30").await;
-
-    // The API server: the Node (annotated for 1.31, kubelet 1.30), its pods, and Events.
-    let events: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let ev = events.clone();
-    let pod_list = json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},
-        "items":[pod_json("shop","web-1","uid-web-1",&[web.clone(), changed_now.clone()])]})
-    .to_string();
-    let node = |annotated: bool| {
-        let annotations = if annotated {
-            json!({"kubehash.dev/target-kubelet-version":"v1.31.0"})
-        } else {
-            json!({})
-        };
-        json!({"kind":"Node","apiVersion":"v1","metadata":{"name":"test-node","uid":"node-uid-1","resourceVersion":"100",
-            "annotations":annotations},"status":{"nodeInfo":{"kubeletVersion":"v1.30.2"}}})
-    };
-    // The Node is annotated only once the watch is running: the annotation arrives as a watch
-    // event, as it does when upgrade tooling sets it.
-    let watched = Arc::new(AtomicBool::new(false));
-    let w = watched.clone();
-    let watch_requests = Arc::new(Mutex::new(Vec::<String>::new()));
-    let wr = watch_requests.clone();
-    // RBAC as deploy/rbac.yaml grants it: anything else is 403, as kube-apiserver answers.
-    let grants = harness::rbac::agent_grants();
-    let used: Arc<Mutex<BTreeSet<harness::rbac::Grant>>> = Arc::default();
-    let refused: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (u, r) = (used.clone(), refused.clone());
-    let api = http_server(Arc::new(move |method, target, body| {
-        let Some(want) = harness::rbac::attributes(method, target) else {
-            r.lock().unwrap().push(format!("{method} {target}"));
-            return (404, "{}".into());
-        };
-        if !harness::rbac::allowed(&grants, &want) {
-            r.lock().unwrap().push(format!("{method} {target}"));
-            return (403, harness::rbac::forbidden(&want));
-        }
-        u.lock().unwrap().insert(want);
-        if method == "GET" && target.starts_with("/api/v1/nodes/test-node") {
-            (200, node(w.load(Ordering::SeqCst)).to_string())
-        } else if method == "GET"
-            && target.starts_with("/api/v1/nodes?")
-            && target.contains("watch=true")
-        {
-            wr.lock().unwrap().push(target.to_string());
-            let first = !w.swap(true, Ordering::SeqCst);
-            let event =
-                json!({"type": if first { "MODIFIED" } else { "ADDED" }, "object": node(true)});
-            (200, format!("{event}\n"))
-        } else if method == "GET"
-            && target.starts_with("/api/v1/pods")
-            && target.contains("spec.nodeName%3Dtest-node")
-        {
-            (200, pod_list.clone())
-        } else if method == "POST" && target.starts_with("/api/v1/namespaces/default/events") {
-            let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-            ev.lock().unwrap().push(v.clone());
-            (201, body.to_string())
-        } else {
-            (404, r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#.into())
-        }
-    }));
-    let kubeconfig = ctrd.dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, format!("apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: \"http://{api}\"}}\nusers:\n- name: t\n  user: {{token: t}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: t}}\ncurrent-context: t\n")).unwrap();
-
-    // The kubelet's healthz.
-    let kubelet_up = Arc::new(AtomicBool::new(true));
-    let up = kubelet_up.clone();
-    let healthz = http_server(Arc::new(move |_, _, _| {
-        if up.load(Ordering::SeqCst) {
-            (200, "ok".into())
-        } else {
-            (503, "down".into())
-        }
-    }));
-
-    let state_dir = ctrd.dir.join("state");
-    let metrics_port = free_port();
-    let start_agent = || -> Child {
-        Command::new(env!("CARGO_BIN_EXE_kubehash"))
-            .args([
-                "agent",
-                "--node-name",
-                "test-node",
-                "--cri",
-                &ep,
-                "--containerd",
-                &ep,
-                "--grace-seconds",
-                "1",
-                "--poll-ms",
-                "150",
-            ])
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--state-dir")
-            .arg(&state_dir)
-            .arg("--kubelet-healthz")
-            .arg(format!("http://{healthz}/healthz"))
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{metrics_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(ctrd.dir.join("agent.log"))
-                    .unwrap(),
-            ))
-            .spawn()
-            .unwrap()
-    };
-    let reasons = |events: &Arc<Mutex<Vec<Value>>>| -> Vec<String> {
-        events
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|e| e["reason"].as_str().unwrap_or("").to_string())
-            .collect()
-    };
-    let store = Store::connect(&ep).await.unwrap();
-    let web_before = store.get(&web_id).await.unwrap().extensions[EXTENSION]
-        .value
-        .clone();
-    let changed_before = store.get(&changed_id).await.unwrap().extensions[EXTENSION]
-        .value
-        .clone();
-
-    // 1. Kubelet up: the annotation arrives through the Node watch; the plan is published,
-    //    nothing is written.
-    let mut agent = start_agent();
+    let mut rig = Rig::new(1).await;
+    let mut agent = rig.start_agent(&[]);
     wait("the node watch", Duration::from_secs(30), || {
-        !watch_requests.lock().unwrap().is_empty()
+        !rig.api.watch_requests.lock().unwrap().is_empty()
     });
-    assert!(
-        watch_requests.lock().unwrap()[0].contains("fieldSelector=metadata.name%3Dtest-node"),
-        "{:?}",
-        watch_requests.lock().unwrap()
-    );
-    wait("the plan", Duration::from_secs(30), || {
-        phase(&state_dir) == "planned"
-    });
+    rig.api.set_target(Some("v1.31.0"));
+    assert!(rig.api.watch_requests.lock().unwrap()[0]
+        .contains("fieldSelector=metadata.name%3Dtest-node"));
+    rig.wait_planned("1.31");
     wait("the plan event", Duration::from_secs(10), || {
-        reasons(&events).contains(&"KubehashPlanned".to_string())
+        rig.api.reasons().contains(&"KubehashPlanned".to_string())
     });
-    let planned = events
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|e| e["reason"] == "KubehashPlanned")
-        .cloned()
-        .unwrap();
+    let planned = rig.api.event("KubehashPlanned").unwrap();
     assert_eq!(planned["involvedObject"]["kind"], "Node");
-    assert_eq!(planned["involvedObject"]["name"], "test-node");
     assert!(
         planned["message"].as_str().unwrap().contains("1 rewrite"),
         "{planned}"
     );
-    assert!(state_dir.join("plan-1.31.json").exists());
-    let metrics = || -> String {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
-        write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    };
     wait("metrics", Duration::from_secs(10), || {
-        metrics().contains("kubehash_plan_containers{verdict=\"rewrite\"} 1")
+        let m = http_get(rig.metrics_port, "/metrics");
+        m.contains("kubehash_plan_containers{verdict=\"rewrite\"} 1")
+            && m.contains("kubehash_kubelet_up 1")
     });
-    assert!(metrics().contains("kubehash_agent_phase{phase=\"planned\"} 1"));
+    assert!(http_get(rig.metrics_port, "/healthz").starts_with("HTTP/1.1 200"));
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(
-        store.get(&web_id).await.unwrap().extensions[EXTENSION].value,
-        web_before,
-        "no write while the kubelet is up"
-    );
+    assert_eq!(rig.rewritten().await, 0, "no write while the kubelet is up");
 
-    // 2. Killed while planned, started again: it carries on from its state.
-    agent.kill().unwrap();
-    let _ = agent.wait();
-    let mut agent = start_agent();
+    // Killed while planned, started again: it carries on from its state.
+    Rig::stop_agent(&mut agent);
+    let mut agent = rig.start_agent(&[]);
 
-    // 3. The kubelet stops: after the grace period the agent applies.
-    kubelet_up.store(false, Ordering::SeqCst);
+    rig.swap_and_stop("v1.31.0");
     wait("apply", Duration::from_secs(30), || {
-        phase(&state_dir) == "applied"
+        phase(&rig.state_dir) == "applied"
     });
-    let web_after = store.get(&web_id).await.unwrap().extensions[EXTENSION]
+    let store = Store::connect(&rig.ctrd.endpoint()).await.unwrap();
+    let (web, web_id) = &rig.current[0];
+    let after = store.get(web_id).await.unwrap().extensions[EXTENSION]
         .value
         .clone();
     assert_eq!(
-        stored_hashes(&parse_metadata(&web_after, &web_id).unwrap()).0,
-        Some(hash(&web, "1.31"))
+        stored_hashes(&parse_metadata(&after, web_id).unwrap()).0,
+        Some(hash(web, "1.31"))
     );
-    assert_eq!(
-        store.get(&changed_id).await.unwrap().extensions[EXTENSION].value,
-        changed_before,
-        "a changed spec is never touched"
-    );
-    assert!(reasons(&events).contains(&"KubehashApplied".to_string()));
+    assert_eq!(rig.rewritten().await, 1, "a changed spec is never touched");
 
-    // 4. Killed while applied, started again: no second write.
-    agent.kill().unwrap();
-    let _ = agent.wait();
-    let mut agent = start_agent();
+    // Killed while applied, started again: no second write.
+    Rig::stop_agent(&mut agent);
+    let mut agent = rig.start_agent(&[]);
     std::thread::sleep(Duration::from_millis(800));
-    assert_eq!(phase(&state_dir), "applied");
+    assert_eq!(phase(&rig.state_dir), "applied");
 
-    // 5. The upgrade tooling restarts containerd and starts kubelet 1.31: the agent verifies.
-    ctrd.restart();
-    kubelet_up.store(true, Ordering::SeqCst);
-    wait("verify", Duration::from_secs(30), || {
-        phase(&state_dir) == "done"
-    });
-    assert!(
-        reasons(&events).contains(&"KubehashVerified".to_string()),
-        "{:?}",
-        reasons(&events)
-    );
-    let _ = agent.kill();
-    let _ = agent.wait();
+    // containerd restarts, kubelet 1.31 starts and posts its status: verified.
+    rig.ctrd.restart();
+    let sd = rig.state_dir.clone();
+    rig.kubelet_returns_until("v1.31.0", "verify", || phase(&sd) == "done");
+    assert!(rig.api.reasons().contains(&"KubehashVerified".to_string()));
+    Rig::stop_agent(&mut agent);
 
-    // The journal is consistent: exactly one write for one container, and it completed.
-    let journals: Vec<_> = std::fs::read_dir(state_dir.join("journal"))
-        .unwrap()
-        .flatten()
-        .collect();
-    assert_eq!(journals.len(), 1);
-    let text = std::fs::read_to_string(journals[0].path()).unwrap();
+    // One journal for the upgrade, one write, completed.
+    let text = std::fs::read_to_string(rig.state_dir.join("journal/1.30-to-1.31.jsonl")).unwrap();
     assert_eq!(text.matches("\"kind\":\"write\"").count(), 1, "{text}");
     assert_eq!(text.matches("\"kind\":\"written\"").count(), 1, "{text}");
-    assert!(text.contains(&web_id));
 
-    // RBAC: nothing the agent asked for was refused, and every verb deploy/ grants was used.
-    assert_eq!(*refused.lock().unwrap(), Vec::<String>::new());
-    assert_eq!(*used.lock().unwrap(), harness::rbac::agent_grants());
+    assert_eq!(*rig.api.refused.lock().unwrap(), Vec::<String>::new());
+    assert_eq!(*rig.api.used.lock().unwrap(), harness::rbac::agent_grants());
+}
+
+/// 1. The operator aborts the swap and kubelet 1.30 starts again: hash checks would pass, but
+///    the Node says 1.30, so the agent rolls back at once instead of reporting success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
+    let mut rig = Rig::new(2).await;
+    let mut agent = rig.start_agent(&[]);
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+    rig.swap_and_stop("v1.31.0");
+    wait("apply", Duration::from_secs(30), || {
+        phase(&rig.state_dir) == "applied"
+    });
+    assert_eq!(rig.rewritten().await, 2);
+    // The swap is aborted: the old binary is back, and kubelet 1.30 starts.
+    rig.kubelet.set_binary("v1.30.2");
+    let sd = rig.state_dir.clone();
+    rig.kubelet_returns_until("v1.30.2", "rollback", || phase(&sd) == "rolled-back");
+    Rig::stop_agent(&mut agent);
+    assert_eq!(rig.extensions().await, rig.originals, "every byte restored");
+    let reasons = rig.api.reasons();
+    assert!(
+        !reasons.contains(&"KubehashVerified".to_string()),
+        "{reasons:?}"
+    );
+    let ev = rig.api.event("KubehashRolledBack").unwrap();
+    let msg = ev["message"].as_str().unwrap();
+    assert!(
+        msg.contains("kubelet 1.30 came back instead of 1.31"),
+        "{msg}"
+    );
+    assert!(msg.contains("up to 2 containers may restart"), "{msg}");
+}
+
+/// 2. "Kubelet stopped" needs positive evidence: a healthz on another port, a slow healthz, or a
+///    kubelet process the agent cannot see (its own PID namespace) never lead to a write; a 200
+///    whose status line arrives in two TCP segments is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_write_without_evidence_that_the_kubelet_stopped() {
+    let mut rig = Rig::new(1).await;
+    rig.api.set_target(Some("v1.31.0"));
+
+    // (a) A healthz URL where nothing listens: never seen up, so "refused" proves nothing.
+    let nowhere = format!("http://127.0.0.1:{}/healthz", free_port());
+    let mut agent = rig.start_agent(&["--kubelet-healthz", &nowhere]);
+    wait("plan", Duration::from_secs(30), || {
+        phase(&rig.state_dir) == "planned"
+    });
+    rig.kubelet.stop_process();
+    rig.kubelet.set_binary("v1.31.0");
+    wait("no-evidence event", Duration::from_secs(20), || {
+        rig.api
+            .reasons()
+            .contains(&"KubehashNoEvidence".to_string())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(rig.rewritten().await, 0);
+    Rig::stop_agent(&mut agent);
+
+    // (b) The agent in its own PID namespace (a pod without hostPID) cannot see the kubelet.
+    let _ = std::fs::remove_dir_all(&rig.state_dir);
+    rig.kubelet.set_binary("v1.30.2");
+    rig.kubelet.start();
+    let inner = rig.agent_command(&[]);
+    let mut agent = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait("cannot-see event", Duration::from_secs(30), || {
+        rig.api
+            .reasons()
+            .contains(&"KubehashCannotSeeKubelet".to_string())
+    });
+    rig.swap_and_stop("v1.31.0");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        rig.rewritten().await,
+        0,
+        "nothing written without seeing the kubelet"
+    );
+    Rig::stop_agent(&mut agent);
+
+    // (c) A slow healthz is not a stopped kubelet, even while the process is gone.
+    let _ = std::fs::remove_dir_all(&rig.state_dir);
+    rig.kubelet.set_binary("v1.30.2");
+    rig.kubelet.start();
+    let mut agent = rig.start_agent(&[]);
+    rig.wait_planned("1.31");
+    *rig.kubelet.mode.lock().unwrap() = Healthz::Slow(Duration::from_secs(8));
+    rig.kubelet.stop_process();
+    rig.kubelet.set_binary("v1.31.0");
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(rig.rewritten().await, 0, "a slow answer is not a refusal");
+    // (d) Nor is a refusing healthz while the process still runs.
+    *rig.kubelet.mode.lock().unwrap() = Healthz::Ok;
+    rig.kubelet.start_process();
+    rig.kubelet.stop_healthz();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(rig.rewritten().await, 0, "the process still runs");
+    Rig::stop_agent(&mut agent);
+
+    // (e) A 200 in two TCP segments is up: the plan records the kubelet as seen.
+    let _ = std::fs::remove_dir_all(&rig.state_dir);
+    *rig.kubelet.mode.lock().unwrap() = Healthz::Split;
+    rig.kubelet.set_binary("v1.30.2");
+    rig.kubelet.start();
+    let mut agent = rig.start_agent(&[]);
+    rig.wait_planned("1.31");
+    Rig::stop_agent(&mut agent);
+}
+
+/// 2. The write loop probes again before every write: the new kubelet coming up after write 1
+///    of 3 stops the writes (and, as it reports 1.30, the one write is rolled back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writing_stops_the_moment_the_kubelet_returns() {
+    let mut rig = Rig::new(3).await;
+    let mut agent = rig
+        .agent_command(&[])
+        .env("KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS", "2000")
+        .spawn()
+        .unwrap();
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+    rig.swap_and_stop("v1.31.0");
+    let journal = rig.state_dir.join("journal/1.30-to-1.31.jsonl");
+    wait("the first write", Duration::from_secs(30), || {
+        std::fs::read_to_string(&journal).is_ok_and(|t| t.contains("\"kind\":\"written\""))
+    });
+    rig.kubelet.set_binary("v1.30.2");
+    let sd = rig.state_dir.clone();
+    rig.kubelet_returns_until("v1.30.2", "rollback", || phase(&sd) == "rolled-back");
+    Rig::stop_agent(&mut agent);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert_eq!(text.matches("\"kind\":\"write\"").count(), 1, "{text}");
+    assert!(rig.api.reasons().contains(&"KubehashStopped".to_string()));
+    assert_eq!(rig.extensions().await, rig.originals);
+}
+
+/// 3. The target is read again after planning: changed → planned anew, removed → cancelled, and a
+///    stale plan is never applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_or_removed_target_is_never_applied_stale() {
+    let mut rig = Rig::new(1).await;
+    let mut agent = rig.start_agent(&[]);
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+    rig.api.set_target(Some("v1.32.0"));
+    rig.wait_planned("1.32");
+    assert!(rig.api.reasons().contains(&"KubehashReplanned".to_string()));
+    rig.api.set_target(None);
+    wait("cancelled", Duration::from_secs(30), || {
+        phase(&rig.state_dir) == "idle"
+    });
+    // The kubelet is swapped to 1.31 and stops: nothing is wanted, nothing is written.
+    rig.swap_and_stop("v1.31.0");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(rig.rewritten().await, 0);
+    assert!(rig.api.reasons().contains(&"KubehashCancelled".to_string()));
+    Rig::stop_agent(&mut agent);
+}
+
+/// 4. The restart command has a timeout; SIGTERM is honoured while it hangs; /healthz says when
+///    the agent is stuck; a missed window is reported; an Event lost in an API outage is sent
+///    again; two agents never run on one node; a metrics address in use is an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_is_robust_to_hangs_outages_and_duplicates() {
+    let mut rig = Rig::new(1).await;
+    // Events are down while the agent plans.
+    rig.api
+        .events_down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut agent = rig.start_agent(&[
+        "--restart-containerd",
+        "sleep 30",
+        "--restart-timeout-seconds",
+        "5",
+        "--stuck-seconds",
+        "1",
+    ]);
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+
+    // A second agent on the node is refused.
+    let second = rig
+        .agent_command(&[])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("another kubehash agent"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+
+    // The outage ends: the queued plan Event arrives.
+    assert!(rig.api.reasons().is_empty());
+    rig.api
+        .events_down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    wait("the queued event", Duration::from_secs(10), || {
+        rig.api.reasons().contains(&"KubehashPlanned".to_string())
+    });
+
+    // The restart command hangs: /healthz turns 503 while it does, then the timeout fails it.
+    rig.swap_and_stop("v1.31.0");
+    wait("stuck", Duration::from_secs(30), || {
+        http_get(rig.metrics_port, "/healthz").starts_with("HTTP/1.1 503")
+    });
+    wait("the timeout", Duration::from_secs(30), || {
+        phase(&rig.state_dir) == "failed"
+    });
+    let failed = state(&rig.state_dir);
+    assert!(
+        failed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish within 5s"),
+        "{failed}"
+    );
+    Rig::stop_agent(&mut agent);
+
+    // SIGTERM in the middle of a hanging command: the agent exits at once.
+    std::fs::remove_dir_all(&rig.state_dir).unwrap();
+    assert!(!rig.state_dir.exists());
+    rig.kubelet.set_binary("v1.30.2");
+    rig.kubelet.start();
+    let mut agent = rig.start_agent(&["--restart-containerd", "sleep 60"]);
+    rig.wait_planned("1.31");
+    rig.swap_and_stop("v1.31.0");
+    wait("applying", Duration::from_secs(30), || {
+        phase(&rig.state_dir) == "applying"
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = Instant::now();
+    unsafe_sigterm(agent.id());
+    let status = agent.wait().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(status.success(), "{status}");
+
+    // A metrics address in use is an error, not an agent without /healthz.
+    let _ = std::fs::remove_dir_all(&rig.state_dir);
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    rig.metrics_port = taken.local_addr().unwrap().port();
+    let out = rig
+        .agent_command(&[])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("metrics address"));
+}
+
+/// A binary swap shorter than the grace period: the agent never saw the kubelet down long enough,
+/// and says so once kubelet 1.31 reports itself, instead of staying planned in silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missed_window_is_reported() {
+    let mut rig = Rig::new(1).await;
+    let mut agent = rig.start_agent(&["--grace-seconds", "30"]);
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+    rig.swap_and_stop("v1.31.0");
+    std::thread::sleep(Duration::from_millis(500));
+    let sd = rig.state_dir.clone();
+    rig.kubelet_returns_until("v1.31.0", "missed window", || phase(&sd) == "failed");
+    Rig::stop_agent(&mut agent);
+    assert!(rig
+        .api
+        .reasons()
+        .contains(&"KubehashMissedWindow".to_string()));
+    assert_eq!(rig.rewritten().await, 0);
+}
+
+fn unsafe_sigterm(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
 }

@@ -182,14 +182,25 @@ fn kustomization_objects_fit_their_schemas_and_each_other() {
             assert!(ep.starts_with("unix:///run/containerd/"), "{arg}");
         }
     }
-    // Runs everywhere; has the node name; requests resources; no host PID.
+    // The host's PID namespace, to see the kubelet's process; its binary, read-only.
+    assert_eq!(pod.host_pid, Some(true));
+    let bin = mounts
+        .iter()
+        .find(|m| m.mount_path == "/host/usr/bin")
+        .expect("the kubelet binary's directory");
+    assert_eq!(bin.read_only, Some(true));
+    assert!(pod.containers[0]
+        .args
+        .as_ref()
+        .unwrap()
+        .contains(&"--kubelet-binary=/host/usr/bin/kubelet".to_string()));
+    // Runs everywhere; has the node name; requests resources.
     assert!(pod
         .tolerations
         .as_ref()
         .unwrap()
         .iter()
         .any(|t| t.operator.as_deref() == Some("Exists") && t.key.is_none()));
-    assert_ne!(pod.host_pid, Some(true));
     let c = &pod.containers[0];
     assert!(c
         .env

@@ -11,6 +11,8 @@
 
 #![allow(dead_code)]
 
+pub mod apiserver;
+pub mod kubelet;
 pub mod rbac;
 
 use std::collections::HashMap;

@@ -1,0 +1,191 @@
+//! What kubehash can observe of the kubelet on its node, as positive evidence for acting: its
+//! healthz (read with a real HTTP client, http or https), its process (by name, in `/proc`), and
+//! the version of the kubelet binary on disk.
+//!
+//! Each observation has three outcomes, never two: a healthz is `Up` (an HTTP 200), `Refused`
+//! (nothing listens: the connection is refused) or `Unknown` (a timeout, another status, a TLS or
+//! protocol error). Only `Refused` is evidence that the kubelet stopped, and only after it was
+//! seen `Up`: a healthz on another port, a slow answer or an https URL the client cannot read are
+//! not a stopped kubelet.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::version::KubeletVersion;
+
+/// What the kubelet's healthz said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// HTTP 200.
+    Up,
+    /// The connection was refused: nothing listens there.
+    Refused,
+    /// Anything else, with what happened.
+    Unknown(String),
+}
+
+/// How long one healthz read may take.
+const HEALTHZ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Reads the kubelet's healthz once. `https://` is read without checking the certificate, as the
+/// kubelet's own HTTPS probes do: the answer says only whether something is up there.
+pub async fn healthz(url: &str) -> Health {
+    let uri: http::Uri = match url.parse() {
+        Ok(u) => u,
+        Err(e) => return Health::Unknown(format!("bad healthz URL {url:?}: {e}")),
+    };
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(insecure_tls())
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let client: Client<_, Empty<bytes::Bytes>> =
+        Client::builder(TokioExecutor::new()).build(connector);
+    let request = async {
+        let resp = client.get(uri).await?;
+        let status = resp.status();
+        // Read the body to the end, as a client does; the status decides.
+        let _ = resp.into_body().collect().await;
+        Ok::<_, hyper_util::client::legacy::Error>(status)
+    };
+    match tokio::time::timeout(HEALTHZ_TIMEOUT, request).await {
+        Err(_) => Health::Unknown(format!("no answer within {HEALTHZ_TIMEOUT:?}")),
+        Ok(Ok(s)) if s == http::StatusCode::OK => Health::Up,
+        Ok(Ok(s)) => Health::Unknown(format!("HTTP {s}")),
+        Ok(Err(e)) if refused(&e) => Health::Refused,
+        Ok(Err(e)) => Health::Unknown(chain(&e)),
+    }
+}
+
+fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::ConnectionRefused;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(err) = cur {
+        s.push_str(": ");
+        s.push_str(&err.to_string());
+        cur = err.source();
+    }
+    s
+}
+
+fn insecure_tls() -> rustls::ClientConfig {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map(|b| {
+            b.dangerous()
+                .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate(provider)))
+                .with_no_client_auth()
+        })
+        .unwrap_or_else(|_| {
+            rustls::ClientConfig::builder()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+        })
+}
+
+/// Accepts any server certificate (signatures are still checked): a liveness read, not trust.
+#[derive(Debug)]
+struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A running kubelet process: one whose name starts with `kubelet` (`kubelet`, `kubelet-1.30`),
+/// by `/proc/PID/comm` or the program name in `/proc/PID/cmdline`, described with its pid. Only
+/// processes in this process's PID namespace are visible: a pod needs `hostPID`.
+pub fn kubelet_process() -> Option<String> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+        let program = String::from_utf8_lossy(argv0);
+        let base = program.rsplit('/').next().unwrap_or_default();
+        for name in [comm.trim(), base] {
+            if name.starts_with("kubelet") {
+                return Some(format!("process {name}, pid {pid}"));
+            }
+        }
+    }
+    None
+}
+
+/// The version of the kubelet binary at `path`, from `path --version` (`Kubernetes v1.31.4`).
+pub async fn binary_version(path: &std::path::Path) -> Result<KubeletVersion, String> {
+    let run = tokio::process::Command::new(path)
+        .arg("--version")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .map_err(|_| format!("{} --version did not answer within 10 s", path.display()))?
+        .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text
+        .split_whitespace()
+        .find(|w| w.starts_with("v1.") || w.starts_with("1."))
+        .ok_or_else(|| format!("{} --version said {:?}", path.display(), text.trim()))?;
+    version
+        .parse()
+        .map_err(|e| format!("{} --version: {e}", path.display()))
+}
