@@ -2,7 +2,9 @@
 //! hash annotations in the protobuf bytes, deciding, and writing the answer on — for a node of 300
 //! containers, all translated (the most work there can be). The answer is shaped like
 //! containerd's (about 215 KB: ids, labels and the annotations a kubelet sets) and arrives in
-//! 16 KB pieces, as HTTP/2 DATA frames do.
+//! 16 KB pieces, as HTTP/2 DATA frames do. Both edit modes: streaming (every translated hash as
+//! long as the stored one, so edits happen in place) and whole messages, with equal lengths and
+//! with realistic ones (the kubelet's unpadded hex hashes: the usual case).
 //!
 //! Run: `cargo bench --bench edit`.
 
@@ -23,9 +25,13 @@ fn hex64(seed: usize) -> String {
         .collect()
 }
 
-fn answer() -> (Vec<u8>, ShimState) {
+/// The answer, and a state translating every container: to hashes as long as the stored ones
+/// (`keep_lengths`), or to hashes as a kubelet writes them (unpadded hex: about one in eight is
+/// shorter than 8 digits), which makes the shim re-encode lengths.
+fn answer(keep_lengths: bool) -> (Vec<u8>, ShimState) {
     let mut state = ShimState {
         to: "1.31".into(),
+        from: None,
         created_at_unix: 0,
         translations: Default::default(),
     };
@@ -64,9 +70,14 @@ fn answer() -> (Vec<u8>, ShimState) {
                     pod: format!("bench/pod-{i}"),
                     container: format!("c{i}"),
                     stored_hash: hash.clone(),
-                    new_hash: "f".repeat(hash.len()),
+                    new_hash: if keep_lengths {
+                        "f".repeat(hash.len())
+                    } else {
+                        format!("{:x}", (i as u32).wrapping_mul(2_654_435_761) >> (i % 8))
+                    },
                     stored_hash_without_resources: None,
                     new_hash_without_resources: None,
+                    spec: None,
                 },
             );
             proto::Container {
@@ -96,7 +107,7 @@ fn answer() -> (Vec<u8>, ShimState) {
 }
 
 fn bench_edit(c: &mut Criterion) {
-    let (framed, state) = answer();
+    let (framed, state) = answer(true);
     let decisions = Decisions::new(&state);
     let mut g = c.benchmark_group("edit");
     g.throughput(Throughput::Bytes(framed.len() as u64));
@@ -117,6 +128,18 @@ fn bench_edit(c: &mut Criterion) {
         })
     });
     g.bench_function("ListContainers-300/whole", |b| {
+        b.iter(|| {
+            edit_response(&framed[5..], Carrier::Containers, &mut |id, carried| {
+                decisions.decide(id, carried)
+            })
+            .map(|m| m.len())
+        })
+    });
+    // The usual case: real hashes, whose lengths differ; only the whole-message path applies.
+    let (framed, state) = answer(false);
+    assert!(!state.keeps_lengths());
+    let decisions = Decisions::new(&state);
+    g.bench_function("ListContainers-300/whole, realistic lengths", |b| {
         b.iter(|| {
             edit_response(&framed[5..], Carrier::Containers, &mut |id, carried| {
                 decisions.decide(id, carried)

@@ -1,7 +1,13 @@
 //! Latency the CRI shim adds, against calling containerd directly in the same run:
-//! `ListContainers` with 300 containers, and `ContainerStatus`. The shim translates every one of
-//! the 300 containers (the most work it can have) and runs as deployed: the real `kubehash shim`
-//! binary in its own process.
+//! `ListContainers` with 300 containers, and `ContainerStatus`. The shim runs as deployed: the
+//! real `kubehash shim` binary in its own process, with a real plan (it proves its state again
+//! when it loads it).
+//!
+//! Two shims, for the two ways it edits answers: `shim` translates all 300 containers with the
+//! hashes kubelet 1.30 and 1.31 really compute; their lengths differ for some (unpadded hex), so
+//! it holds each whole gRPC message to re-encode lengths — the usual case on a real node.
+//! `shim-streaming` translates the 150 containers whose two hashes have the same length, and edits
+//! answers in place as they stream.
 //!
 //! Paths, called in rotation so that each sees the same machine state:
 //! - `direct`: containerd's own socket;
@@ -34,7 +40,7 @@ use bytes::{Buf, BufMut, Bytes};
 use criterion::{criterion_group, criterion_main, Criterion};
 use harness::{create_pod, Containerd, TestContainer};
 use http::uri::PathAndQuery;
-use kubehash::cri::{keys, proto, Cri};
+use kubehash::cri::{proto, Cri};
 use kubehash::shim::{ShimState, Translation};
 use prost::Message;
 use serde_json::json;
@@ -160,11 +166,31 @@ fn bench_shim(c: &mut Criterion) {
         .expect("runtime");
     let ctrd = Containerd::start();
     let runtime = ctrd.endpoint();
-    let ids = rt.block_on(async {
+    // Half the containers are chosen so that kubelet 1.30's and 1.31's hashes have the same
+    // length (8 hex digits each); the other half are as they come. The kubelet's hashes are
+    // unpadded hex, so a translation keeps its length only with p ≈ 0.88: translating all 300
+    // (the realistic case) makes the shim hold whole messages to re-encode lengths, translating
+    // only the chosen 150 lets it edit answers as they stream. Both shims run, on the same node.
+    let (ids, specs) = rt.block_on(async {
         let mut cri = Cri::connect(&runtime).await.expect("cri");
-        let specs: Vec<TestContainer> = (0..CONTAINERS)
-            .map(|i| TestContainer {
-                spec: json!({"name": format!("c{i}"), "image": harness::IMAGE}),
+        let specs: Vec<serde_json::Value> = (0..CONTAINERS)
+            .map(|i| {
+                let mut spec = json!({"name": format!("c{i}"), "image": harness::IMAGE});
+                if i < CONTAINERS / 2 {
+                    for j in 0.. {
+                        spec = json!({"name": format!("c{i}"), "image": harness::IMAGE, "args": [format!("--n={j}")]});
+                        if harness::hash(&spec, "1.30").len() == 8 && harness::hash(&spec, "1.31").len() == 8 {
+                            break;
+                        }
+                    }
+                }
+                spec
+            })
+            .collect();
+        let tcs: Vec<TestContainer> = specs
+            .iter()
+            .map(|spec| TestContainer {
+                spec: spec.clone(),
                 stored_hash: None,
             })
             .collect();
@@ -175,40 +201,47 @@ fn bench_shim(c: &mut Criterion) {
             "bench",
             "p",
             "uid-bench",
-            &specs,
+            &tcs,
             "1.30".parse().expect("v"),
         )
         .await;
-        let listed = cri.list_containers().await.expect("list");
+        (pod.container_ids, specs)
+    });
+    // The shims prove their states again when they load them, so the states are real plans.
+    let state_for = |n: usize| {
         let mut state = ShimState {
             to: "1.31".into(),
+            from: Some("1.30".into()),
             created_at_unix: 0,
             translations: Default::default(),
         };
-        for c in &listed {
-            if let Some(h) = c.annotations.get(keys::HASH) {
-                state.translations.insert(
-                    c.id.clone(),
-                    Translation {
-                        pod: "bench/p".into(),
-                        container: c.id.clone(),
-                        stored_hash: h.clone(),
-                        // As long as the stored hash, as translations usually are (the shim then
-                        // edits answers as they stream).
-                        new_hash: "f".repeat(h.len()),
-                        stored_hash_without_resources: None,
-                        new_hash_without_resources: None,
-                    },
-                );
-            }
+        for (id, spec) in ids.iter().zip(&specs).take(n) {
+            state.translations.insert(
+                id.clone(),
+                Translation {
+                    pod: "bench/p".into(),
+                    container: spec["name"].as_str().expect("name").into(),
+                    stored_hash: harness::hash(spec, "1.30"),
+                    new_hash: harness::hash(spec, "1.31"),
+                    stored_hash_without_resources: None,
+                    new_hash_without_resources: None,
+                    spec: Some(spec.clone()),
+                },
+            );
         }
         state
-            .save(&ctrd.dir.join("shim-state.json"))
-            .expect("state");
-        pod.container_ids
-    });
-    let (shim, shim_endpoint) = harness::start_shim(&ctrd.dir, &runtime, &[]);
-    let shim = Reaped(shim);
+    };
+    let whole = state_for(CONTAINERS);
+    let streaming = state_for(CONTAINERS / 2);
+    assert!(!whole.keeps_lengths() && streaming.keeps_lengths());
+    let mut shims = Vec::new();
+    for (name, state) in [("shim", whole), ("shim-streaming", streaming)] {
+        let dir = ctrd.dir.join(name);
+        std::fs::create_dir_all(&dir).expect("dir");
+        state.save(&dir.join("shim-state.json")).expect("state");
+        let (child, endpoint) = harness::start_shim(&dir, &runtime, &[]);
+        shims.push((name, Reaped(child), endpoint));
+    }
     let relay = start_relay(&ctrd.dir, &ctrd.socket());
     // (name, endpoint, the proxy's pid)
     let mut paths = vec![("direct", runtime.clone(), None)];
@@ -216,7 +249,9 @@ fn bench_shim(c: &mut Criterion) {
         Some((relay, endpoint)) => paths.push(("relay", endpoint.clone(), Some(relay.0.id()))),
         None => println!("relay control skipped: socat is not installed"),
     }
-    paths.push(("shim", shim_endpoint, Some(shim.0.id())));
+    for (name, child, endpoint) in &shims {
+        paths.push((name, endpoint.clone(), Some(child.0.id())));
+    }
     let mut clients: Vec<(&str, Cri, Option<u32>)> = paths
         .iter()
         .map(|(name, endpoint, pid)| {
@@ -344,6 +379,7 @@ fn bench_shim(c: &mut Criterion) {
     }
     drop(clients);
     drop(relay);
+    drop(shims);
     drop(ctrd);
 }
 

@@ -1,5 +1,6 @@
 //! Files that must survive a crash whole: written to a temporary file, synced, renamed over the
 //! old one, and the directory synced, so a reader sees the old content or the new, never half.
+//! Files are created with mode 0600.
 
 use std::io::Write;
 use std::path::Path;
@@ -19,7 +20,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(io)?;
     let tmp = path.with_extension("tmp");
     {
-        let mut f = std::fs::File::create(&tmp).map_err(io)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        // Owner only: plans, pod specs and states are the node's business.
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io)?;
         f.write_all(bytes).and_then(|_| f.sync_all()).map_err(io)?;
     }
     std::fs::rename(&tmp, path).map_err(io)?;

@@ -173,6 +173,18 @@ struct ShimArgs {
     /// Mode of the listening socket, in octal.
     #[arg(long, value_name = "OCTAL", default_value = "600")]
     socket_mode: String,
+    /// Kubelet connections served at once.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    max_connections: usize,
+    /// Close a connection that has not finished the HTTP/2 handshake after this long.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    handshake_timeout_seconds: u64,
+    /// Close a connection with no call for this long (the kubelet reconnects).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    idle_timeout_seconds: u64,
+    /// Without a plan yet, try to make one this often (serving pass-through meanwhile).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    plan_retry_seconds: u64,
     /// Report how many translated containers are still running, and exit.
     #[arg(long)]
     status: bool,
@@ -697,6 +709,14 @@ fn node_pods(
     rt: &tokio::runtime::Runtime,
     source: &PodSource,
 ) -> Result<(PodIndex, Option<KubeletVersion>)> {
+    let (pods, version) = rt.block_on(read_node_pods(source))?;
+    for p in &pods.problems {
+        eprintln!("kubehash: not a usable pod: {p}");
+    }
+    Ok((pods, version))
+}
+
+async fn read_node_pods(source: &PodSource) -> Result<(PodIndex, Option<KubeletVersion>)> {
     let mut pods = PodIndex::default();
     let mut node_version = None;
     match &source.pods {
@@ -706,13 +726,13 @@ fn node_pods(
                 Some(n) => n.clone(),
                 None => hostname()?,
             };
-            let cluster = rt.block_on(Cluster::connect(
-                source.kubeconfig.as_deref(),
-                source.context.as_deref(),
-            ))?;
+            let cluster =
+                Cluster::connect(source.kubeconfig.as_deref(), source.context.as_deref()).await?;
             let selector = format!("spec.nodeName={node}");
-            rt.block_on(cluster.for_each_pod(Some(&selector), &mut |p| pods.add_pod(p)))?;
-            let reported = rt.block_on(cluster.node(&node))?;
+            cluster
+                .for_each_pod(Some(&selector), &mut |p| pods.add_pod(p))
+                .await?;
+            let reported = cluster.node(&node).await?;
             node_version = match reported
                 .pointer("/status/nodeInfo/kubeletVersion")
                 .and_then(serde_json::Value::as_str)
@@ -724,9 +744,6 @@ fn node_pods(
                 None => None,
             };
         }
-    }
-    for p in &pods.problems {
-        eprintln!("kubehash: not a usable pod: {p}");
     }
     Ok((pods, node_version))
 }
@@ -1039,8 +1056,15 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let to: Option<KubeletVersion> = a.to.as_deref().map(str::parse).transpose()?;
-    let state = match existing {
-        Some(s) => {
+    let mode = u32::from_str_radix(&a.socket_mode, 8)
+        .context("--socket-mode takes an octal mode such as 600")?;
+    let limits = kubehash::shim::Limits {
+        max_connections: a.max_connections,
+        handshake_timeout: std::time::Duration::from_secs(a.handshake_timeout_seconds),
+        idle_timeout: std::time::Duration::from_secs(a.idle_timeout_seconds),
+    };
+    let existing = match existing {
+        Some(mut s) => {
             if let Some(t) = to {
                 if s.to != t.to_string() {
                     bail!(
@@ -1050,35 +1074,82 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
                     );
                 }
             }
-            s
+            // A saved plan is proven again under today's rule; what fails is passed through.
+            for (id, why) in s.recheck() {
+                eprintln!("kubehash: shim state: not translating container {id}: {why}");
+            }
+            Some(s)
         }
         None => {
             let to = to.context("--to VERSION is needed to plan (there is no shim state yet)")?;
             if a.source.pods.is_none() && !a.source.cluster {
                 bail!("to plan, give --pods PATH or --cluster");
             }
-            let (pods, node_version) = node_pods(&rt, &a.source)?;
-            let from = old_kubelet(&a.from, node_version)?;
-            let containers = rt.block_on(async {
-                let mut cri = Cri::connect(&a.runtime_endpoint).await?;
-                cri.list_containers().await
-            })?;
-            let plans = plan(&containers, &pods, to, from);
-            let state = ShimState::from_plans(&plans, &to.to_string());
-            state.save(&a.state)?;
-            state
+            // Plan before serving when that works, so the kubelet never sees an untranslated
+            // moment; otherwise serve pass-through and keep trying (below).
+            match rt.block_on(plan_shim(&a, to)) {
+                Ok(state) => {
+                    state.save(&a.state)?;
+                    Some(state)
+                }
+                Err(e) => {
+                    eprintln!("kubehash: no shim plan yet (passing everything through): {e:#}");
+                    None
+                }
+            }
         }
     };
-    let mode = u32::from_str_radix(&a.socket_mode, 8)
-        .context("--socket-mode takes an octal mode such as 600")?;
-    rt.block_on(kubehash::shim::serve(
-        &a.listen,
-        &a.runtime_endpoint,
-        state,
-        mode,
-        stop_requested(),
-    ))?;
+    let planned = existing;
+    let shown = kubehash::shim::ShownPlan::new(planned.as_ref());
+    // Without a plan yet (first start), serve pure pass-through and plan until it works: the
+    // kubelet must never be left without a runtime because the API server or the runtime is
+    // not reachable yet.
+    let planner = {
+        let shown = shown.clone();
+        let a = &a;
+        async move {
+            let Some(to) = to.filter(|_| planned.is_none()) else {
+                return std::future::pending::<()>().await;
+            };
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(a.plan_retry_seconds)).await;
+                match plan_shim(a, to).await {
+                    Ok(state) => {
+                        match state.save(&a.state) {
+                            Ok(()) => {}
+                            Err(e) => eprintln!("kubehash: cannot save the shim state: {e}"),
+                        }
+                        eprintln!(
+                            "kubehash: shim plan made: {} containers translated for kubelet {to}",
+                            state.translations.len()
+                        );
+                        shown.set(&state);
+                        return std::future::pending::<()>().await;
+                    }
+                    Err(e) => {
+                        eprintln!("kubehash: no shim plan yet (passing everything through): {e:#}");
+                    }
+                }
+            }
+        }
+    };
+    rt.block_on(async {
+        tokio::select! {
+            r = kubehash::shim::serve(&a.listen, &a.runtime_endpoint, shown.clone(), mode, limits, stop_requested()) => r,
+            () = planner => Ok(()),
+        }
+    })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The shim's plan: this node's containers and pods, proven for `from` → `to`.
+async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<ShimState> {
+    let (pods, node_version) = read_node_pods(&a.source).await?;
+    let from = old_kubelet(&a.from, node_version)?;
+    let mut cri = Cri::connect(&a.runtime_endpoint).await?;
+    let containers = cri.list_containers().await?;
+    let plans = plan(&containers, &pods, to, from);
+    Ok(ShimState::from_plans(&plans, &pods, to, from))
 }
 
 fn run_agent(a: AgentArgs) -> Result<ExitCode> {

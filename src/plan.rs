@@ -255,6 +255,28 @@ fn decide(
     p.reason = reason;
 }
 
+/// The proof rule for one spec and stored hash, alone (the shim proves a saved plan again with
+/// it): `Ok((hash_T, hashWithoutResources_T))` when a rewrite `from` → `to` is proven, else why not.
+pub fn prove_rewrite(
+    spec: &Value,
+    stored: &str,
+    from: KubeletVersion,
+    to: KubeletVersion,
+) -> std::result::Result<(String, Option<String>), String> {
+    let mut versions = vec![from, to];
+    versions.sort();
+    versions.dedup();
+    let hashes = hash_container(spec, &versions, "").map_err(|e| e.to_string())?;
+    let new_hash = hashes.get(to).map(format_hash).unwrap_or_default();
+    if new_hash == stored {
+        return Err(format!("kubelet {to} computes the stored hash {stored}"));
+    }
+    match prove(spec, stored, &[], &hashes, Some(from), to, "") {
+        (Verdict::Rewrite, _) => Ok((new_hash, hashes.get_without_resources(to).map(format_hash))),
+        (_, why) => Err(why),
+    }
+}
+
 /// The proof rule (design §5), for a container whose stored hash is not kubelet `to`'s: a rewrite
 /// F → T needs the stored hash to equal kubelet F's hash of the current spec, F to be one known
 /// version, and F's hash to cover everything T's hash covers ([`coverage`]). Anything less is

@@ -40,8 +40,9 @@ use tracing::{debug, info, warn};
 use crate::batched::{Batched, OutboxHandle};
 use crate::cri::socket_path;
 use crate::error::{Error, Result};
-use crate::plan::{ContainerPlan, Verdict};
+use crate::plan::{ContainerPlan, PodIndex, Verdict};
 use crate::protowire::{edit_response, Carrier, Hashes};
+use crate::version::KubeletVersion;
 
 /// What the kubelet should see instead of the stored hash, for one container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +56,9 @@ pub struct Translation {
     pub stored_hash_without_resources: Option<String>,
     /// Target's hashWithoutResources, shown only where the container has one (targets 1.27 – 1.30).
     pub new_hash_without_resources: Option<String>,
+    /// The container's spec the plan proved against, so that a loaded state is proven again.
+    #[serde(default)]
+    pub spec: Option<serde_json::Value>,
 }
 
 impl Translation {
@@ -76,14 +80,22 @@ impl Translation {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShimState {
     pub to: String,
+    /// The old kubelet the plan proved against (`--from`, or the Node's kubeletVersion).
+    #[serde(default)]
+    pub from: Option<String>,
     pub created_at_unix: u64,
     /// Container id → translation.
     pub translations: BTreeMap<String, Translation>,
 }
 
 impl ShimState {
-    /// Translations for every `rewrite` container of a plan.
-    pub fn from_plans(plans: &[ContainerPlan], to: &str) -> ShimState {
+    /// Translations for every `rewrite` container of a plan made against `pods` for `from` → `to`.
+    pub fn from_plans(
+        plans: &[ContainerPlan],
+        pods: &PodIndex,
+        to: KubeletVersion,
+        from: Option<KubeletVersion>,
+    ) -> ShimState {
         let translations = plans
             .iter()
             .filter(|p| p.verdict == Verdict::Rewrite)
@@ -97,15 +109,53 @@ impl ShimState {
                         new_hash: p.new_hash.clone()?,
                         stored_hash_without_resources: p.stored_hash_without_resources.clone(),
                         new_hash_without_resources: p.new_hash_without_resources.clone(),
+                        spec: pods
+                            .find(&p.pod_uid, &p.namespace, &p.pod, &p.container)
+                            .cloned(),
                     },
                 ))
             })
             .collect();
         ShimState {
-            to: to.into(),
+            to: to.to_string(),
+            from: from.map(|f| f.to_string()),
             created_at_unix: crate::journal::now_unix(),
             translations,
         }
+    }
+
+    /// Proves every translation again under the current proof rule (a state saved by an older
+    /// kubehash may hold translations the rule now refuses) and drops those it cannot prove:
+    /// returns each dropped container with why.
+    pub fn recheck(&mut self) -> Vec<(String, String)> {
+        let to: std::result::Result<KubeletVersion, _> = self.to.parse();
+        let from: Option<KubeletVersion> = self.from.as_deref().and_then(|f| f.parse().ok());
+        let mut dropped = Vec::new();
+        self.translations.retain(|id, t| {
+            let why = match (&to, from, &t.spec) {
+                (Err(e), _, _) => Some(e.to_string()),
+                (_, None, _) => Some("the state names no old kubelet version".to_string()),
+                (_, _, None) => Some("the state holds no spec to prove it against".to_string()),
+                (Ok(to), Some(from), Some(spec)) => {
+                    match crate::plan::prove_rewrite(spec, &t.stored_hash, from, *to) {
+                        Ok((new_hash, _)) if new_hash == t.new_hash => None,
+                        Ok((new_hash, _)) => Some(format!(
+                            "the target hash is {new_hash}, not the saved {}",
+                            t.new_hash
+                        )),
+                        Err(e) => Some(e),
+                    }
+                }
+            };
+            match why {
+                Some(w) => {
+                    dropped.push((id.clone(), w));
+                    false
+                }
+                None => true,
+            }
+        });
+        dropped
     }
 
     /// The state in `path`, if there is one.
@@ -125,7 +175,7 @@ impl ShimState {
         }
     }
 
-    /// Writes the state atomically and durably.
+    /// Writes the state atomically and durably (mode 0600).
     pub fn save(&self, path: &Path) -> Result<()> {
         crate::durable::write_json(path, self)
     }
@@ -172,12 +222,77 @@ impl Decisions {
     }
 }
 
-struct Shim {
+/// What the shim shows: the decisions of a proven plan, or none yet (pure pass-through).
+struct Shown {
     decisions: Decisions,
-    /// The runtime's socket.
-    runtime_path: String,
     /// Every translation keeps lengths: edit answers as they stream.
     streaming: bool,
+}
+
+impl Shown {
+    fn of(state: Option<&ShimState>) -> Shown {
+        match state {
+            Some(s) => Shown {
+                decisions: Decisions::new(s),
+                streaming: s.keeps_lengths(),
+            },
+            None => Shown {
+                decisions: Decisions {
+                    by_id: HashMap::new(),
+                },
+                streaming: true,
+            },
+        }
+    }
+}
+
+/// The plan the shim serves, replaced once when a plan is made after the shim started.
+#[derive(Clone)]
+pub struct ShownPlan(Arc<std::sync::RwLock<Arc<Shown>>>);
+
+impl ShownPlan {
+    /// Serves `state`, or passes everything through until [`ShownPlan::set`].
+    pub fn new(state: Option<&ShimState>) -> ShownPlan {
+        ShownPlan(Arc::new(std::sync::RwLock::new(Arc::new(Shown::of(state)))))
+    }
+
+    /// From now on, serve this plan.
+    pub fn set(&self, state: &ShimState) {
+        let shown = Arc::new(Shown::of(Some(state)));
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = shown;
+    }
+
+    fn current(&self) -> Arc<Shown> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+struct Shim {
+    shown: ShownPlan,
+    /// The runtime's socket.
+    runtime_path: String,
+    limits: Limits,
+}
+
+/// Bounds on what kubelet connections may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Kubelet connections served at once; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// A connection that has not completed the HTTP/2 handshake by then is closed.
+    pub handshake_timeout: Duration,
+    /// A connection with no call in flight for this long is closed (the kubelet reconnects).
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 64,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(600),
+        }
+    }
 }
 
 /// HTTP/2 flow-control window on both sides: large enough that a ListContainers answer for a
@@ -294,18 +409,26 @@ async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receive
             _ => Poll::Pending,
         },
     });
-    let mut kubelet = match handshake.await {
-        Ok(k) => k,
-        Err(e) => return debug!(error = %e, "kubelet handshake failed"),
+    let mut kubelet = match tokio::time::timeout(shim.limits.handshake_timeout, handshake).await {
+        Ok(Ok(k)) => k,
+        Ok(Err(e)) => return debug!(error = %e, "kubelet handshake failed"),
+        Err(_) => return debug!("no HTTP/2 handshake in time; closing"),
     };
     let mut runtime: Option<Runtime> = None;
     let mut runtime_out: Option<OutboxHandle> = None;
     let mut calls = FuturesUnordered::new();
     let mut stopping = false;
+    let idle = tokio::time::sleep(shim.limits.idle_timeout);
+    tokio::pin!(idle);
     loop {
+        if !calls.is_empty() {
+            idle.as_mut()
+                .reset(tokio::time::Instant::now() + shim.limits.idle_timeout);
+        }
         tokio::select! {
             biased;
             Some(()) = calls.next(), if !calls.is_empty() => {}
+            () = &mut idle, if calls.is_empty() => return debug!("idle connection closed"),
             accepted = kubelet.accept() => match accepted {
                 Some(Ok((req, respond))) => {
                     let to_runtime = match &runtime {
@@ -317,6 +440,8 @@ async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receive
                             calls
                         }),
                     };
+                    idle.as_mut()
+                        .reset(tokio::time::Instant::now() + shim.limits.idle_timeout);
                     calls.push(call(&shim, to_runtime, req, respond));
                 }
                 Some(Err(e)) => return debug!(error = %e, "kubelet connection failed"),
@@ -357,6 +482,7 @@ async fn call(
     mut respond: server::SendResponse<Bytes>,
 ) {
     let method = req.uri().path().to_string();
+    let shown = shim.shown.current();
     let unavailable = |respond: &mut server::SendResponse<Bytes>, e: String| {
         warn!(method = %method, error = %e, "runtime unavailable");
         let _ = respond.send_response(grpc_error(UNAVAILABLE, &e), true);
@@ -396,7 +522,7 @@ async fn call(
     };
     let request = async {
         if !ended {
-            pipe(body, request_body, None, &shim.decisions).await;
+            pipe(body, request_body, None, &shown.decisions).await;
         }
     };
     let response = async {
@@ -414,8 +540,8 @@ async fn call(
             return;
         };
         if !ended {
-            let editor = carrier.map(|c| Editor::new(c, shim.streaming));
-            pipe(body, to_kubelet, editor, &shim.decisions).await;
+            let editor = carrier.map(|c| Editor::new(c, shown.streaming));
+            pipe(body, to_kubelet, editor, &shown.decisions).await;
         }
     };
     tokio::pin!(request, response);
@@ -606,43 +732,28 @@ impl Editor {
     }
 }
 
-/// Runs the shim until `shutdown` resolves, then stops accepting, lets calls in flight finish
-/// (up to 10 s) and removes its socket.
+/// Serves kubelet connections on `listen` until `shutdown` resolves, showing `shown` (a plan, or
+/// pass-through until one is set).
+///
+/// The socket is created race-free: bound inside a fresh directory only its owner can enter,
+/// given `socket_mode`, then renamed into place, so it never exists at `listen` with a wider
+/// mode, whatever the umask.
 pub async fn serve(
     listen: &str,
     runtime_endpoint: &str,
-    state: ShimState,
+    shown: ShownPlan,
     socket_mode: u32,
+    limits: Limits,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
     let listen_path = socket_path(listen)?;
     let runtime_path = socket_path(runtime_endpoint)?;
-    let fail = |reason: String| Error::Input {
-        source_name: format!("shim socket {listen_path}"),
-        reason,
-    };
-    if Path::new(&listen_path).exists() {
-        if UnixStream::connect(&listen_path).await.is_ok() {
-            return Err(fail("another process is serving on this socket".into()));
-        }
-        std::fs::remove_file(&listen_path)
-            .map_err(|e| fail(format!("cannot remove the stale socket: {e}")))?;
-    }
-    if let Some(dir) = Path::new(&listen_path).parent() {
-        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
-    }
-    let listener = UnixListener::bind(&listen_path).map_err(|e| fail(e.to_string()))?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&listen_path, std::fs::Permissions::from_mode(socket_mode))
-            .map_err(|e| fail(format!("cannot set the socket's mode: {e}")))?;
-    }
-    info!(listen = %listen_path, runtime = %runtime_path, to = %state.to, translated = state.translations.len(),
-        streaming = state.keeps_lengths(), "shim serving");
+    let listener = bind_private(&listen_path, socket_mode)?;
+    info!(listen = %listen_path, runtime = %runtime_path, "shim serving");
     let shim = Arc::new(Shim {
-        streaming: state.keeps_lengths(),
-        decisions: Decisions::new(&state),
+        shown,
         runtime_path,
+        limits,
     });
     let (stop, stopped) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
@@ -650,6 +761,13 @@ pub async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
+                // Over the limit, a connection is closed at once rather than left waiting in
+                // the backlog behind others: its client reconnects, and the slots free up as
+                // handshake and idle timeouts close what holds them.
+                Ok((stream, _)) if connections.len() >= shim.limits.max_connections => {
+                    debug!(limit = shim.limits.max_connections, "connection limit reached; closing a new connection");
+                    drop(stream);
+                }
                 Ok((stream, _)) => {
                     connections.spawn(serve_kubelet(shim.clone(), stream, stopped.clone()));
                 }
@@ -678,6 +796,52 @@ pub async fn serve(
     Ok(())
 }
 
+/// Binds a Unix socket at `path` with `mode` without a window in which it exists with another
+/// mode: bind in a fresh 0700 directory beside it, chmod, rename into place.
+fn bind_private(path: &str, mode: u32) -> Result<UnixListener> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let fail = |reason: String| Error::Input {
+        source_name: format!("shim socket {path}"),
+        reason,
+    };
+    let target = Path::new(path);
+    if target.exists() {
+        if std::os::unix::net::UnixStream::connect(target).is_ok() {
+            return Err(fail("another process is serving on this socket".into()));
+        }
+        std::fs::remove_file(target)
+            .map_err(|e| fail(format!("cannot remove the stale socket: {e}")))?;
+    }
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    let private = dir.join(format!(".kubehash-bind-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(|e| fail(format!("cannot make {}: {e}", private.display())))?;
+    let result = (|| {
+        let inner = private.join("cri.sock");
+        let listener = UnixListener::bind(&inner).map_err(|e| fail(e.to_string()))?;
+        std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| fail(format!("cannot set the socket's mode: {e}")))?;
+        std::fs::rename(&inner, target)
+            .map_err(|e| fail(format!("cannot move the socket into place: {e}")))?;
+        Ok(listener)
+    })();
+    let _ = std::fs::remove_dir_all(&private);
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -694,10 +858,12 @@ mod tests {
                 new_hash: "999".into(),
                 stored_hash_without_resources: None,
                 new_hash_without_resources: Some("888".into()),
+                spec: None,
             },
         );
         ShimState {
             to: "1.29".into(),
+            from: None,
             created_at_unix: 0,
             translations,
         }

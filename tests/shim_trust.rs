@@ -1,0 +1,219 @@
+//! The CRI shim against an adversary, in front of a real containerd (tests/harness): it proves
+//! what it translates as `node apply` does (and proves a saved state again when it loads it), its
+//! socket and state never exist with a wider mode, it serves pass-through instead of exiting when
+//! it cannot plan yet, and idle connections cannot exhaust it. Each test failed on kubehash 0.1.
+
+mod harness;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{create_pod, hash, pod_json, start_shim, Containerd, TestContainer};
+use kubehash::cri::{keys, Cri};
+use serde_json::{json, Value};
+
+/// Stops a shim; its socket file is left behind by SIGKILL, so it goes too (the next shim's
+/// start is awaited by the socket's appearance).
+fn stop(mut c: Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+fn stop_shim(c: Child, dir: &Path) {
+    stop(c);
+    let _ = std::fs::remove_file(dir.join("shim.sock"));
+}
+
+async fn listed_hash(endpoint: &str, id: &str) -> String {
+    let mut cri = Cri::connect(endpoint).await.unwrap();
+    let cs = cri.list_containers().await.unwrap();
+    cs.iter().find(|c| c.id == id).unwrap().annotations[keys::HASH].clone()
+}
+
+/// A container made by kubelet `made_by` from `then`, whose spec is now `now`.
+async fn one_container(ctrd: &Containerd, made_by: &str, then: &Value, now: &Value) -> String {
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &[TestContainer {
+            spec: now.clone(),
+            stored_hash: Some(hash(then, made_by)),
+        }],
+        made_by.parse().unwrap(),
+    )
+    .await;
+    std::fs::write(
+        ctrd.dir.join("pods.json"),
+        json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",std::slice::from_ref(now))]})
+            .to_string(),
+    )
+    .unwrap();
+    pod.container_ids[0].clone()
+}
+
+/// 5. The shim's proof had the node agent's holes: without --from any version's hash counted,
+///    and a downgrade across 1.31 translated changed containers. A state saved under the old
+///    rule is proven again when loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shim_proves_like_apply_and_reproves_a_saved_state() {
+    let ctrd = Containerd::start();
+    let then = json!({"name":"app","image":harness::IMAGE,"env":[{"name":"MODE","value":"old"}]});
+    let now = json!({"name":"app","image":harness::IMAGE,"env":[{"name":"MODE","value":"new"}]});
+    let id = one_container(&ctrd, "1.31", &then, &now).await;
+    let pods = ctrd.dir.join("pods.json").display().to_string();
+    let stored = hash(&then, "1.31");
+
+    // A downgrade 1.31 → 1.30 of a changed container: nothing translated.
+    let (shim, ep) = start_shim(
+        &ctrd.dir,
+        &ctrd.endpoint(),
+        &["--to", "1.30", "--from", "1.31", "-i", &pods],
+    );
+    assert_eq!(listed_hash(&ep, &id).await, stored);
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(ctrd.dir.join("shim-state.json")).unwrap()).unwrap();
+    assert_eq!(state["translations"], json!({}), "{state}");
+    stop_shim(shim, &ctrd.dir);
+
+    // A state saved by kubehash 0.1 that translates it anyway: proven again, dropped.
+    let forged = json!({"to":"1.30","created_at_unix":1,"translations":{id.clone():{
+        "pod":"shop/web-1","container":"app","stored_hash":stored,"new_hash":hash(&now,"1.30"),
+        "new_hash_without_resources":null}}});
+    std::fs::write(ctrd.dir.join("shim-state.json"), forged.to_string()).unwrap();
+    let (shim, ep) = start_shim(&ctrd.dir, &ctrd.endpoint(), &["--to", "1.30"]);
+    assert_eq!(listed_hash(&ep, &id).await, stored, "never masked");
+    stop_shim(shim, &ctrd.dir);
+    let log = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
+    assert!(
+        log.contains(&format!("not translating container {id}")),
+        "{log}"
+    );
+
+    // Without --from (and no Node to ask), nothing is provable.
+    std::fs::remove_file(ctrd.dir.join("shim-state.json")).unwrap();
+    let (shim, ep) = start_shim(&ctrd.dir, &ctrd.endpoint(), &["--to", "1.30", "-i", &pods]);
+    assert_eq!(listed_hash(&ep, &id).await, stored);
+    stop(shim);
+}
+
+/// 6. The socket was bound, then chmod-ed, in a directory made with the process umask: under
+///    `umask 000` another user could connect in between. The state file was 0644.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_socket_and_state_never_exist_with_a_wider_mode() {
+    let ctrd = Containerd::start();
+    let spec = json!({"name":"app","image":harness::IMAGE});
+    one_container(&ctrd, "1.30", &spec, &spec).await;
+    let dir = ctrd.dir.join("run/kubehash");
+    let sock = dir.join("cri.sock");
+    let state = ctrd.dir.join("shim-state.json");
+    let script = format!(
+        "umask 000; exec {} shim --listen unix://{} --runtime-endpoint {} --state {} --to 1.31 --from 1.30 -i {}",
+        env!("CARGO_BIN_EXE_kubehash"),
+        sock.display(),
+        ctrd.endpoint(),
+        state.display(),
+        ctrd.dir.join("pods.json").display()
+    );
+    let shim = Command::new("sh")
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Watch the path from the first moment it exists.
+    let end = Instant::now() + Duration::from_secs(20);
+    let first_mode = loop {
+        if let Ok(m) = std::fs::symlink_metadata(&sock) {
+            break m.permissions().mode() & 0o777;
+        }
+        assert!(Instant::now() < end, "the shim did not start");
+        std::hint::spin_loop();
+    };
+    stop(shim);
+    assert_eq!(
+        first_mode, 0o600,
+        "the socket's mode when it first appeared"
+    );
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "the socket's directory");
+    assert_eq!(mode(&state), 0o600, "the state file");
+}
+
+/// 7. At first start without a runtime, the shim exited and left the kubelet with no runtime at
+///    all; it now serves pass-through (UNAVAILABLE while the runtime is down), and plans once the
+///    runtime is there. 200 idle connections hung the kubelet's calls; they are now closed after
+///    the handshake timeout and bounded in number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pass_through_until_a_plan_and_idle_connections_cannot_starve_the_kubelet() {
+    let ctrd = Containerd::start();
+    let spec = json!({"name":"app","image":harness::IMAGE});
+    let id = one_container(&ctrd, "1.30", &spec, &spec).await;
+    // The runtime endpoint the shim is given does not exist yet.
+    let later = ctrd.dir.join("later.sock");
+    let (shim, ep) = start_shim(
+        &ctrd.dir,
+        &format!("unix://{}", later.display()),
+        &[
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+            &ctrd.dir.join("pods.json").display().to_string(),
+            "--plan-retry-seconds",
+            "1",
+            "--handshake-timeout-seconds",
+            "1",
+            "--max-connections",
+            "16",
+        ],
+    );
+    // The shim answers (it did not exit); the runtime is unavailable.
+    let err = match Cri::connect(&ep).await {
+        Ok(mut cri) => cri.list_containers().await.unwrap_err().to_string(),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("Unavailable"), "{err}");
+    assert!(err.contains("later.sock"), "{err}");
+    // The runtime appears: the shim plans and translates.
+    std::os::unix::fs::symlink(ctrd.socket(), &later).unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(h) = async {
+            let mut cri = Cri::connect(&ep).await?;
+            let cs = cri.list_containers().await?;
+            Ok::<_, kubehash::Error>(
+                cs.iter()
+                    .find(|c| c.id == id)
+                    .map(|c| c.annotations[keys::HASH].clone()),
+            )
+        }
+        .await
+        {
+            if h.as_deref() == Some(hash(&spec, "1.31").as_str()) {
+                break;
+            }
+        }
+        assert!(Instant::now() < end, "the shim never planned");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // 200 connections that never speak HTTP/2.
+    let sock = ctrd.dir.join("shim.sock");
+    let idle: Vec<_> = (0..200)
+        .filter_map(|_| std::os::unix::net::UnixStream::connect(&sock).ok())
+        .collect();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let t = Instant::now();
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    assert!(cri.list_containers().await.is_ok());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    drop(idle);
+    stop(shim);
+}
