@@ -177,9 +177,12 @@ fn bench_shim(c: &mut Criterion) {
             .map(|i| {
                 let mut spec = json!({"name": format!("c{i}"), "image": harness::IMAGE});
                 if i < CONTAINERS / 2 {
+                    // 1.31 hashes only name and image, so the name is what varies.
                     for j in 0.. {
-                        spec = json!({"name": format!("c{i}"), "image": harness::IMAGE, "args": [format!("--n={j}")]});
-                        if harness::hash(&spec, "1.30").len() == 8 && harness::hash(&spec, "1.31").len() == 8 {
+                        spec = json!({"name": format!("c{i}-{j}"), "image": harness::IMAGE});
+                        if harness::hash(&spec, "1.30").len() == 8
+                            && harness::hash(&spec, "1.31").len() == 8
+                        {
                             break;
                         }
                     }
