@@ -4,8 +4,11 @@
 //! `io.cri-containerd.container.metadata` (type URL
 //! `github.com/containerd/cri/pkg/store/container/Metadata`), as compact JSON:
 //! `{"Version":"v1","Metadata":{"ID","Name","SandboxID","Config":{…,"annotations":{…}},…}}`.
-//! The same key, type URL and shape are used by containerd 1.6, 1.7 and 2.x. The CRI plugin reads
-//! it only at start-up, so an edit shows over CRI after containerd restarts.
+//! The same key, type URL and shape (`Version: "v1"`) are used by every containerd from 1.6 to 2.4;
+//! newer releases add keys (`ImageDigest`, `ImageName` after `ImageRef`). kubehash therefore
+//! accepts any containerd whose record validates by content, and keeps every key it does not know,
+//! and their order, byte for byte. The CRI plugin reads the extension only at start-up, so an edit
+//! shows over CRI after containerd restarts.
 //!
 //! containerd stores *any* bytes it is given, and a bad value makes the container invisible to CRI
 //! after the next restart (see shared/docs/containerd-notes.md), so [`rewrite_hashes`] changes only
@@ -33,8 +36,6 @@ pub const TYPE_URL: &str = "github.com/containerd/cri/pkg/store/container/Metada
 pub const FIELD_MASK: &str = "extensions.io.cri-containerd.container.metadata";
 /// The containerd namespace of CRI containers.
 pub const NAMESPACE: &str = "k8s.io";
-/// containerd major.minor versions whose CRI metadata format kubehash knows.
-pub const KNOWN_VERSIONS: &[&str] = &["1.6", "1.7", "2.0", "2.1"];
 
 /// A connection to containerd's own API (not CRI).
 #[derive(Clone)]
@@ -86,23 +87,6 @@ impl Store {
     /// containerd's version, as it reports it (`1.6.20~ds1`).
     pub fn version(&self) -> &str {
         &self.version
-    }
-
-    /// Fails unless kubehash knows this containerd's metadata format.
-    pub fn check_known_version(&self) -> Result<()> {
-        let mm = major_minor(&self.version);
-        if KNOWN_VERSIONS.contains(&mm.as_str()) {
-            Ok(())
-        } else {
-            Err(Error::Containerd {
-                endpoint: self.endpoint.clone(),
-                reason: format!(
-                    "containerd {} is not one whose CRI metadata format kubehash knows ({})",
-                    self.version,
-                    KNOWN_VERSIONS.join(", ")
-                ),
-            })
-        }
     }
 
     fn error(&self, what: &str, s: tonic::Status) -> Error {
@@ -346,6 +330,28 @@ mod tests {
             "\"io.kubernetes.container.hash\":\"1\",\"x\"",
         );
         assert!(rewrite_hashes(dup.as_bytes(), ID, "ff", None).is_err());
+    }
+
+    /// containerd's main branch adds `ImageDigest` and `ImageName` after `ImageRef` (still "v1"):
+    /// such a record is accepted by content, and every unknown key and their order are kept.
+    #[test]
+    fn unknown_keys_of_newer_containerd_are_kept_byte_for_byte() {
+        let raw = BEFORE.trim_end();
+        let at = raw.find("\"ImageRef\":").expect("ImageRef");
+        let end = at + raw[at..].find(",\"").expect("next key");
+        let newer = format!(
+            "{}{},\"ImageDigest\":\"sha256:{}\",\"ImageName\":\"docker.io/local/app:1\"{}",
+            &raw[..at],
+            &raw[at..end],
+            "0".repeat(64),
+            &raw[end..]
+        );
+        let new = rewrite_hashes(newer.as_bytes(), ID, "8e45cbd0", None).unwrap();
+        let want = newer.replace(
+            "\"io.kubernetes.container.hash\":\"abc123\"",
+            "\"io.kubernetes.container.hash\":\"8e45cbd0\"",
+        );
+        assert_eq!(String::from_utf8(new).unwrap(), want);
     }
 
     #[test]

@@ -158,7 +158,6 @@ pub async fn apply(
         reason,
     })?;
     let store = Store::connect(containerd_endpoint).await?;
-    store.check_known_version()?;
     let mut cri = Cri::connect(cri_endpoint).await?;
     let containers = cri.list_containers().await?;
     let plans = plan(&containers, pods, to, from);

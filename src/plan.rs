@@ -11,6 +11,8 @@
 //! * `will-restart`: H is not kubelet F's hash of S (the spec really changed), or S sets a field
 //!   that T hashes and F dropped (C never applied it). Never masked;
 //! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
+//! * `not-running`: C is created or exited: the kubelet restarts a container for a hash change
+//!   only while it runs (`computePodActions`), so nothing to do;
 //! * `no-pod`: no pod spec for C (deleted pod, static pod without a manifest);
 //! * `error`: cannot decide (no stored hash, a spec that does not decode, …).
 //!
@@ -37,6 +39,7 @@ pub enum Verdict {
     Rewrite,
     WillRestart,
     Unprovable,
+    NotRunning,
     NoPod,
     Error,
 }
@@ -48,6 +51,7 @@ impl Verdict {
             Verdict::Rewrite => "rewrite",
             Verdict::WillRestart => "will-restart",
             Verdict::Unprovable => "unprovable",
+            Verdict::NotRunning => "not-running",
             Verdict::NoPod => "no-pod",
             Verdict::Error => "error",
         }
@@ -216,6 +220,16 @@ fn decide(
     from: Option<KubeletVersion>,
     all: &[KubeletVersion],
 ) {
+    // kuberuntime_manager.go computePodActions (and computeInitContainerActions for sidecars)
+    // compares hashes only for containers whose state is running.
+    if p.state != "running" {
+        p.verdict = Verdict::NotRunning;
+        p.reason = format!(
+            "the container is {}: the kubelet restarts a container for a hash change only while it runs",
+            p.state
+        );
+        return;
+    }
     let Some(spec) = pods.find(&p.pod_uid, &p.namespace, &p.pod, &p.container) else {
         p.verdict = Verdict::NoPod;
         p.reason = format!(
@@ -235,7 +249,12 @@ fn decide(
     p.new_hash = hashes.get(to).map(format_hash);
     p.new_hash_without_resources = hashes.get_without_resources(to).map(format_hash);
     let Some(stored) = p.stored_hash.clone() else {
-        p.reason = format!("the container has no {} annotation", keys::HASH);
+        // kubelet: an absent or unparsable hash annotation reads as 0, which never matches.
+        p.verdict = Verdict::WillRestart;
+        p.reason = format!(
+            "the container has no {} annotation: the kubelet reads it as 0 and restarts the container",
+            keys::HASH
+        );
         return;
     };
     let matching: Vec<KubeletVersion> = hashes
@@ -392,7 +411,7 @@ mod tests {
                 Verdict::WillRestart,
                 Verdict::Unchanged,
                 Verdict::NoPod,
-                Verdict::Error
+                Verdict::WillRestart
             ]
         );
         // Without the old kubelet's version, a match among every version's hash proves nothing.
@@ -400,6 +419,23 @@ mod tests {
         assert_eq!(p.verdict, Verdict::Unprovable);
         assert_eq!(p.provenance, ["1.16–1.30"]);
         assert_eq!(p.new_hash.as_deref(), Some(hash_of(&spec, "1.31").as_str()));
+    }
+
+    #[test]
+    fn only_running_containers_are_restarted_for_a_hash_change() {
+        let spec = json!({"name":"app","image":"nginx:1"});
+        let mut pods = PodIndex::default();
+        pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[spec.clone()]}}));
+        for state in [
+            proto::ContainerState::ContainerExited,
+            proto::ContainerState::ContainerCreated,
+            proto::ContainerState::ContainerUnknown,
+        ] {
+            let mut c = container("a", "u1", "app", Some(&hash_of(&spec, "1.30")));
+            c.state = state as i32;
+            let p = &plan(&[c], &pods, v("1.31"), Some(v("1.30")))[0];
+            assert_eq!(p.verdict, Verdict::NotRunning, "{state:?}");
+        }
     }
 
     #[test]

@@ -376,6 +376,9 @@ pub struct PodContainer {
     pub kind: ContainerKind,
     pub name: String,
     pub json: Value,
+    /// Why a hash change cannot restart this container (from the pod's status), or `None` when
+    /// it runs or may run (no status says otherwise).
+    pub not_running: Option<String>,
 }
 
 /// The top of a pod's owner chain.
@@ -491,6 +494,82 @@ pub fn take_container_slots(pod: &mut Value) -> Vec<ContainerSlot> {
 /// Splits a pod object into its containers (init, sidecar, regular, ephemeral), taking the
 /// container values out of it. An object that is not a pod, or a pod without containers, is an
 /// error naming it.
+/// What a pod's status says about which of its containers run. The kubelet compares hashes only
+/// for running regular containers (`computePodActions`) and running sidecars
+/// (`computeInitContainerActions`); it never restarts regular init containers or ephemeral
+/// containers for a hash change, nor any container of a pod that has finished.
+struct ContainerStates {
+    /// Why no container of the pod can be restarted (finished, not started).
+    pod: Option<String>,
+    /// Container name → running, from `status.*ContainerStatuses[].state`.
+    running: BTreeMap<String, bool>,
+}
+
+impl ContainerStates {
+    fn of(pod: &Value, scheduled: bool) -> ContainerStates {
+        let phase = pod
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let mut running = BTreeMap::new();
+        for list in [
+            "containerStatuses",
+            "initContainerStatuses",
+            "ephemeralContainerStatuses",
+        ] {
+            for s in pod
+                .pointer(&format!("/status/{list}"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(n) = s.get("name").and_then(Value::as_str) {
+                    let is_running = s.pointer("/state/running").is_some_and(|r| !r.is_null());
+                    running.insert(n.to_string(), is_running);
+                }
+            }
+        }
+        let pod_reason = match phase {
+            "Succeeded" | "Failed" => Some(format!(
+                "the pod has finished ({phase}): its containers are never restarted"
+            )),
+            _ if !scheduled => Some("the pod is not scheduled to a node".to_string()),
+            "Pending" if running.values().all(|r| !r) => {
+                Some("the pod is Pending: its containers have not started".to_string())
+            }
+            _ => None,
+        };
+        ContainerStates {
+            pod: pod_reason,
+            running,
+        }
+    }
+
+    fn not_running(&self, kind: ContainerKind, name: &str) -> Option<String> {
+        if let Some(r) = &self.pod {
+            return Some(r.clone());
+        }
+        match kind {
+            ContainerKind::Init => {
+                return Some(
+                    "a regular init container: the kubelet does not restart it for a hash change"
+                        .into(),
+                )
+            }
+            ContainerKind::Ephemeral => {
+                return Some("an ephemeral container: the kubelet never restarts it".into())
+            }
+            ContainerKind::Regular | ContainerKind::Sidecar => {}
+        }
+        match self.running.get(name) {
+            Some(false) => {
+                Some("the container is not running (its status says waiting or terminated)".into())
+            }
+            _ => None,
+        }
+    }
+}
+
 pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, String> {
     let kind = pod.get("kind").and_then(Value::as_str).unwrap_or("Pod");
     if kind != "Pod" {
@@ -513,6 +592,7 @@ pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, 
         .unwrap_or("")
         .to_string();
     let workload = workload_of(&pod);
+    let status = ContainerStates::of(&pod, !node.is_empty());
     let mut out = Vec::new();
     for slot in take_container_slots(&mut pod) {
         let (list, i, c) = match slot {
@@ -535,6 +615,7 @@ pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, 
             _ => ContainerKind::Ephemeral,
         };
         out.push(PodContainer {
+            not_running: status.not_running(kind, &cname),
             namespace: namespace.clone(),
             pod: name.clone(),
             pod_uid: uid.clone(),
@@ -651,5 +732,50 @@ mod tests {
             ]
         );
         assert!(pod_containers(json!({"metadata":{"name":"p"},"spec":{}})).is_err());
+    }
+
+    #[test]
+    fn which_containers_a_hash_change_can_restart() {
+        use serde_json::json;
+        let pod = |phase: &str, node: Option<&str>, statuses: Value| {
+            let mut p = json!({"metadata":{"namespace":"ns","name":"p","uid":"u"},
+                "spec":{"initContainers":[{"name":"init"},{"name":"side","restartPolicy":"Always"}],
+                        "containers":[{"name":"a"},{"name":"b"}],
+                        "ephemeralContainers":[{"name":"debug"}]},
+                "status":{"phase":phase,"containerStatuses":statuses}});
+            if let Some(n) = node {
+                p["spec"]["nodeName"] = json!(n);
+            }
+            pod_containers(p)
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.name, c.not_running.is_none()))
+                .collect::<Vec<_>>()
+        };
+        let running = json!([{"name":"a","state":{"running":{}}},{"name":"b","state":{"waiting":{"reason":"CrashLoopBackOff"}}}]);
+        assert_eq!(
+            pod("Running", Some("n1"), running.clone()),
+            [
+                ("init".to_string(), false),
+                ("side".to_string(), true),
+                ("a".to_string(), true),
+                ("b".to_string(), false),
+                ("debug".to_string(), false)
+            ]
+        );
+        for (phase, node) in [
+            ("Succeeded", Some("n1")),
+            ("Failed", Some("n1")),
+            ("Pending", None),
+        ] {
+            assert!(
+                pod(phase, node, running.clone()).iter().all(|(_, r)| !r),
+                "{phase}"
+            );
+        }
+        // No status at all: assumed running (a restart is reported rather than missed).
+        assert!(pod("", Some("n1"), Value::Null)
+            .iter()
+            .any(|(n, r)| n == "a" && *r));
     }
 }

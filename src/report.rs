@@ -148,8 +148,8 @@ pub fn write_columns(rows: &[Vec<String>], out: &mut impl Write) -> io::Result<(
     Ok(())
 }
 
-fn counts_cells(c: &Counts) -> [String; 4] {
-    [c.containers, c.restart, c.kept, c.error].map(|n| n.to_string())
+fn counts_cells(c: &Counts) -> [String; 5] {
+    [c.containers, c.restart, c.kept, c.not_running, c.error].map(|n| n.to_string())
 }
 
 /// The scan report for people: the totals, then by node, by workload, and every container.
@@ -157,11 +157,12 @@ pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> 
     let t = &r.total;
     writeln!(
         out,
-        "Upgrade to kubelet {}: {} of {} containers would be restarted, {} kept{}.",
+        "Upgrade to kubelet {}: {} of {} containers would be restarted, {} kept, {} not running{}.",
         r.to,
         t.restart,
         t.containers,
         t.kept,
+        t.not_running,
         if t.error > 0 {
             format!(", {} undecided (see ERROR)", t.error)
         } else {
@@ -170,11 +171,17 @@ pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> 
     )?;
     writeln!(out)?;
 
-    let mut rows = vec![
-        ["NODE", "KUBELET", "CONTAINERS", "RESTART", "KEPT", "ERROR"]
-            .map(String::from)
-            .to_vec(),
-    ];
+    let mut rows = vec![[
+        "NODE",
+        "KUBELET",
+        "CONTAINERS",
+        "RESTART",
+        "KEPT",
+        "NOT-RUNNING",
+        "ERROR",
+    ]
+    .map(String::from)
+    .to_vec()];
     for (node, s) in &r.nodes {
         let mut row = vec![
             if node.is_empty() {
@@ -190,9 +197,16 @@ pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> 
     write_columns(&rows, out)?;
     writeln!(out)?;
 
-    let mut rows = vec![["WORKLOAD", "CONTAINERS", "RESTART", "KEPT", "ERROR"]
-        .map(String::from)
-        .to_vec()];
+    let mut rows = vec![[
+        "WORKLOAD",
+        "CONTAINERS",
+        "RESTART",
+        "KEPT",
+        "NOT-RUNNING",
+        "ERROR",
+    ]
+    .map(String::from)
+    .to_vec()];
     let mut workloads: Vec<_> = r.workloads.iter().collect();
     workloads.sort_by(|a, b| b.1.restart.cmp(&a.1.restart).then(a.0.cmp(b.0)));
     for (w, c) in workloads {
@@ -227,6 +241,7 @@ fn detail_row(c: &ContainerImpact) -> Vec<String> {
     let o = &c.outcome;
     let verdict = match (o.impact, o.verdict) {
         (Impact::Kept, _) => "kept",
+        (Impact::NotRunning, _) => "not-running",
         (Impact::Restart, Verdict::WillRestart) => "will-restart",
         (Impact::Restart, Verdict::Unprovable) => "unprovable",
         (Impact::Restart, _) => "restart",
@@ -296,6 +311,8 @@ pub fn plan_counts(plans: &[ContainerPlan]) -> Vec<(&'static str, usize)> {
         Verdict::Rewrite,
         Verdict::Unchanged,
         Verdict::WillRestart,
+        Verdict::Unprovable,
+        Verdict::NotRunning,
         Verdict::NoPod,
         Verdict::Error,
     ]

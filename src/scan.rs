@@ -46,6 +46,10 @@ use crate::version::{HashEpoch, KubeletVersion};
 pub enum Impact {
     Kept,
     Restart,
+    /// Not running (a finished pod, a completed init container, …): a hash change cannot
+    /// restart it.
+    #[serde(rename = "not-running")]
+    NotRunning,
     Error,
 }
 
@@ -123,9 +127,17 @@ impl Scanner {
             .into_iter()
             .map(|c| {
                 let path = format!("{}/{}: {}", c.namespace, c.pod, c.name);
-                let outcome = match &from {
-                    Ok(f) => self.assess(&c.json, *f, &path),
-                    Err(e) => Outcome {
+                let outcome = match (&from, &c.not_running) {
+                    (_, Some(why)) => Outcome {
+                        impact: Impact::NotRunning,
+                        verdict: Verdict::NotRunning,
+                        hash_from: None,
+                        hash_to: None,
+                        reasons: vec![why.clone()],
+                        error: None,
+                    },
+                    (Ok(f), None) => self.assess(&c.json, *f, &path),
+                    (Err(e), None) => Outcome {
                         impact: Impact::Error,
                         verdict: Verdict::Error,
                         hash_from: None,
@@ -356,6 +368,7 @@ pub struct Counts {
     pub containers: u64,
     pub kept: u64,
     pub restart: u64,
+    pub not_running: u64,
     pub error: u64,
 }
 
@@ -365,6 +378,7 @@ impl Counts {
         match i {
             Impact::Kept => self.kept += 1,
             Impact::Restart => self.restart += 1,
+            Impact::NotRunning => self.not_running += 1,
             Impact::Error => self.error += 1,
         }
     }

@@ -166,7 +166,7 @@ fn lists_pods_page_by_page_and_nodes_for_their_versions() {
     let out = scan(&server.url, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["total"]["containers"], 21);
+    assert_eq!(v["total"]["containers"], 24);
     assert_eq!(v["nodes"]["node-c"]["from"], "1.27");
     let reqs = server.requests.lock().unwrap().clone();
     let pages: Vec<&String> = reqs
@@ -190,7 +190,7 @@ fn an_expired_continue_token_restarts_the_list_without_double_counting() {
     let out = scan(&server.url, &["--from", "1.30"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["total"]["containers"], 21, "no pod counted twice");
+    assert_eq!(v["total"]["containers"], 24, "no pod counted twice");
     let reqs = server.requests.lock().unwrap().clone();
     let firsts = reqs
         .iter()

@@ -172,7 +172,9 @@ fn scan_summarises_by_node_and_workload_then_details() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
     assert!(
-        s.starts_with("Upgrade to kubelet 1.30: 2 of 21 containers would be restarted, 19 kept."),
+        s.starts_with(
+            "Upgrade to kubelet 1.30: 2 of 24 containers would be restarted, 14 kept, 8 not running."
+        ),
         "{s}"
     );
     let node = s.find("\nNODE ").unwrap();
@@ -199,7 +201,7 @@ fn scan_json_has_a_stable_shape() {
     assert_eq!(v["to"], "1.31");
     assert_eq!(
         v["total"],
-        serde_json::json!({"containers":21,"kept":0,"restart":21,"error":0})
+        serde_json::json!({"containers":24,"kept":0,"restart":16,"not_running":8,"error":0})
     );
     assert_eq!(v["nodes"]["node-a"]["from"], "1.30");
     assert_eq!(
@@ -320,7 +322,7 @@ fn matrix_of_the_example_cluster() {
     let out = kubehash(&["matrix", "-i", PODS, "--versions", "1.29..1.31"], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
-    assert!(s.contains("1.30 → 1.31  21         21  100.0%"), "{s}");
+    assert!(s.contains("1.30 → 1.31  24         24  100.0%"), "{s}");
 }
 
 #[test]

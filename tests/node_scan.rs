@@ -26,7 +26,7 @@ async fn node_scan_gives_every_verdict() {
     let current = json!({"name":"current","image":harness::IMAGE});
 
     // A pod made by kubelet 1.30: one container current, one whose spec changed since.
-    create_pod(
+    let web_pod = create_pod(
         &mut cri,
         &logs,
         "shop",
@@ -105,7 +105,7 @@ async fn node_scan_gives_every_verdict() {
     assert_eq!(doc["runtime"]["name"], "containerd");
     assert_eq!(
         doc["counts"],
-        json!({"rewrite":1,"unchanged":1,"will-restart":1,"no-pod":1,"error":0})
+        json!({"rewrite":1,"unchanged":1,"will-restart":1,"unprovable":0,"not-running":0,"no-pod":1,"error":0})
     );
     let by_name = |pod: &str, c: &str| -> Value {
         doc["containers"]
@@ -145,9 +145,41 @@ async fn node_scan_gives_every_verdict() {
         "{t}"
     );
     assert!(
-        t.contains("1 rewrite, 1 unchanged, 1 will-restart, 1 no-pod, 0 error"),
+        t.contains("1 rewrite, 1 unchanged, 1 will-restart, 0 unprovable, 0 not-running, 1 no-pod, 0 error"),
         "{t}"
     );
+
+    // The kubelet restarts a container for a hash change only while it runs
+    // (computePodActions): once `web` has exited, it is not-running, and nothing is to be done.
+    cri.stop_container(&web_pod.container_ids[0], 0)
+        .await
+        .unwrap();
+    let again = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args([
+            "scan",
+            "--cri",
+            &ctrd.endpoint(),
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-o",
+            "json",
+            "--pods",
+        ])
+        .arg(&pods_file)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&again.stdout).unwrap();
+    let web = doc["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["container"] == "web")
+        .unwrap()
+        .clone();
+    assert_eq!(web["state"], "exited");
+    assert_eq!(web["verdict"], "not-running", "{web}");
 }
 
 #[test]
