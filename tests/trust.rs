@@ -154,10 +154,17 @@ async fn weak_proofs_write_nothing() {
     let out = apply(&sc, &["--from", "1.29", "--to", "1.30"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for (o, field) in v["outcomes"].as_array().unwrap().iter().zip([
-        "securityContext.appArmorProfile",
-        "volumeMounts[].recursiveReadOnly",
-    ]) {
+    // CRI lists containers in no fixed order: find each by name.
+    for (name, field) in [
+        ("armored", "securityContext.appArmorProfile"),
+        ("rro", "volumeMounts[].recursiveReadOnly"),
+    ] {
+        let o = v["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["container"] == name)
+            .unwrap();
         assert_eq!(o["verdict"], "will-restart", "{o}");
         assert_eq!(o["result"], "left-alone", "{o}");
         assert!(o["detail"].as_str().unwrap().contains(field), "{o}");
