@@ -148,6 +148,15 @@ pub fn write_columns(rows: &[Vec<String>], out: &mut impl Write) -> io::Result<(
     Ok(())
 }
 
+/// The header of a table of counts: `first` columns, then the columns of [`counts_cells`].
+fn count_header(first: &[&str]) -> Vec<String> {
+    first
+        .iter()
+        .chain(&["CONTAINERS", "RESTART", "KEPT", "NOT-RUNNING", "ERROR"])
+        .map(|h| h.to_string())
+        .collect()
+}
+
 fn counts_cells(c: &Counts) -> [String; 5] {
     [c.containers, c.restart, c.kept, c.not_running, c.error].map(|n| n.to_string())
 }
@@ -171,17 +180,7 @@ pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> 
     )?;
     writeln!(out)?;
 
-    let mut rows = vec![[
-        "NODE",
-        "KUBELET",
-        "CONTAINERS",
-        "RESTART",
-        "KEPT",
-        "NOT-RUNNING",
-        "ERROR",
-    ]
-    .map(String::from)
-    .to_vec()];
+    let mut rows = vec![count_header(&["NODE", "KUBELET"])];
     for (node, s) in &r.nodes {
         let mut row = vec![
             if node.is_empty() {
@@ -197,16 +196,7 @@ pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> 
     write_columns(&rows, out)?;
     writeln!(out)?;
 
-    let mut rows = vec![[
-        "WORKLOAD",
-        "CONTAINERS",
-        "RESTART",
-        "KEPT",
-        "NOT-RUNNING",
-        "ERROR",
-    ]
-    .map(String::from)
-    .to_vec()];
+    let mut rows = vec![count_header(&["WORKLOAD"])];
     let mut workloads: Vec<_> = r.workloads.iter().collect();
     workloads.sort_by(|a, b| b.1.restart.cmp(&a.1.restart).then(a.0.cmp(b.0)));
     for (w, c) in workloads {

@@ -16,18 +16,10 @@ use std::time::{Duration, Instant};
 
 use harness::apiserver::TestApi;
 use harness::kubelet::{Healthz, TestKubelet};
-use harness::{hash, pod_json, Containerd};
+use harness::{free_port, hash, pod_json, Containerd};
 use kubehash::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
 use kubehash::cri::Cri;
 use serde_json::{json, Value};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn wait(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + deadline;

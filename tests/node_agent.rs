@@ -6,10 +6,10 @@ mod harness;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{create_pod, hash, pod_json, Containerd, TestContainer};
+use harness::{create_pod, hash, kubehash, pod_json, text, Containerd, TestContainer};
 use kubehash::containerd::{
     parse_metadata, stored_hashes, validate_edit, Store, EXTENSION, TYPE_URL,
 };
@@ -21,17 +21,6 @@ use serde_json::{json, Value};
 
 fn v(s: &str) -> KubeletVersion {
     s.parse().unwrap()
-}
-
-fn kubehash(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Containers whose spec is current (`a`, `b`) and one whose spec changed after it was created

@@ -11,21 +11,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use harness::{create_pod, hash, pod_json, Containerd, TestContainer};
+use harness::{create_pod, hash, kubehash, pod_json, text, Containerd, TestContainer};
 use kubehash::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
 use kubehash::cri::Cri;
 use serde_json::{json, Value};
-
-fn kubehash(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn s(p: &Path) -> String {
     p.display().to_string()
@@ -86,26 +75,30 @@ async fn extensions(ep: &str, ids: &[String]) -> Vec<Vec<u8>> {
     out
 }
 
-fn apply(sc: &Scenario, extra: &[&str]) -> Output {
+/// `kubehash node apply` on the scenario's node, journals in its `journals/`, JSON out.
+fn apply_command(sc: &Scenario, extra: &[&str]) -> Command {
     let ep = sc.ctrd.endpoint();
-    let dir = s(&sc.ctrd.dir.join("journals"));
-    let pods = s(&sc.pods_file);
-    let mut args = vec![
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kubehash"));
+    c.args([
         "node",
         "apply",
         "--cri",
         &ep,
         "--containerd",
         &ep,
-        "-i",
-        &pods,
-        "--journal-dir",
-        &dir,
         "-o",
         "json",
-    ];
-    args.extend_from_slice(extra);
-    kubehash(&args)
+    ])
+    .arg("-i")
+    .arg(&sc.pods_file)
+    .arg("--journal-dir")
+    .arg(sc.ctrd.dir.join("journals"))
+    .args(extra);
+    c
+}
+
+fn apply(sc: &Scenario, extra: &[&str]) -> Output {
+    apply_command(sc, extra).output().unwrap()
 }
 
 fn results(out: &Output) -> Vec<(String, String)> {
@@ -418,29 +411,10 @@ async fn the_default_journal_covers_the_whole_upgrade() {
     let originals = extensions(&ep, &sc.ids).await;
     let journal = sc.ctrd.dir.join("journals/1.30-to-1.31.jsonl");
     let dir = s(&sc.ctrd.dir.join("journals"));
-    let pods = s(&sc.pods_file);
-    let args = [
-        "node",
-        "apply",
-        "--cri",
-        &ep,
-        "--containerd",
-        &ep,
-        "-i",
-        &pods,
-        "--journal-dir",
-        &dir,
-        "--from",
-        "1.30",
-        "--to",
-        "1.31",
-        "-o",
-        "json",
-    ];
+    let upgrade = ["--from", "1.30", "--to", "1.31"];
 
     // Killed (SIGKILL) after two of four writes, in the middle of the next append.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args(args)
+    let mut child = apply_command(&sc, &upgrade)
         .env("KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS", "1500")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -456,7 +430,7 @@ async fn the_default_journal_covers_the_whole_upgrade() {
         .unwrap();
 
     // The re-run continues the same journal, sets the torn line aside and finishes.
-    let again = kubehash(&args);
+    let again = apply(&sc, &upgrade);
     assert!(again.status.success(), "{}", text(&again.stderr));
     let r = results(&again);
     assert_eq!(r.iter().filter(|(_, x)| x == "written").count(), 2, "{r:?}");
@@ -466,7 +440,7 @@ async fn the_default_journal_covers_the_whole_upgrade() {
         .join("journals/1.30-to-1.31.jsonl.torn")
         .exists());
     // And once more: idempotent, nothing written.
-    let third = kubehash(&args);
+    let third = apply(&sc, &upgrade);
     assert!(results(&third).iter().all(|(_, x)| x != "written"));
     let files: Vec<_> = std::fs::read_dir(sc.ctrd.dir.join("journals"))
         .unwrap()

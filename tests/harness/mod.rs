@@ -581,6 +581,27 @@ pub async fn web_pod(ctrd: &Containerd, cri: &mut Cri, from: &str) -> WebPod {
     }
 }
 
+/// Runs the real `kubehash` binary with `args`.
+pub fn kubehash(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(args)
+        .output()
+        .expect("kubehash runs")
+}
+
+/// A process's output as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A loopback TCP port free at the time of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// kubelet `version`'s hash of a container spec, as stored in the annotation.
 pub fn hash(spec: &Value, version: &str) -> String {
     let v: KubeletVersion = version.parse().expect("test version");
