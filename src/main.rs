@@ -655,6 +655,14 @@ fn run_scan(args: ScanArgs) -> Result<ExitCode> {
     for p in &report.problems {
         eprintln!("kubehash: not scanned: {p}");
     }
+    let froms: std::collections::BTreeSet<KubeletVersion> = report
+        .nodes
+        .values()
+        .filter_map(|n| n.from.as_deref()?.parse().ok())
+        .collect();
+    for from in froms {
+        warn_upgrade(from, to);
+    }
     if args.fail_on_restart && report.total.restart > 0 {
         return Ok(ExitCode::from(3));
     }
@@ -748,6 +756,14 @@ async fn read_node_pods(source: &PodSource) -> Result<(PodIndex, Option<KubeletV
     Ok((pods, node_version))
 }
 
+/// Warnings about the upgrade itself (a downgrade, a jump beyond the version-skew policy), on
+/// stderr.
+fn warn_upgrade(from: KubeletVersion, to: KubeletVersion) {
+    for w in kubehash::version::upgrade_warnings(from, to) {
+        eprintln!("kubehash: warning: {w}");
+    }
+}
+
 /// The old kubelet F of the proof rule: `--from`, else the version the Node reports.
 fn old_kubelet(
     from: &Option<String>,
@@ -770,6 +786,9 @@ fn print_node_plan(
     let rt = runtime()?;
     let (pods, node_version) = node_pods(&rt, source)?;
     let from = from.or(node_version);
+    if let Some(f) = from {
+        warn_upgrade(f, to);
+    }
     let (containers, runtime) = rt.block_on(async {
         let mut cri = Cri::connect(endpoint).await?;
         let containers = cri.list_containers().await?;
@@ -844,6 +863,9 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
     let rt = runtime()?;
     let (pods, node_version) = node_pods(&rt, &a.plan.source)?;
     let from = old_kubelet(&a.plan.from, node_version)?;
+    if let Some(f) = from {
+        warn_upgrade(f, to);
+    }
     let journal = a.journal.clone().unwrap_or_else(|| {
         kubehash::journal::path_for(
             &a.journal_dir,

@@ -201,7 +201,7 @@ pub async fn apply(
             out.detail = format!("not written: {}", stopped.as_deref().unwrap_or_default());
         } else if p.verdict == Verdict::Rewrite {
             first = false;
-            match rewrite_one(&store, &mut journal, p, to).await {
+            match rewrite_one(&store, &mut journal, p).await {
                 Ok((result, detail)) => {
                     out.result = result.into();
                     out.detail = detail;
@@ -233,7 +233,6 @@ async fn rewrite_one(
     store: &Store,
     journal: &mut Journal,
     p: &ContainerPlan,
-    to: KubeletVersion,
 ) -> Result<(&'static str, String)> {
     let bad = |reason: String| Error::Containerd {
         endpoint: "record".into(),
@@ -261,11 +260,8 @@ async fn rewrite_one(
             stored, p.stored_hash
         )));
     }
-    let new_without = if to.has_hash_without_resources() {
-        p.new_hash_without_resources.as_deref()
-    } else {
-        None
-    };
+    // Set only for targets that read it (1.27 – 1.31), and written only where the record has it.
+    let new_without = p.new_hash_without_resources.as_deref();
     let new = rewrite_hashes(&raw, &p.id, &new_hash, new_without)
         .map_err(|e| bad(format!("{e}; not written")))?;
     journal.append(&Record::Write {

@@ -248,6 +248,12 @@ fn decide(
     };
     p.new_hash = hashes.get(to).map(format_hash);
     p.new_hash_without_resources = hashes.get_without_resources(to).map(format_hash);
+    // kubelet 1.31 (labels.go, with InPlacePodVerticalScaling) still wrote and compared
+    // io.kubernetes.container.hashWithoutResources, equal to the name+image hash; 1.32 dropped
+    // both. A record that carries it gets the 1.31 hash there too.
+    if to.minor() == 31 && p.stored_hash_without_resources.is_some() {
+        p.new_hash_without_resources = p.new_hash.clone();
+    }
     let Some(stored) = p.stored_hash.clone() else {
         // kubelet: an absent or unparsable hash annotation reads as 0, which never matches.
         p.verdict = Verdict::WillRestart;
@@ -419,6 +425,28 @@ mod tests {
         assert_eq!(p.verdict, Verdict::Unprovable);
         assert_eq!(p.provenance, ["1.16–1.30"]);
         assert_eq!(p.new_hash.as_deref(), Some(hash_of(&spec, "1.31").as_str()));
+    }
+
+    #[test]
+    fn a_1_31_target_rewrites_hash_without_resources_where_present() {
+        let spec = json!({"name":"app","image":"nginx:1","resources":{"limits":{"cpu":"1"}}});
+        let mut pods = PodIndex::default();
+        pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[spec.clone()]}}));
+        let mut c = container("a", "u1", "app", Some(&hash_of(&spec, "1.30")));
+        let without = hash_container(&spec, &[v("1.30")], "")
+            .unwrap()
+            .hash_without_resources[0]
+            .1;
+        c.annotations.insert(
+            keys::HASH_WITHOUT_RESOURCES.to_string(),
+            format_hash(without),
+        );
+        let p = &plan(&[c.clone()], &pods, v("1.31"), Some(v("1.30")))[0];
+        assert_eq!(p.verdict, Verdict::Rewrite);
+        assert_eq!(p.new_hash_without_resources, p.new_hash);
+        // 1.32 reads it no more: left as it is.
+        let p = &plan(&[c], &pods, v("1.32"), Some(v("1.30")))[0];
+        assert_eq!(p.new_hash_without_resources, None);
     }
 
     #[test]

@@ -123,19 +123,7 @@ impl Schema {
     }
 }
 
-macro_rules! embedded_schemas {
-    ($($minor:literal),* $(,)?) => {
-        /// The schema files, indexed by minor version - MIN_MINOR.
-        const SCHEMA_FILES: &[(u8, &str)] = &[
-            $(($minor, include_str!(concat!("../schema/1.", stringify!($minor), ".json")))),*
-        ];
-    };
-}
-
-embedded_schemas!(
-    8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
-    32, 33, 34, 35, 36
-);
+use crate::version::SCHEMA_FILES;
 
 type Compiled = std::result::Result<Schema, String>;
 

@@ -18,10 +18,8 @@ use std::str::FromStr;
 
 use crate::error::Error;
 
-/// Oldest kubelet minor version kubehash knows (inclusive).
-pub const MIN_MINOR: u8 = 8;
-/// Newest kubelet minor version kubehash knows (inclusive).
-pub const MAX_MINOR: u8 = 36;
+// MIN_MINOR, MAX_MINOR and SCHEMA_FILES, from the schema/1.N.json files (build.rs).
+include!(concat!(env!("OUT_DIR"), "/schemas.rs"));
 
 /// A kubelet minor version `1.MINOR`, always within [`MIN_MINOR`]..=[`MAX_MINOR`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -128,6 +126,27 @@ impl FromStr for KubeletVersion {
     }
 }
 
+/// What an operator should hear about an in-place kubelet upgrade `from` → `to` before acting: a
+/// downgrade, or a jump wider than the Kubernetes version-skew policy allows (the kubelet may be
+/// at most 3 minors older than kube-apiserver from 1.28 on, 2 before; the API server is already at
+/// `to` or newer, so the old kubelet must be within that distance of `to`).
+pub fn upgrade_warnings(from: KubeletVersion, to: KubeletVersion) -> Vec<String> {
+    let mut out = Vec::new();
+    if to < from {
+        out.push(format!(
+            "--to {to} is older than kubelet {from}: a downgrade (kubelet {to} hashes what it knows of each spec; nothing it cannot prove is rewritten)"
+        ));
+    }
+    let allowed = if to.minor() >= 28 { 3 } else { 2 };
+    let gap = to.minor().saturating_sub(from.minor());
+    if gap > allowed {
+        out.push(format!(
+            "kubelet {from} → {to} skips {gap} minors: the version-skew policy allows a kubelet at most {allowed} minors older than the API server (at {to} or newer); upgrade in steps"
+        ));
+    }
+    out
+}
+
 /// A set of versions chosen on the command line: `all`, `1.12,1.31`, `1.16..1.30`, or a mix
 /// (`1.8..1.15,1.31`). Kept sorted and without duplicates.
 pub fn parse_version_set(spec: &str) -> Result<Vec<KubeletVersion>, Error> {
@@ -180,10 +199,10 @@ mod tests {
     #[test]
     fn rejects_unknown_versions_and_says_what_is_supported() {
         for s in [
-            "1.7", "1.37", "2.0", "1.", "v1.x", "1.300", "", "1.12a", "112",
+            "1.7", "1.38", "2.0", "1.", "v1.x", "1.300", "", "1.12a", "112",
         ] {
             let err = s.parse::<KubeletVersion>().unwrap_err().to_string();
-            assert!(err.contains("1.8 … 1.36"), "{s}: {err}");
+            assert!(err.contains("1.8 … 1.37"), "{s}: {err}");
         }
     }
 
@@ -202,6 +221,22 @@ mod tests {
     }
 
     #[test]
+    fn downgrades_and_skew() {
+        let v = |m| KubeletVersion::from_minor(m).unwrap();
+        assert!(upgrade_warnings(v(30), v(31)).is_empty());
+        assert!(
+            upgrade_warnings(v(28), v(31)).is_empty(),
+            "3 minors from 1.28 on"
+        );
+        assert!(
+            upgrade_warnings(v(24), v(27))[0].contains("skips 3 minors"),
+            "2 before 1.28"
+        );
+        assert!(upgrade_warnings(v(22), v(33))[0].contains("skips 11 minors"));
+        assert!(upgrade_warnings(v(31), v(30))[0].contains("a downgrade"));
+    }
+
+    #[test]
     fn version_sets() {
         let s = |spec| {
             parse_version_set(spec)
@@ -213,7 +248,7 @@ mod tests {
         assert_eq!(s("1.12,1.31"), ["1.12", "1.31"]);
         assert_eq!(s("1.28..1.30"), ["1.28", "1.29", "1.30"]);
         assert_eq!(s("1.31,1.8..1.9,1.31"), ["1.8", "1.9", "1.31"]);
-        assert_eq!(parse_version_set("all").unwrap().len(), 29);
+        assert_eq!(parse_version_set("all").unwrap().len(), 30);
         assert!(parse_version_set("1.30..1.28").is_err());
         assert!(parse_version_set("").is_err());
     }

@@ -42,7 +42,7 @@ fn golden_file_as_jsonl() {
         serde_json::from_str(text(&out.stdout).split('\n').next().unwrap()).unwrap();
     assert_eq!(first["id"], "pub-syn-0000");
     assert_eq!(first["hash"]["1.8"], "879f805d");
-    assert_eq!(first["hash"].as_object().unwrap().len(), 29);
+    assert_eq!(first["hash"].as_object().unwrap().len(), 30, "1.8 … 1.37");
     assert_eq!(first["hash_without_resources"]["1.30"], "3162d3c1");
     assert_eq!(
         text(&out.stdout)
@@ -406,4 +406,42 @@ fn deeply_nested_yaml_is_one_clear_error() {
     let err = text(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("deeper than 256 levels"), "{err}");
+}
+
+/// A downgrade, and a jump wider than the version-skew policy, are said on stderr; the scan still
+/// runs.
+#[test]
+fn downgrades_and_skew_are_warned_about() {
+    let skip = kubehash(&["scan", "--to", "1.33", "--from", "1.22", "-i", PODS], b"");
+    assert!(skip.status.success());
+    assert!(
+        text(&skip.stderr).contains("warning: kubelet 1.22 → 1.33 skips 11 minors"),
+        "{}",
+        text(&skip.stderr)
+    );
+    let down = kubehash(&["scan", "--to", "1.30", "--from", "1.31", "-i", PODS], b"");
+    assert!(
+        text(&down.stderr).contains("a downgrade"),
+        "{}",
+        text(&down.stderr)
+    );
+    let fine = kubehash(&["scan", "--to", "1.30", "-i", PODS, "--nodes", NODES], b"");
+    assert!(
+        !text(&fine.stderr).contains("warning"),
+        "{}",
+        text(&fine.stderr)
+    );
+    // kubelet 1.37 is known; 1.38 is not, and the error names the newest known version.
+    let next = kubehash(&["scan", "--to", "1.38", "--from", "1.37", "-i", PODS], b"");
+    assert_eq!(next.status.code(), Some(1));
+    assert!(
+        text(&next.stderr).contains("1.8 … 1.37"),
+        "{}",
+        text(&next.stderr)
+    );
+    assert!(
+        kubehash(&["scan", "--to", "1.37", "--from", "1.36", "-i", PODS], b"")
+            .status
+            .success()
+    );
 }
