@@ -64,6 +64,9 @@ pub struct AgentConfig {
     pub kubelet_healthz: String,
     /// The kubelet binary on the host (mounted read-only), whose `--version` must be the target.
     pub kubelet_binary: PathBuf,
+    /// The static pod manifests (mounted read-only): a static pod is rewritten only where its
+    /// manifest pins the UID it runs under.
+    pub manifests: PathBuf,
     pub grace: Duration,
     pub poll: Duration,
     pub annotation: String,
@@ -700,7 +703,8 @@ impl Agent {
         }
         let mut cri = Cri::connect(&self.cfg.cri).await?;
         let containers = cri.list_containers().await?;
-        let plans = plan(&containers, &pods, to, from);
+        let manifests = crate::manifests::Manifests::read(&self.cfg.manifests)?;
+        let plans = plan(&containers, &pods, &manifests, to, from);
         crate::durable::write_json(&self.cfg.state_dir.join(format!("plan-{to}.json")), &plans)?;
         let counts = crate::report::plan_counts(&plans);
         for (v, n) in &counts {
@@ -745,10 +749,12 @@ impl Agent {
             cluster: &self.cluster,
             to: to_v,
         };
+        let manifests = crate::manifests::Manifests::read(&self.cfg.manifests)?;
         let result = crate::node::apply(
             &self.cfg.cri,
             &self.cfg.containerd,
             &pods,
+            &manifests,
             to_v,
             from_v,
             Path::new(journal),

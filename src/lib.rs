@@ -28,6 +28,7 @@ pub mod hash;
 pub mod input;
 pub mod journal;
 pub mod kubelet_health;
+pub mod manifests;
 pub mod matrix;
 pub mod node;
 pub mod plan;

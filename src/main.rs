@@ -112,6 +112,10 @@ struct AgentArgs {
     /// target version.
     #[arg(long, value_name = "PATH", default_value = "/usr/bin/kubelet")]
     kubelet_binary: PathBuf,
+    /// The static pod manifests (mount read-only): static pods are rewritten only where the
+    /// manifest pins the UID they run under.
+    #[arg(long, value_name = "DIR", default_value = kubehash::manifests::DEFAULT_DIR)]
+    manifests: PathBuf,
     /// How long the kubelet must be down before apply runs.
     #[arg(long, value_name = "SECONDS", default_value_t = 15)]
     grace_seconds: u64,
@@ -232,6 +236,10 @@ struct PodSource {
     /// hostname).
     #[arg(long, value_name = "NAME")]
     node_name: Option<String>,
+    /// With --cri and node commands: the static pod manifests, to know which static pods keep
+    /// their UID (a manifest that sets metadata.uid); the others are recreated by a new kubelet.
+    #[arg(long, value_name = "DIR", default_value = kubehash::manifests::DEFAULT_DIR)]
+    manifests: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -794,7 +802,8 @@ fn print_node_plan(
         let containers = cri.list_containers().await?;
         Ok::<_, kubehash::Error>((containers, cri.runtime_version().clone()))
     })?;
-    let plans = plan(&containers, &pods, to, from);
+    let manifests = read_manifests(source)?;
+    let plans = plan(&containers, &pods, &manifests, to, from);
     let mut out = io::BufWriter::new(io::stdout().lock());
     match output {
         ScanFormat::Table => write_plan_table(
@@ -873,10 +882,12 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
             &to.to_string(),
         )
     });
+    let manifests = read_manifests(&a.plan.source)?;
     let report = rt.block_on(kubehash::node::apply(
         &a.plan.cri,
         &a.containerd,
         &pods,
+        &manifests,
         to,
         from,
         &journal,
@@ -1164,13 +1175,23 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// This node's static pod manifests (`--manifests`); files that are not pods are said on stderr.
+fn read_manifests(source: &PodSource) -> Result<kubehash::manifests::Manifests> {
+    let m = kubehash::manifests::Manifests::read(&source.manifests)?;
+    for p in &m.problems {
+        eprintln!("kubehash: not a static pod manifest: {p}");
+    }
+    Ok(m)
+}
+
 /// The shim's plan: this node's containers and pods, proven for `from` → `to`.
 async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<ShimState> {
     let (pods, node_version) = read_node_pods(&a.source).await?;
     let from = old_kubelet(&a.from, node_version)?;
     let mut cri = Cri::connect(&a.runtime_endpoint).await?;
     let containers = cri.list_containers().await?;
-    let plans = plan(&containers, &pods, to, from);
+    let manifests = read_manifests(&a.source)?;
+    let plans = plan(&containers, &pods, &manifests, to, from);
     Ok(ShimState::from_plans(&plans, &pods, to, from))
 }
 
@@ -1189,6 +1210,7 @@ fn run_agent(a: AgentArgs) -> Result<ExitCode> {
         state_dir: a.state_dir,
         kubelet_healthz: a.kubelet_healthz,
         kubelet_binary: a.kubelet_binary,
+        manifests: a.manifests,
         restart_timeout: std::time::Duration::from_secs(a.restart_timeout_seconds),
         stuck_after: std::time::Duration::from_secs(a.stuck_seconds),
         grace: std::time::Duration::from_secs(a.grace_seconds),

@@ -19,6 +19,7 @@ use crate::containerd::{
 use crate::cri::{keys, Cri};
 use crate::error::{Error, Result};
 use crate::journal::{self, encode, Journal, JournaledWrite, Record};
+use crate::manifests::Manifests;
 use crate::plan::{plan, ContainerPlan, PodIndex, Verdict};
 use crate::version::KubeletVersion;
 
@@ -148,6 +149,7 @@ pub async fn apply(
     cri_endpoint: &str,
     containerd_endpoint: &str,
     pods: &PodIndex,
+    manifests: &Manifests,
     to: KubeletVersion,
     from: Option<KubeletVersion>,
     journal_path: &Path,
@@ -160,7 +162,7 @@ pub async fn apply(
     let store = Store::connect(containerd_endpoint).await?;
     let mut cri = Cri::connect(cri_endpoint).await?;
     let containers = cri.list_containers().await?;
-    let plans = plan(&containers, pods, to, from);
+    let plans = plan(&containers, pods, manifests, to, from);
 
     let (mut journal, torn) = Journal::open(journal_path)?;
     if let Some(t) = torn {

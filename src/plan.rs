@@ -13,7 +13,10 @@
 //! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
 //! * `not-running`: C is created or exited: the kubelet restarts a container for a hash change
 //!   only while it runs (`computePodActions`), so nothing to do;
-//! * `no-pod`: no pod spec for C (deleted pod, static pod without a manifest);
+//! * `recreated`: C belongs to a static pod whose manifest does not pin `metadata.uid`: the new
+//!   kubelet derives a new pod UID and recreates the pod whatever the hashes say
+//!   ([`crate::manifests`]);
+//! * `no-pod`: no pod spec for C (deleted pod, static pod without a mirror pod);
 //! * `error`: cannot decide (no stored hash, a spec that does not decode, …).
 //!
 //! The *provenance* of C is the list of kubelet versions whose hash of S equals H. It is shown to
@@ -27,6 +30,7 @@ use serde_json::Value;
 use crate::coverage::{coverage, Coverage};
 use crate::cri::{keys, proto};
 use crate::hash::{hash_container, ContainerHashes};
+use crate::manifests::Manifests;
 use crate::pods::pod_containers;
 use crate::sink::format_hash;
 use crate::version::KubeletVersion;
@@ -40,6 +44,7 @@ pub enum Verdict {
     WillRestart,
     Unprovable,
     NotRunning,
+    Recreated,
     NoPod,
     Error,
 }
@@ -52,6 +57,7 @@ impl Verdict {
             Verdict::WillRestart => "will-restart",
             Verdict::Unprovable => "unprovable",
             Verdict::NotRunning => "not-running",
+            Verdict::Recreated => "recreated",
             Verdict::NoPod => "no-pod",
             Verdict::Error => "error",
         }
@@ -87,6 +93,8 @@ pub struct ContainerPlan {
 #[derive(Debug, Default)]
 pub struct PodIndex {
     by_uid: HashMap<String, HashMap<String, Value>>,
+    /// Static pods by the UID the kubelet runs them under: (namespace, mirror pod name, node).
+    statics: HashMap<String, (String, String, String)>,
     /// Pods saved without a UID, which can only be matched by namespace/name.
     by_name: HashMap<(String, String), HashMap<String, Value>>,
     /// Objects that could not be read as pods.
@@ -99,7 +107,15 @@ impl PodIndex {
         match pod_containers(pod) {
             Err(e) => self.problems.push(e),
             Ok(cs) => {
-                for c in cs {
+                for mut c in cs {
+                    // A static pod runs under the kubelet's UID (config.hash), not the mirror's.
+                    if let Some(uid) = c.static_uid.take() {
+                        self.statics.insert(
+                            uid.clone(),
+                            (c.namespace.clone(), c.pod.clone(), c.node.clone()),
+                        );
+                        c.pod_uid = uid;
+                    }
                     if c.pod_uid.is_empty() {
                         self.by_name
                             .entry((c.namespace.clone(), c.pod.clone()))
@@ -124,6 +140,11 @@ impl PodIndex {
             .get(uid)
             .or_else(|| self.by_name.get(&(namespace.to_string(), pod.to_string())))
             .and_then(|cs| cs.get(name))
+    }
+
+    /// The static pod running under `uid`: (namespace, mirror pod name, node).
+    pub fn static_pod(&self, uid: &str) -> Option<&(String, String, String)> {
+        self.statics.get(uid)
     }
 
     /// How many pods are indexed.
@@ -169,6 +190,7 @@ fn state_name(s: i32) -> &'static str {
 pub fn plan(
     containers: &[proto::Container],
     pods: &PodIndex,
+    manifests: &Manifests,
     to: KubeletVersion,
     from: Option<KubeletVersion>,
 ) -> Vec<ContainerPlan> {
@@ -207,7 +229,7 @@ pub fn plan(
                 new_hash_without_resources: None,
                 reason: String::new(),
             };
-            decide(&mut p, pods, to, from, &all);
+            decide(&mut p, pods, manifests, to, from, &all);
             p
         })
         .collect()
@@ -216,6 +238,7 @@ pub fn plan(
 fn decide(
     p: &mut ContainerPlan,
     pods: &PodIndex,
+    manifests: &Manifests,
     to: KubeletVersion,
     from: Option<KubeletVersion>,
     all: &[KubeletVersion],
@@ -238,6 +261,19 @@ fn decide(
         );
         return;
     };
+    let same_kubelet = from == Some(to);
+    if let Some((namespace, name, node)) = pods.static_pod(&p.pod_uid).filter(|_| !same_kubelet) {
+        // pkg/kubelet/config/common.go applyDefaults: a static pod's UID is derived from the
+        // kubelet's internal Pod type unless the manifest sets metadata.uid.
+        let manifest = name.strip_suffix(&format!("-{node}")).unwrap_or(name);
+        if let Err(why) = manifests.pinned(namespace, manifest, &p.pod_uid) {
+            p.verdict = Verdict::Recreated;
+            p.reason = format!(
+                "a static pod whose UID kubelet {to} derives anew ({why}): the pod is recreated whatever its hashes say; pin metadata.uid in its manifest"
+            );
+            return;
+        }
+    }
     let path = format!("{}/{}: {}", p.namespace, p.pod, p.container);
     let hashes = match hash_container(spec, all, &path) {
         Ok(h) => h,
@@ -406,7 +442,7 @@ mod tests {
             container("d", "u2", "app", Some("123")),
             container("e", "u1", "app", None),
         ];
-        let got: Vec<Verdict> = plan(&cs, &pods, v("1.31"), Some(v("1.30")))
+        let got: Vec<Verdict> = plan(&cs, &pods, &Manifests::none(), v("1.31"), Some(v("1.30")))
             .iter()
             .map(|p| p.verdict)
             .collect();
@@ -421,7 +457,7 @@ mod tests {
             ]
         );
         // Without the old kubelet's version, a match among every version's hash proves nothing.
-        let p = &plan(&cs[..1], &pods, v("1.31"), None)[0];
+        let p = &plan(&cs[..1], &pods, &Manifests::none(), v("1.31"), None)[0];
         assert_eq!(p.verdict, Verdict::Unprovable);
         assert_eq!(p.provenance, ["1.16–1.30"]);
         assert_eq!(p.new_hash.as_deref(), Some(hash_of(&spec, "1.31").as_str()));
@@ -441,11 +477,17 @@ mod tests {
             keys::HASH_WITHOUT_RESOURCES.to_string(),
             format_hash(without),
         );
-        let p = &plan(&[c.clone()], &pods, v("1.31"), Some(v("1.30")))[0];
+        let p = &plan(
+            &[c.clone()],
+            &pods,
+            &Manifests::none(),
+            v("1.31"),
+            Some(v("1.30")),
+        )[0];
         assert_eq!(p.verdict, Verdict::Rewrite);
         assert_eq!(p.new_hash_without_resources, p.new_hash);
         // 1.32 reads it no more: left as it is.
-        let p = &plan(&[c], &pods, v("1.32"), Some(v("1.30")))[0];
+        let p = &plan(&[c], &pods, &Manifests::none(), v("1.32"), Some(v("1.30")))[0];
         assert_eq!(p.new_hash_without_resources, None);
     }
 
@@ -461,7 +503,7 @@ mod tests {
         ] {
             let mut c = container("a", "u1", "app", Some(&hash_of(&spec, "1.30")));
             c.state = state as i32;
-            let p = &plan(&[c], &pods, v("1.31"), Some(v("1.30")))[0];
+            let p = &plan(&[c], &pods, &Manifests::none(), v("1.31"), Some(v("1.30")))[0];
             assert_eq!(p.verdict, Verdict::NotRunning, "{state:?}");
         }
     }
@@ -473,7 +515,7 @@ mod tests {
         let mut pods = PodIndex::default();
         pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[spec.clone()]}}));
         let cs = vec![container("a", "u1", "app", Some(&hash_of(&spec, "1.15")))];
-        let p = &plan(&cs, &pods, v("1.31"), Some(v("1.30")))[0];
+        let p = &plan(&cs, &pods, &Manifests::none(), v("1.31"), Some(v("1.30")))[0];
         assert_eq!(p.verdict, Verdict::WillRestart);
         assert!(
             p.reason.contains("(it is 1.14–1.15's)") || p.reason.contains("it is 1."),

@@ -379,6 +379,22 @@ pub struct PodContainer {
     /// Why a hash change cannot restart this container (from the pod's status), or `None` when
     /// it runs or may run (no status says otherwise).
     pub not_running: Option<String>,
+    /// For a static pod's mirror pod: the UID the kubelet runs the pod under (its
+    /// `kubernetes.io/config.hash`), which is what the runtime's labels carry.
+    pub static_uid: Option<String>,
+}
+
+/// A mirror pod (annotation `kubernetes.io/config.mirror`) is a static pod; the kubelet's UID for
+/// it is its `kubernetes.io/config.hash` annotation (the mirror annotation holds the same hash).
+pub fn static_pod_uid(pod: &Value) -> Option<String> {
+    let a = pod.pointer("/metadata/annotations")?;
+    let mirror = a.get("kubernetes.io/config.mirror")?.as_str()?;
+    Some(
+        a.get("kubernetes.io/config.hash")
+            .and_then(Value::as_str)
+            .unwrap_or(mirror)
+            .to_string(),
+    )
 }
 
 /// The top of a pod's owner chain.
@@ -593,6 +609,7 @@ pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, 
         .to_string();
     let workload = workload_of(&pod);
     let status = ContainerStates::of(&pod, !node.is_empty());
+    let static_uid = static_pod_uid(&pod);
     let mut out = Vec::new();
     for slot in take_container_slots(&mut pod) {
         let (list, i, c) = match slot {
@@ -616,6 +633,7 @@ pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, 
         };
         out.push(PodContainer {
             not_running: status.not_running(kind, &cname),
+            static_uid: static_uid.clone(),
             namespace: namespace.clone(),
             pod: name.clone(),
             pod_uid: uid.clone(),

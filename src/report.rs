@@ -152,13 +152,28 @@ pub fn write_columns(rows: &[Vec<String>], out: &mut impl Write) -> io::Result<(
 fn count_header(first: &[&str]) -> Vec<String> {
     first
         .iter()
-        .chain(&["CONTAINERS", "RESTART", "KEPT", "NOT-RUNNING", "ERROR"])
+        .chain(&[
+            "CONTAINERS",
+            "RESTART",
+            "RECREATED",
+            "KEPT",
+            "NOT-RUNNING",
+            "ERROR",
+        ])
         .map(|h| h.to_string())
         .collect()
 }
 
-fn counts_cells(c: &Counts) -> [String; 5] {
-    [c.containers, c.restart, c.kept, c.not_running, c.error].map(|n| n.to_string())
+fn counts_cells(c: &Counts) -> [String; 6] {
+    [
+        c.containers,
+        c.restart,
+        c.recreated,
+        c.kept,
+        c.not_running,
+        c.error,
+    ]
+    .map(|n| n.to_string())
 }
 
 /// The scan report for people: the totals, then by node, by workload, and every container.
@@ -166,10 +181,11 @@ pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> 
     let t = &r.total;
     writeln!(
         out,
-        "Upgrade to kubelet {}: {} of {} containers would be restarted, {} kept, {} not running{}.",
+        "Upgrade to kubelet {}: {} of {} containers would be restarted, {} recreated with their static pod, {} kept, {} not running{}.",
         r.to,
         t.restart,
         t.containers,
+        t.recreated,
         t.kept,
         t.not_running,
         if t.error > 0 {
@@ -232,6 +248,7 @@ fn detail_row(c: &ContainerImpact) -> Vec<String> {
     let verdict = match (o.impact, o.verdict) {
         (Impact::Kept, _) => "kept",
         (Impact::NotRunning, _) => "not-running",
+        (Impact::Recreated, _) => "recreated",
         (Impact::Restart, Verdict::WillRestart) => "will-restart",
         (Impact::Restart, Verdict::Unprovable) => "unprovable",
         (Impact::Restart, _) => "restart",
@@ -303,6 +320,7 @@ pub fn plan_counts(plans: &[ContainerPlan]) -> Vec<(&'static str, usize)> {
         Verdict::WillRestart,
         Verdict::Unprovable,
         Verdict::NotRunning,
+        Verdict::Recreated,
         Verdict::NoPod,
         Verdict::Error,
     ]

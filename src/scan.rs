@@ -50,6 +50,9 @@ pub enum Impact {
     /// restart it.
     #[serde(rename = "not-running")]
     NotRunning,
+    /// A static pod: the new kubelet derives a new pod UID and recreates the pod, whatever the
+    /// hashes say, unless its manifest pins `metadata.uid` (which only the node can tell).
+    Recreated,
     Error,
 }
 
@@ -134,6 +137,18 @@ impl Scanner {
                         hash_from: None,
                         hash_to: None,
                         reasons: vec![why.clone()],
+                        error: None,
+                    },
+                    // The same kubelet minor derives the same UID: only an upgrade recreates.
+                    (Ok(f), None) if c.static_uid.is_some() && *f != self.to => Outcome {
+                        impact: Impact::Recreated,
+                        verdict: Verdict::Recreated,
+                        hash_from: None,
+                        hash_to: None,
+                        reasons: vec![format!(
+                            "a static pod: kubelet {} derives its UID anew (pkg/kubelet/config/common.go) and recreates it unless its manifest pins metadata.uid (kubehash scan --cri or node plan reads the manifests)",
+                            self.to
+                        )],
                         error: None,
                     },
                     (Ok(f), None) => self.assess(&c.json, *f, &path),
@@ -369,6 +384,7 @@ pub struct Counts {
     pub kept: u64,
     pub restart: u64,
     pub not_running: u64,
+    pub recreated: u64,
     pub error: u64,
 }
 
@@ -379,6 +395,7 @@ impl Counts {
             Impact::Kept => self.kept += 1,
             Impact::Restart => self.restart += 1,
             Impact::NotRunning => self.not_running += 1,
+            Impact::Recreated => self.recreated += 1,
             Impact::Error => self.error += 1,
         }
     }

@@ -173,7 +173,7 @@ fn scan_summarises_by_node_and_workload_then_details() {
     let s = text(&out.stdout);
     assert!(
         s.starts_with(
-            "Upgrade to kubelet 1.30: 2 of 24 containers would be restarted, 14 kept, 8 not running."
+            "Upgrade to kubelet 1.30: 2 of 24 containers would be restarted, 1 recreated with their static pod, 13 kept, 8 not running."
         ),
         "{s}"
     );
@@ -184,6 +184,13 @@ fn scan_summarises_by_node_and_workload_then_details() {
     assert!(s.contains("shop/web-6c8f7b9d4-t8v3c/envoy"), "{s}");
     assert!(
         s.contains("sidecar  1.27  will-restart  restartPolicy: hashed by 1.30, not by 1.27"),
+        "{s}"
+    );
+    // The static pod on the 1.29 node gets a new UID from kubelet 1.30: recreated, counted apart.
+    assert!(
+        s.contains(
+            "kube-system/etcd-node-a/etcd                  node-a  regular  1.29  recreated"
+        ),
         "{s}"
     );
 }
@@ -201,7 +208,7 @@ fn scan_json_has_a_stable_shape() {
     assert_eq!(v["to"], "1.31");
     assert_eq!(
         v["total"],
-        serde_json::json!({"containers":24,"kept":0,"restart":16,"not_running":8,"error":0})
+        serde_json::json!({"containers":24,"kept":0,"restart":15,"not_running":8,"recreated":1,"error":0})
     );
     assert_eq!(v["nodes"]["node-a"]["from"], "1.30");
     assert_eq!(

@@ -105,7 +105,7 @@ async fn node_scan_gives_every_verdict() {
     assert_eq!(doc["runtime"]["name"], "containerd");
     assert_eq!(
         doc["counts"],
-        json!({"rewrite":1,"unchanged":1,"will-restart":1,"unprovable":0,"not-running":0,"no-pod":1,"error":0})
+        json!({"rewrite":1,"unchanged":1,"will-restart":1,"unprovable":0,"not-running":0,"recreated":0,"no-pod":1,"error":0})
     );
     let by_name = |pod: &str, c: &str| -> Value {
         doc["containers"]
@@ -145,7 +145,7 @@ async fn node_scan_gives_every_verdict() {
         "{t}"
     );
     assert!(
-        t.contains("1 rewrite, 1 unchanged, 1 will-restart, 0 unprovable, 0 not-running, 1 no-pod, 0 error"),
+        t.contains("1 rewrite, 1 unchanged, 1 will-restart, 0 unprovable, 0 not-running, 0 recreated, 1 no-pod, 0 error"),
         "{t}"
     );
 
@@ -202,4 +202,96 @@ fn an_unreachable_runtime_is_one_clear_line() {
         String::from_utf8_lossy(&out.stderr),
         "kubehash: CRI endpoint unix:///nonexistent/containerd.sock: no socket at /nonexistent/containerd.sock (is the runtime running?)\n"
     );
+}
+
+/// A static pod (pkg/kubelet/config/common.go applyDefaults): the kubelet runs it under a UID
+/// derived from its internal Pod type unless the manifest sets metadata.uid, so a new kubelet
+/// recreates it whatever its hashes say. The node plan reads the manifests: unpinned →
+/// `recreated` (and `node apply` leaves it alone); pinned to the running UID → the usual verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_pods_are_recreated_unless_their_manifest_pins_the_uid() {
+    let ctrd = Containerd::start();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let etcd = json!({"name":"etcd","image":harness::IMAGE,"command":["etcd"]});
+    // As the kubelet runs a static pod: pod name <name>-<node>, its own UID (the config hash).
+    let uid = "3b1a9c2d8e7f6a5b4c3d2e1f0a9b8c7d";
+    create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "kube-system",
+        "etcd-test-node",
+        uid,
+        &[TestContainer {
+            spec: etcd.clone(),
+            stored_hash: None,
+        }],
+        "1.30".parse().unwrap(),
+    )
+    .await;
+    // The mirror pod the API server holds: another UID, the kubelet's in config.hash.
+    let mut mirror = pod_json(
+        "kube-system",
+        "etcd-test-node",
+        "mirror-uid-1",
+        std::slice::from_ref(&etcd),
+    );
+    mirror["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": uid,
+        "kubernetes.io/config.hash": uid, "kubernetes.io/config.source": "file"});
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(
+        &pods_file,
+        json!({"kind":"List","items":[mirror]}).to_string(),
+    )
+    .unwrap();
+    let manifests = ctrd.dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let verdict = |dir: &std::path::Path| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args([
+                "node",
+                "plan",
+                "--cri",
+                &ctrd.endpoint(),
+                "--to",
+                "1.31",
+                "--from",
+                "1.30",
+                "-o",
+                "json",
+            ])
+            .arg("--pods")
+            .arg(&pods_file)
+            .arg("--manifests")
+            .arg(dir)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        doc["containers"][0].clone()
+    };
+    // No manifest, and a manifest without metadata.uid: recreated.
+    let p = verdict(&manifests);
+    assert_eq!(p["verdict"], "recreated", "{p}");
+    std::fs::write(
+        manifests.join("etcd.yaml"),
+        "# kubeadm\napiVersion: v1\nkind: Pod\nmetadata:\n  name: etcd\n  namespace: kube-system\nspec:\n  containers: []\n",
+    )
+    .unwrap();
+    let p = verdict(&manifests);
+    assert_eq!(p["verdict"], "recreated", "{p}");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not set metadata.uid"),
+        "{p}"
+    );
+    // Pinned to the UID it runs under: the container is judged by its hash like any other.
+    std::fs::write(
+        manifests.join("etcd.yaml"),
+        format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: etcd\n  namespace: kube-system\n  uid: {uid}\nspec:\n  containers: []\n"),
+    )
+    .unwrap();
+    let p = verdict(&manifests);
+    assert_eq!(p["verdict"], "rewrite", "{p}");
 }

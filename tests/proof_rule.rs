@@ -12,6 +12,7 @@ use kubehash::cri::{keys, proto};
 use kubehash::decode::decode_container;
 use kubehash::gojson;
 use kubehash::hash::{hash_container, hashed_text, Annotation};
+use kubehash::manifests::Manifests;
 use kubehash::plan::{plan, PodIndex, Verdict};
 use kubehash::schema::Schema;
 use kubehash::sink::format_hash;
@@ -186,7 +187,7 @@ proptest! {
         let stored = format_hash(hash_container(&s0, &[g], "").unwrap().hash[0].1);
         let mut pods = PodIndex::default();
         pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[s.clone()]}}));
-        let p = plan(&[container(&stored)], &pods, t, Some(f)).remove(0);
+        let p = plan(&[container(&stored)], &pods, &Manifests::none(), t, Some(f)).remove(0);
 
         if p.verdict == Verdict::Rewrite {
             let running = as_applied_by(g, &s0);
@@ -212,7 +213,7 @@ proptest! {
             );
         }
         // Without the old kubelet's version nothing is ever proven.
-        let blind = plan(&[container(&stored)], &pods, t, None).remove(0);
+        let blind = plan(&[container(&stored)], &pods, &Manifests::none(), t, None).remove(0);
         prop_assert_ne!(blind.verdict, Verdict::Rewrite, "{}", blind.reason);
     }
 }
@@ -230,17 +231,38 @@ fn a_collision_with_another_versions_hash_proves_nothing() {
     pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[new.clone()]}}));
     // The attacker's success: the stored hash is kubelet 1.14's hash of the new spec.
     let forged = format_hash(hash_container(&new, &[version(14)], "").unwrap().hash[0].1);
-    let p = plan(&[container(&forged)], &pods, version(31), Some(version(30))).remove(0);
+    let p = plan(
+        &[container(&forged)],
+        &pods,
+        &Manifests::none(),
+        version(31),
+        Some(version(30)),
+    )
+    .remove(0);
     assert_eq!(p.verdict, Verdict::WillRestart, "{}", p.reason);
     assert_eq!(p.provenance, ["1.9–1.15"]);
-    let p = plan(&[container(&forged)], &pods, version(31), None).remove(0);
+    let p = plan(
+        &[container(&forged)],
+        &pods,
+        &Manifests::none(),
+        version(31),
+        None,
+    )
+    .remove(0);
     assert_eq!(p.verdict, Verdict::Unprovable, "{}", p.reason);
     // And the honest container still proves itself.
     let mut same = PodIndex::default();
     same.add_pod(
         json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[old]}}),
     );
-    let p = plan(&[container(&stored)], &same, version(31), Some(version(30))).remove(0);
+    let p = plan(
+        &[container(&stored)],
+        &same,
+        &Manifests::none(),
+        version(31),
+        Some(version(30)),
+    )
+    .remove(0);
     assert_eq!(p.verdict, Verdict::Rewrite, "{}", p.reason);
 }
 
@@ -255,7 +277,14 @@ fn a_name_image_hash_never_proves_a_whole_spec_hash() {
         json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[now]}}),
     );
     for (f, t) in [(31, 30), (33, 28), (36, 16), (31, 15)] {
-        let p = plan(&[container(&stored)], &pods, version(t), Some(version(f))).remove(0);
+        let p = plan(
+            &[container(&stored)],
+            &pods,
+            &Manifests::none(),
+            version(t),
+            Some(version(f)),
+        )
+        .remove(0);
         assert_eq!(
             p.verdict,
             Verdict::Unprovable,
@@ -282,7 +311,14 @@ fn a_field_the_old_kubelet_dropped_is_never_masked() {
         let stored = format_hash(hash_container(&spec, &[version(29)], "").unwrap().hash[0].1);
         let mut pods = PodIndex::default();
         pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[spec]}}));
-        let p = plan(&[container(&stored)], &pods, version(30), Some(version(29))).remove(0);
+        let p = plan(
+            &[container(&stored)],
+            &pods,
+            &Manifests::none(),
+            version(30),
+            Some(version(29)),
+        )
+        .remove(0);
         assert_eq!(p.verdict, Verdict::WillRestart, "{}", p.reason);
         assert!(p.reason.contains(field), "{}", p.reason);
     }

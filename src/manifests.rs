@@ -1,0 +1,205 @@
+//! A node's static pod manifests (`--manifests`, default `/etc/kubernetes/manifests`), read to
+//! know which static pods keep their UID across a kubelet upgrade.
+//!
+//! The kubelet derives a static pod's UID in `pkg/kubelet/config/common.go` (`applyDefaults`)
+//! from a hash of its *internal* Pod object plus the node and the file, unless the manifest sets
+//! `metadata.uid` (`if len(pod.UID) == 0`). The internal Pod type gains fields in nearly every
+//! minor release, so a new kubelet derives a new UID and recreates the pod, whatever its container
+//! hashes say — unless the manifest pins the UID the pod runs under. Like the kubelet's file
+//! source, files whose names start with a dot are ignored.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// Where kubeadm and most distributions keep static pod manifests.
+pub const DEFAULT_DIR: &str = "/etc/kubernetes/manifests";
+
+/// One manifest as far as pinning goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub path: PathBuf,
+    /// `metadata.uid`, if the manifest sets it.
+    pub uid: Option<String>,
+    /// The file holds more than one document (the kubelet reads only the first pod of it).
+    pub several: bool,
+}
+
+/// The static pod manifests of a node, by (namespace, name).
+#[derive(Debug, Clone, Default)]
+pub struct Manifests {
+    /// The directory read, if any.
+    pub dir: Option<PathBuf>,
+    by_name: HashMap<(String, String), Manifest>,
+    /// Files that could not be read as a pod, with why.
+    pub problems: Vec<String>,
+}
+
+impl Manifests {
+    /// No manifests known: every static pod is taken as unpinned.
+    pub fn none() -> Manifests {
+        Manifests::default()
+    }
+
+    /// Reads every manifest in `dir`. A directory that does not exist holds no manifests (a
+    /// worker node without static pods); one that cannot be listed is an error.
+    pub fn read(dir: &Path) -> Result<Manifests> {
+        let mut out = Manifests {
+            dir: Some(dir.to_path_buf()),
+            ..Manifests::default()
+        };
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => {
+                return Err(Error::Io {
+                    source_name: format!("manifests {}", dir.display()),
+                    source: e,
+                })
+            }
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && !p
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .collect();
+        paths.sort();
+        for path in paths {
+            match read_manifest(&path) {
+                Ok((namespace, name, m)) => {
+                    out.by_name.insert((namespace, name), m);
+                }
+                Err(why) => out.problems.push(format!("{}: {why}", path.display())),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The manifest of the static pod `namespace/name` (its name without the `-<node>` suffix).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<&Manifest> {
+        self.by_name.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// `Ok` when the static pod `namespace/name`, running under `uid`, keeps that UID under any
+    /// kubelet (its manifest pins it); otherwise why the new kubelet recreates it.
+    pub fn pinned(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> std::result::Result<(), String> {
+        let Some(dir) = &self.dir else {
+            return Err("no manifests directory was read (--manifests)".into());
+        };
+        match self.get(namespace, name) {
+            None => Err(format!(
+                "no manifest for {namespace}/{name} in {}",
+                dir.display()
+            )),
+            Some(m) if m.several => Err(format!("{} holds several documents", m.path.display())),
+            Some(Manifest {
+                uid: None, path, ..
+            }) => Err(format!("{} does not set metadata.uid", path.display())),
+            Some(Manifest {
+                uid: Some(u), path, ..
+            }) if u != uid => Err(format!(
+                "{} pins metadata.uid {u}, but the pod runs as {uid}",
+                path.display()
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+fn read_manifest(path: &Path) -> std::result::Result<(String, String, Manifest), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mut docs = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let v = Value::deserialize(doc).map_err(|e| format!("not YAML or JSON: {e}"))?;
+        if !v.is_null() {
+            docs.push(v);
+        }
+    }
+    let first = docs.first().ok_or("an empty file")?;
+    if first.get("kind").and_then(Value::as_str) != Some("Pod") {
+        return Err("not a Pod".into());
+    }
+    let meta = |k: &str| {
+        first
+            .pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let name = meta("name").ok_or("a pod without metadata.name")?;
+    Ok((
+        meta("namespace").unwrap_or_else(|| "default".into()),
+        name,
+        Manifest {
+            path: path.to_path_buf(),
+            uid: meta("uid"),
+            several: docs.len() > 1,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_unpinned_several_hidden_and_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+        w(
+            "etcd.yaml",
+            "# etcd\napiVersion: v1\nkind: Pod\nmetadata:\n  name: etcd\n  namespace: kube-system\n  uid: u-etcd\nspec: {}\n",
+        );
+        w(
+            "haproxy.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: haproxy, namespace: kube-system}\n",
+        );
+        w(
+            "two.yaml",
+            "kind: Pod\nmetadata: {name: two, uid: u2}\n---\nkind: Pod\nmetadata: {name: three}\n",
+        );
+        w(
+            ".hidden.yaml",
+            "kind: Pod\nmetadata: {name: hidden, uid: h}\n",
+        );
+        w("junk.yaml", "{{{");
+        let m = Manifests::read(dir.path()).unwrap();
+        assert_eq!(m.pinned("kube-system", "etcd", "u-etcd"), Ok(()));
+        assert!(m
+            .pinned("kube-system", "etcd", "other")
+            .unwrap_err()
+            .contains("but the pod runs as other"));
+        assert!(m
+            .pinned("kube-system", "haproxy", "x")
+            .unwrap_err()
+            .contains("does not set metadata.uid"));
+        assert!(m
+            .pinned("default", "two", "u2")
+            .unwrap_err()
+            .contains("several documents"));
+        assert!(
+            m.get("default", "hidden").is_none(),
+            "dot files are ignored"
+        );
+        assert_eq!(m.problems.len(), 1, "{:?}", m.problems);
+        assert!(Manifests::read(&dir.path().join("absent"))
+            .unwrap()
+            .pinned("default", "x", "u")
+            .unwrap_err()
+            .contains("no manifest"));
+        assert!(Manifests::none().pinned("a", "b", "c").is_err());
+    }
+}
