@@ -96,6 +96,10 @@ pub enum Phase {
         to: String,
         from: Option<String>,
         journal: String,
+        /// The Node's last heartbeat while the old kubelet was down (unix seconds): a newer one
+        /// comes from whichever kubelet started since.
+        #[serde(default)]
+        down_heartbeat: Option<u64>,
     },
     Applied {
         to: String,
@@ -103,6 +107,8 @@ pub enum Phase {
         from: Option<String>,
         journal: String,
         written: usize,
+        #[serde(default)]
+        down_heartbeat: Option<u64>,
     },
     Done {
         to: String,
@@ -353,6 +359,14 @@ fn reported_version(node: &Value) -> Option<KubeletVersion> {
         .and_then(|v| v.parse().ok())
 }
 
+/// [`heartbeat`] in unix seconds.
+fn heartbeat_secs(node: &Value) -> Option<u64> {
+    heartbeat(node)?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
+}
+
 /// The Ready condition's `lastHeartbeatTime`: the kubelet posts it, with its own clock.
 fn heartbeat(node: &Value) -> Option<std::time::SystemTime> {
     let conditions = node.pointer("/status/conditions")?.as_array()?;
@@ -522,7 +536,12 @@ impl Agent {
                 rewrite,
                 seen_up,
             } => self.planned(&seen, to, from, rewrite, seen_up).await,
-            Phase::Applying { to, from, journal } => {
+            Phase::Applying {
+                to,
+                from,
+                journal,
+                down_heartbeat,
+            } => {
                 // Only after a restart of the agent in the middle of apply.
                 if !seen.down() {
                     let reason = format!(
@@ -535,17 +554,23 @@ impl Agent {
                         from,
                         journal,
                         written,
+                        down_heartbeat,
                     });
                 }
                 info!(journal = %journal, "resuming an interrupted apply (it is idempotent)");
-                self.apply(&to, from.as_deref(), &journal).await
+                self.apply(&to, from.as_deref(), &journal, down_heartbeat)
+                    .await
             }
             Phase::Applied {
                 to,
                 from,
                 journal,
                 written,
-            } => self.applied(&seen, to, from, journal, written).await,
+                down_heartbeat,
+            } => {
+                self.applied(&seen, to, from, journal, written, down_heartbeat)
+                    .await
+            }
         }
     }
 
@@ -678,12 +703,17 @@ impl Agent {
             crate::journal::path_for(&self.cfg.state_dir.join("journal"), from.as_deref(), &to)
                 .display()
                 .to_string();
+        // The old kubelet's last heartbeat: any newer one is posted by a kubelet that started
+        // after it stopped, whatever the clocks say.
+        let down_heartbeat = heartbeat_secs(&node);
         self.set(Phase::Applying {
             to: to.clone(),
             from: from.clone(),
             journal: journal.clone(),
+            down_heartbeat,
         })?;
-        self.apply(&to, from.as_deref(), &journal).await
+        self.apply(&to, from.as_deref(), &journal, down_heartbeat)
+            .await
     }
 
     async fn plan(&mut self, to: KubeletVersion, from: Option<KubeletVersion>) -> Result<()> {
@@ -739,7 +769,13 @@ impl Agent {
         })
     }
 
-    async fn apply(&mut self, to: &str, from: Option<&str>, journal: &str) -> Result<()> {
+    async fn apply(
+        &mut self,
+        to: &str,
+        from: Option<&str>,
+        journal: &str,
+        down_heartbeat: Option<u64>,
+    ) -> Result<()> {
         let to_v: KubeletVersion = to.parse()?;
         let from_v: Option<KubeletVersion> = from.map(str::parse).transpose()?;
         let mut pods = PodIndex::default();
@@ -776,6 +812,7 @@ impl Agent {
                         from: from.map(str::to_string),
                         journal: journal.into(),
                         written,
+                        down_heartbeat,
                     });
                 }
                 return self.set(Phase::Failed {
@@ -814,6 +851,7 @@ impl Agent {
             from: from.map(str::to_string),
             journal: journal.into(),
             written: total,
+            down_heartbeat,
         })
     }
 
@@ -840,6 +878,7 @@ impl Agent {
         from: Option<String>,
         journal: String,
         written: usize,
+        down_heartbeat: Option<u64>,
     ) -> Result<()> {
         let Some(node) = self.watched_node() else {
             return Ok(());
@@ -858,9 +897,12 @@ impl Agent {
             return Ok(());
         }
         // The kubelet is up. Which one? Only the version it posted itself after it came up says.
-        let fresh = heartbeat(&node)
-            .zip(self.up_since)
-            .is_some_and(|(h, u)| h + Duration::from_secs(1) >= u);
+        let fresh = match down_heartbeat {
+            Some(stale) => heartbeat_secs(&node).is_some_and(|h| h > stale),
+            None => heartbeat(&node)
+                .zip(self.up_since)
+                .is_some_and(|(h, u)| h + Duration::from_secs(1) >= u),
+        };
         let reported = reported_version(&node);
         if !fresh {
             // Read the Node once more, directly, in case the watch lags.
