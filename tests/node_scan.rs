@@ -9,6 +9,24 @@ use harness::{create_pod, pod_json, Containerd, TestContainer};
 use kubehash::cri::Cri;
 use serde_json::{json, Value};
 
+/// `kubehash scan --cri` of the test node for 1.30 → 1.31, as JSON.
+fn scan_json(ctrd: &Containerd, pods_file: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args([
+            "scan",
+            "--cri",
+            &ctrd.endpoint(),
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+        ])
+        .args(["-o", "json", "--pods"])
+        .arg(pods_file)
+        .output()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_scan_gives_every_verdict() {
     let ctrd = Containerd::start();
@@ -80,22 +98,7 @@ async fn node_scan_gives_every_verdict() {
     let pods_file = ctrd.dir.join("pods.json");
     std::fs::write(&pods_file, serde_json::to_vec(&pods).unwrap()).unwrap();
 
-    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args([
-            "scan",
-            "--cri",
-            &ctrd.endpoint(),
-            "--to",
-            "1.31",
-            "--from",
-            "1.30",
-            "-o",
-            "json",
-            "--pods",
-        ])
-        .arg(&pods_file)
-        .output()
-        .unwrap();
+    let out = scan_json(&ctrd, &pods_file);
     assert!(
         out.status.success(),
         "{}",
@@ -154,22 +157,7 @@ async fn node_scan_gives_every_verdict() {
     cri.stop_container(&web_pod.container_ids[0], 0)
         .await
         .unwrap();
-    let again = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args([
-            "scan",
-            "--cri",
-            &ctrd.endpoint(),
-            "--to",
-            "1.31",
-            "--from",
-            "1.30",
-            "-o",
-            "json",
-            "--pods",
-        ])
-        .arg(&pods_file)
-        .output()
-        .unwrap();
+    let again = scan_json(&ctrd, &pods_file);
     let doc: Value = serde_json::from_slice(&again.stdout).unwrap();
     let web = doc["containers"]
         .as_array()
