@@ -16,9 +16,9 @@
 
 use serde_json::Value;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gojson::go_clean_input;
-use crate::pods::{for_each_value, take_container_slots, ContainerSlot};
+use crate::pods::{for_each_value_raw, take_container_slots, ContainerSlot};
 
 /// One thing to hash, or the reason a part of the input could not become one.
 #[derive(Debug)]
@@ -45,18 +45,115 @@ pub fn read_items(bytes: &[u8], source: &str) -> Result<Vec<Item>> {
 
 /// Calls `each` for every item in `bytes`, in order, without holding more than one pod (or one
 /// record) in memory: the items of a PodList are parsed and handed over one at a time.
+///
+/// The input is cut into its top-level values first, and each is parsed on its own: checking
+/// for the end of input over the whole slice before every value made serde_json count lines from
+/// the start each time (quadratic in the input). Errors name the line and column in the whole
+/// input, as before.
 pub fn for_each_item(bytes: &[u8], source: &str, mut each: impl FnMut(Item)) -> Result<()> {
     let cleaned = go_clean_input(bytes);
     let mut n = 0usize;
     let mut buf = Vec::new();
-    for_each_value(serde_json::de::SliceRead::new(&cleaned), source, |value| {
-        n += 1;
-        let here = format!("{source}: object {n}");
-        collect(value, &here, n, &mut buf);
-        for item in buf.drain(..) {
-            each(item);
+    for (start, end) in top_level_values(&cleaned) {
+        let part = serde_json::de::SliceRead::new(&cleaned[start..end]);
+        let parsed = for_each_value_raw(part, |value| {
+            n += 1;
+            let here = format!("{source}: object {n}");
+            collect(value, &here, n, &mut buf);
+            for item in buf.drain(..) {
+                each(item);
+            }
+        });
+        if let Err(e) = parsed {
+            return Err(Error::Input {
+                source_name: source.to_string(),
+                reason: format!("not valid JSON: {}", at_position_in(&cleaned, start, &e)),
+            });
         }
-    })
+    }
+    if n == 0 {
+        return Err(Error::Input {
+            source_name: source.to_string(),
+            reason: "no JSON input".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The byte ranges of the top-level JSON values in `bytes`, found by one linear scan (strings
+/// and their escapes respected). A value cut short runs to the end of the input, where parsing it
+/// reports the error; bytes that are not JSON form a range of their own, for the same reason.
+fn top_level_values(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let ws = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    while i < bytes.len() {
+        if ws(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let (mut depth, mut in_string) = (0usize, false);
+        while i < bytes.len() {
+            let b = bytes[i];
+            i += 1;
+            if in_string {
+                match b {
+                    b'\\' => i += 1,
+                    b'"' => {
+                        in_string = false;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                // A scalar at the top level ends at white space or a structural character.
+                _ if depth == 0
+                    && i < bytes.len()
+                    && (ws(bytes[i]) || b"{[\"".contains(&bytes[i])) =>
+                {
+                    break
+                }
+                _ => {}
+            }
+        }
+        out.push((start, i.min(bytes.len())));
+    }
+    out
+}
+
+/// serde_json's error for a value that starts at `start`, with its line and column counted in
+/// the whole input.
+fn at_position_in(bytes: &[u8], start: usize, e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let Some(message) = text.strip_suffix(&suffix) else {
+        return text;
+    };
+    let line_start = bytes[..start]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let base_line = 1 + bytes[..start].iter().filter(|&&b| b == b'\n').count();
+    let line = base_line + e.line() - 1;
+    let column = if e.line() == 1 {
+        start - line_start + e.column()
+    } else {
+        e.column()
+    };
+    format!("{message} at line {line} column {column}")
 }
 
 fn collect(mut value: Value, here: &str, n: usize, items: &mut Vec<Item>) {
@@ -203,6 +300,44 @@ fn short(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The value-by-value reading must say exactly what one pass over the whole input says.
+    #[test]
+    fn cutting_into_values_changes_no_answer_and_no_error() {
+        let whole = |bytes: &[u8]| -> std::result::Result<usize, String> {
+            let mut n = 0;
+            crate::pods::for_each_value(serde_json::de::SliceRead::new(bytes), "in", |_| n += 1)
+                .map(|()| n)
+                .map_err(|e| e.to_string())
+        };
+        let cut = |bytes: &[u8]| -> std::result::Result<usize, String> {
+            let mut n = 0;
+            for_each_item(bytes, "in", |_| n += 1)
+                .map(|()| n)
+                .map_err(|e| e.to_string())
+        };
+        for input in [
+            &b"{\"name\":\"a\"}\n{\"name\":\"b\"}\n"[..],
+            b"{\"name\":\"a\"}{\"name\":\"b\"}",
+            b"  [{\"name\":\"a\"},{\"name\":\"x}\"}]  ",
+            b"{\"name\":\"a\"}\n{\"name\":",
+            b"{\"name\":\"a\"}\n  {\"name\" 1}",
+            b"{\"name\":\"a\"}\n{\"a\":\n\"b\" x}",
+            b"{\"name\":\"a\"} junk",
+            b"{\"name\":\"a\\\"}\"}\n{\"name\":\"b\"}",
+            b"{} 1 \"s\" {}",
+            b"   ",
+            b"",
+            b"{\"name\":\"a\"}]",
+        ] {
+            let (w, c) = (whole(input), cut(input));
+            match (&w, &c) {
+                (Ok(_), Ok(_)) => {}
+                (Err(a), Err(b)) => assert_eq!(a, b, "{}", String::from_utf8_lossy(input)),
+                _ => panic!("{}: {w:?} vs {c:?}", String::from_utf8_lossy(input)),
+            }
+        }
+    }
 
     fn ids(input: &str) -> Vec<String> {
         read_items(input.as_bytes(), "t")

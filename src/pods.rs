@@ -32,27 +32,34 @@ pub fn for_each_object<R: Read>(reader: R, source: &str, each: impl FnMut(Value)
 pub fn for_each_value<'de, R: serde_json::de::Read<'de>>(
     read: R,
     source: &str,
-    mut each: impl FnMut(Value),
+    each: impl FnMut(Value),
 ) -> Result<()> {
+    match for_each_value_raw(read, each) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::Input {
+            source_name: source.to_string(),
+            reason: "no JSON input".into(),
+        }),
+        Err(e) => Err(Error::Input {
+            source_name: source.to_string(),
+            reason: format!("not valid JSON: {e}"),
+        }),
+    }
+}
+
+/// [`for_each_value`] with serde_json's own error; `Ok(false)` when there was no value at all.
+pub fn for_each_value_raw<'de, R: serde_json::de::Read<'de>>(
+    read: R,
+    mut each: impl FnMut(Value),
+) -> std::result::Result<bool, serde_json::Error> {
     let mut de = serde_json::Deserializer::new(read);
     let mut any = false;
     loop {
         // Stop cleanly at end of input (after optional whitespace).
         if de.end().is_ok() {
-            if any {
-                return Ok(());
-            }
-            return Err(Error::Input {
-                source_name: source.to_string(),
-                reason: "no JSON input".into(),
-            });
+            return Ok(any);
         }
-        Top { each: &mut each }
-            .deserialize(&mut de)
-            .map_err(|e| Error::Input {
-                source_name: source.to_string(),
-                reason: format!("not valid JSON: {e}"),
-            })?;
+        Top { each: &mut each }.deserialize(&mut de)?;
         any = true;
     }
 }
