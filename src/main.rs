@@ -503,7 +503,12 @@ fn read_stdin() -> Result<(Vec<u8>, String)> {
 
 fn run_hash(args: HashArgs) -> Result<ExitCode> {
     let versions = parse_version_set(&args.versions)?;
-    let explain: Option<KubeletVersion> = args.explain.as_deref().map(str::parse).transpose()?;
+    let explain: Option<KubeletVersion> = args
+        .explain
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .context("--explain")?;
     let (bytes, source) = read_input(&args.input)?;
 
     let mut out = io::BufWriter::new(io::stdout().lock());
@@ -601,7 +606,7 @@ fn explain_items(items: &[Item], v: KubeletVersion, out: &mut impl Write) -> Res
 }
 
 fn run_scan(args: ScanArgs) -> Result<ExitCode> {
-    let to: KubeletVersion = args.to.parse()?;
+    let to: KubeletVersion = args.to.parse().context("--to")?;
     if let Some(endpoint) = &args.cri {
         return run_node_scan(&args, endpoint, to);
     }
@@ -615,7 +620,8 @@ fn run_scan(args: ScanArgs) -> Result<ExitCode> {
         .from
         .as_deref()
         .map(str::parse::<KubeletVersion>)
-        .transpose()?;
+        .transpose()
+        .context("--from")?;
     // --from, else --nodes; without either, the cluster's Node objects (for --cluster).
     let given_from = match (fixed_from, &args.nodes) {
         (Some(f), _) => Some(FromVersions::Fixed(f)),
@@ -708,7 +714,12 @@ fn run_matrix(args: MatrixArgs) -> Result<ExitCode> {
 
 /// `scan --cri`: this node's containers, joined to their pods, with a verdict each.
 fn run_node_scan(args: &ScanArgs, endpoint: &str, to: KubeletVersion) -> Result<ExitCode> {
-    let from: Option<KubeletVersion> = args.from.as_deref().map(str::parse).transpose()?;
+    let from: Option<KubeletVersion> = args
+        .from
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .context("--from")?;
     print_node_plan(
         endpoint,
         to,
@@ -856,8 +867,13 @@ fn init_logs(format: LogFormat) {
 fn run_node(command: NodeCommand) -> Result<ExitCode> {
     match command {
         NodeCommand::Plan(a) => {
-            let to: KubeletVersion = a.to.parse()?;
-            let from = a.from.as_deref().map(str::parse).transpose()?;
+            let to: KubeletVersion = a.to.parse().context("--to")?;
+            let from = a
+                .from
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .context("--from")?;
             print_node_plan(&a.cri, to, from, &a.source, a.output, false)
         }
         NodeCommand::Apply(a) => run_node_apply(a),
@@ -868,7 +884,7 @@ fn run_node(command: NodeCommand) -> Result<ExitCode> {
 
 fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
     init_logs(a.log_format);
-    let to: KubeletVersion = a.plan.to.parse()?;
+    let to: KubeletVersion = a.plan.to.parse().context("--to")?;
     let rt = runtime()?;
     let (pods, node_version) = node_pods(&rt, &a.plan.source)?;
     let from = old_kubelet(&a.plan.from, node_version)?;
@@ -1088,7 +1104,12 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let to: Option<KubeletVersion> = a.to.as_deref().map(str::parse).transpose()?;
+    let to: Option<KubeletVersion> = a
+        .to
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .context("--to")?;
     let mode = u32::from_str_radix(&a.socket_mode, 8)
         .context("--socket-mode takes an octal mode such as 600")?;
     let limits = kubehash::shim::Limits {
