@@ -1104,12 +1104,11 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let to: Option<KubeletVersion> = a
-        .to
-        .as_deref()
-        .map(str::parse)
-        .transpose()
-        .context("--to")?;
+    let to: Option<KubeletVersion> =
+        a.to.as_deref()
+            .map(str::parse)
+            .transpose()
+            .context("--to")?;
     let mode = u32::from_str_radix(&a.socket_mode, 8)
         .context("--socket-mode takes an octal mode such as 600")?;
     let limits = kubehash::shim::Limits {
