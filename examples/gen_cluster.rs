@@ -21,6 +21,10 @@ fn main() -> anyhow::Result<()> {
             "--pods" => pods = args.next().unwrap_or_default().parse()?,
             "--nodes" => nodes = args.next().unwrap_or_default().parse()?,
             "--nodes-out" => nodes_out = args.next(),
+            "-h" | "--help" => {
+                println!("gen_cluster [--pods N] [--nodes N] [--nodes-out FILE] > pods.json\n\nWrites a PodList of N pods (default 100000) spread over N nodes (default 1000),\nmade from the bundled example's pods, and with --nodes-out their NodeList.");
+                return Ok(());
+            }
             other => {
                 anyhow::bail!("unknown argument {other}; use --pods N --nodes N --nodes-out FILE")
             }

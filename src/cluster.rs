@@ -66,8 +66,29 @@ pub struct ListStats {
     pub retries: u64,
 }
 
+/// Whether `$KUBECONFIG` names at least one file that exists.
+fn env_kubeconfig_set() -> bool {
+    std::env::var_os("KUBECONFIG")
+        .is_some_and(|v| std::env::split_paths(&v).any(|p| !p.as_os_str().is_empty() && p.exists()))
+}
+
+/// `$KUBECONFIG`'s files merged as kubectl merges them (the first to set a value wins), skipping
+/// the ones that do not exist, as kubectl does.
+fn merged_env_kubeconfig() -> std::result::Result<Kubeconfig, String> {
+    let value = std::env::var_os("KUBECONFIG").unwrap_or_default();
+    let mut merged = Kubeconfig::default();
+    for path in std::env::split_paths(&value).filter(|p| !p.as_os_str().is_empty() && p.exists()) {
+        let kc = Kubeconfig::read_from(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        merged = merged
+            .merge(kc)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(merged)
+}
+
 impl Cluster {
-    /// Connects with a kubeconfig file (and context), or the standard configuration.
+    /// Connects with a kubeconfig file (and context), `$KUBECONFIG` (a list of files merged as
+    /// kubectl merges them, missing ones skipped), or the standard configuration.
     pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Cluster> {
         let fail = |reason: String| Error::Input {
             source_name: match kubeconfig {
@@ -81,6 +102,13 @@ impl Cluster {
             ..Default::default()
         };
         let config = match kubeconfig {
+            None if env_kubeconfig_set() => {
+                let kc = merged_env_kubeconfig()
+                    .map_err(|e| fail(format!("cannot read $KUBECONFIG: {e}")))?;
+                Config::from_custom_kubeconfig(kc, &options)
+                    .await
+                    .map_err(|e| fail(format!("unusable kubeconfig: {e}")))?
+            }
             Some(path) => {
                 let kc = Kubeconfig::read_from(path)
                     .map_err(|e| fail(format!("cannot read kubeconfig: {e}")))?;

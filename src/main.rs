@@ -447,10 +447,27 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kubehash: {e:#}");
+            eprintln!("kubehash: {}", one_line(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// An error and its causes on one line, each said once: a cause whose text ends the line already
+/// (an I/O error that its wrapper quotes) is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// `--help` and `--version` print as clap prints them; a usage error is one line on stderr and
@@ -657,6 +674,21 @@ fn run_scan(args: ScanArgs) -> Result<ExitCode> {
     };
     if show_progress {
         eprint!("\r\x1b[K");
+    }
+    if report.total.containers == 0 {
+        let source = match (&args.source.pods, args.source.cluster) {
+            (Some(p), _) if p.as_os_str() == "-" => "stdin".to_string(),
+            (Some(p), _) => p.display().to_string(),
+            (None, _) => "the cluster".to_string(),
+        };
+        let why = match report.problems.first() {
+            Some(p) => format!(
+                " ({} objects not scanned, the first: {p})",
+                report.problems.len()
+            ),
+            None => String::new(),
+        };
+        bail!("no pods found in {source}{why}");
     }
     let mut out = io::BufWriter::new(io::stdout().lock());
     match args.output {

@@ -272,3 +272,20 @@ fn an_unreachable_cluster_is_one_clear_line() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// `KUBECONFIG` as a list: files that do not exist are skipped, as kubectl skips them, and the
+/// rest are merged.
+#[test]
+fn a_kubeconfig_list_skips_missing_files() {
+    let server = serve(Box::new(|t, _| normal(t)));
+    let kc = kubeconfig(&server.url);
+    let list = format!("/nonexistent/kubeconfig:{}", kc.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(["scan", "--cluster", "--to", "1.31", "-o", "json"])
+        .env("KUBECONFIG", &list)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"]["containers"], 24);
+}

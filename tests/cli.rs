@@ -452,3 +452,32 @@ fn downgrades_and_skew_are_warned_about() {
             .success()
     );
 }
+
+/// A missing file's OS error is said once; input without pods is one line, exit 1.
+#[test]
+fn missing_files_and_empty_input_are_one_line() {
+    let out = kubehash(
+        &[
+            "scan",
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+            "/nonexistent/pods.json",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    let out = kubehash(
+        &["scan", "--to", "1.31", "--from", "1.30", "-i", "-"],
+        br#"{"kind":"List","items":[{"kind":"Service","metadata":{"name":"s"}}]}"#,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("kubehash: no pods found in stdin"), "{err}");
+}
