@@ -703,9 +703,16 @@ impl Agent {
             crate::journal::path_for(&self.cfg.state_dir.join("journal"), from.as_deref(), &to)
                 .display()
                 .to_string();
-        // The old kubelet's last heartbeat: any newer one is posted by a kubelet that started
-        // after it stopped, whatever the clocks say.
-        let down_heartbeat = heartbeat_secs(&node);
+        // The old kubelet's last heartbeat, read from the API server itself (not the watch,
+        // which may lag) now that the kubelet has been down for the grace period: any newer one
+        // is posted by a kubelet that started since, whatever the clocks say.
+        let down_heartbeat = match self.cluster.node(&self.cfg.node_name).await {
+            Ok(fresh) => heartbeat_secs(&fresh),
+            Err(e) => {
+                let msg = format!("cannot read the Node before writing ({e}); not writing");
+                return self.event_once("KubehashNoEvidence", &msg, true).await;
+            }
+        };
         self.set(Phase::Applying {
             to: to.clone(),
             from: from.clone(),
