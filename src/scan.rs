@@ -419,8 +419,10 @@ pub struct ScanReport {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct NodeSummary {
     pub from: Option<String>,
+    /// Why the node's containers could not be assessed (its kubelet version is unknown or not
+    /// one kubehash knows). Not `error`: that key is the count of containers in error.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub problem: Option<String>,
     #[serde(flatten)]
     pub counts: Counts,
 }
@@ -440,8 +442,8 @@ impl ScanReport {
         if node.from.is_none() {
             node.from = c.from.clone();
         }
-        if c.from.is_none() && node.error.is_none() {
-            node.error = c.outcome.error.clone();
+        if c.from.is_none() && node.problem.is_none() {
+            node.problem = c.outcome.error.clone();
         }
         self.workloads
             .entry(format!("{}/{}", c.namespace, c.workload))

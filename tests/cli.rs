@@ -481,3 +481,41 @@ fn missing_files_and_empty_input_are_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("kubehash: no pods found in stdin"), "{err}");
 }
+
+/// A node on a kubelet version kubehash does not know: its reason is `problem`, so the node's
+/// object has one `error` key (the count), not two (`jq` kept only one of them).
+#[test]
+fn scan_json_has_no_duplicate_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(NODES).unwrap()).unwrap();
+    nodes["items"][0]["status"]["nodeInfo"]["kubeletVersion"] = "v1.99.0".into();
+    let path = dir.path().join("nodes.json");
+    std::fs::write(&path, nodes.to_string()).unwrap();
+    let p = path.display().to_string();
+    let out = kubehash(
+        &[
+            "scan", "--to", "1.31", "-i", PODS, "--nodes", &p, "-o", "json",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    let (name, node) = v["nodes"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(_, n)| n.get("problem").is_some())
+        .expect("a node with a problem");
+    assert!(node["problem"].as_str().unwrap().contains("1.99"), "{node}");
+    // The node's object as printed: one "error" key.
+    let start = s.find(&format!("\"{name}\": {{")).unwrap();
+    let end = start + s[start..].find('}').unwrap();
+    assert_eq!(
+        s[start..end].matches("\"error\":").count(),
+        1,
+        "{}",
+        &s[start..end]
+    );
+}
