@@ -359,6 +359,24 @@ fn reported_version(node: &Value) -> Option<KubeletVersion> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The target version a Node's `annotation` names: `Ok(None)` when there is none.
+fn wanted_target(
+    node: &Value,
+    annotation: &str,
+) -> std::result::Result<Option<KubeletVersion>, String> {
+    match node
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(annotation))
+        .and_then(Value::as_str)
+    {
+        None => Ok(None),
+        Some(t) => t
+            .parse()
+            .map(Some)
+            .map_err(|e| format!("annotation {annotation}: {e}")),
+    }
+}
+
 /// [`heartbeat`] in unix seconds.
 fn heartbeat_secs(node: &Value) -> Option<u64> {
     heartbeat(node)?
@@ -494,17 +512,7 @@ impl Agent {
 
     /// The target the Node's annotation names now: `Ok(None)` when there is none.
     fn wanted(&self, node: &Value) -> std::result::Result<Option<KubeletVersion>, String> {
-        match node
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(&self.cfg.annotation))
-            .and_then(Value::as_str)
-        {
-            None => Ok(None),
-            Some(t) => t
-                .parse()
-                .map(Some)
-                .map_err(|e| format!("annotation {}: {e}", self.cfg.annotation)),
-        }
+        wanted_target(node, &self.cfg.annotation)
     }
 
     async fn look(&self) -> Seen {
@@ -1058,14 +1066,10 @@ impl crate::node::WriteGate for Evidence<'_> {
             .node(&self.cfg.node_name)
             .await
             .map_err(|e| format!("cannot read the Node's target: {e}"))?;
-        let wanted = node
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(&self.cfg.annotation))
-            .and_then(Value::as_str);
-        match wanted.map(str::parse::<KubeletVersion>) {
-            Some(Ok(v)) if v == self.to => Ok(()),
-            _ => Err(format!(
-                "the Node's {} no longer names {} ({wanted:?})",
+        match wanted_target(&node, &self.cfg.annotation) {
+            Ok(Some(v)) if v == self.to => Ok(()),
+            other => Err(format!(
+                "the Node's {} no longer names {} ({other:?})",
                 self.cfg.annotation, self.to
             )),
         }

@@ -132,18 +132,31 @@ impl Journal {
                 .create(dir)
                 .map_err(|e| io_error(path, e))?;
         }
-        let existed = path.exists();
-        let torn = if existed {
-            let contents = read(path)?;
-            match contents.torn {
-                Some(t) => {
-                    set_aside(path, &t)?;
-                    Some(t.text)
-                }
-                None => None,
-            }
+        let contents = if path.exists() {
+            Some(read(path)?)
         } else {
             None
+        };
+        Journal::continue_after(path, contents.as_ref())
+    }
+
+    /// [`Journal::open`] for a journal whose `contents` were just read (rollback reads it whole
+    /// before it writes): the torn tail they found is set aside, and the file is not read again.
+    pub fn continue_from(path: &Path, contents: &Contents) -> Result<(Journal, Option<String>)> {
+        Journal::continue_after(path, Some(contents))
+    }
+
+    /// `contents` is `None` for a journal that does not exist yet.
+    fn continue_after(
+        path: &Path,
+        contents: Option<&Contents>,
+    ) -> Result<(Journal, Option<String>)> {
+        let torn = match contents.and_then(|c| c.torn.as_ref()) {
+            Some(t) => {
+                set_aside(path, t)?;
+                Some(t.text.clone())
+            }
+            None => None,
         };
         let file = OpenOptions::new()
             .create(true)
@@ -151,7 +164,7 @@ impl Journal {
             .mode(0o600)
             .open(path)
             .map_err(|e| io_error(path, e))?;
-        if !existed {
+        if contents.is_none() {
             // Make the new file's directory entry durable too.
             sync_dir(path)?;
         }

@@ -367,7 +367,7 @@ pub async fn rollback(
     guard.check("rollback").await?;
     let writes = contents.writes();
     let store = Store::connect(containerd_endpoint).await?;
-    let (mut journal, torn) = Journal::open(journal_path)?;
+    let (mut journal, torn) = Journal::continue_from(journal_path, &contents)?;
     if let Some(t) = torn {
         warn!(journal = %journal_path.display(), torn = %t, "the journal's last line was torn by a crash; moved it to .torn (no write followed it)");
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{create_pod, hash, pod_json, start_shim, Containerd, TestContainer};
+use harness::{hash, start_shim, Containerd};
 use kubehash::cri::{keys, Cri};
 use serde_json::{json, Value};
 
@@ -34,27 +34,8 @@ async fn listed_hash(endpoint: &str, id: &str) -> String {
 
 /// A container made by kubelet `made_by` from `then`, whose spec is now `now`.
 async fn one_container(ctrd: &Containerd, made_by: &str, then: &Value, now: &Value) -> String {
-    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
-    let pod = create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "shop",
-        "web-1",
-        "uid-web-1",
-        &[TestContainer {
-            spec: now.clone(),
-            stored_hash: Some(hash(then, made_by)),
-        }],
-        made_by.parse().unwrap(),
-    )
-    .await;
-    std::fs::write(
-        ctrd.dir.join("pods.json"),
-        json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",std::slice::from_ref(now))]})
-            .to_string(),
-    )
-    .unwrap();
-    pod.container_ids[0].clone()
+    let (ids, _) = harness::shop_pod(ctrd, made_by, &[(now.clone(), hash(then, made_by))]).await;
+    ids[0].clone()
 }
 
 /// 5. The shim's proof had the node agent's holes: without --from any version's hash counted,

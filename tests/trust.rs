@@ -11,9 +11,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use harness::{create_pod, hash, kubehash, pod_json, text, Containerd, TestContainer};
+use harness::{hash, kubehash, text, Containerd};
 use kubehash::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
-use kubehash::cri::Cri;
 use serde_json::{json, Value};
 
 fn s(p: &Path) -> String {
@@ -30,35 +29,15 @@ struct Scenario {
 
 async fn scenario(made_by: &str, containers: &[(Value, Value)]) -> Scenario {
     let ctrd = Containerd::start();
-    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
-    let test: Vec<TestContainer> = containers
+    let stored: Vec<(Value, String)> = containers
         .iter()
-        .map(|(then, now)| TestContainer {
-            spec: now.clone(),
-            stored_hash: Some(hash(then, made_by)),
-        })
+        .map(|(then, now)| (now.clone(), hash(then, made_by)))
         .collect();
-    let pod = create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "shop",
-        "web-1",
-        "uid-web-1",
-        &test,
-        made_by.parse().unwrap(),
-    )
-    .await;
-    let now: Vec<Value> = containers.iter().map(|(_, n)| n.clone()).collect();
-    let pods_file = ctrd.dir.join("pods.json");
-    std::fs::write(
-        &pods_file,
-        json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",&now)]}).to_string(),
-    )
-    .unwrap();
+    let (ids, pods_file) = harness::shop_pod(&ctrd, made_by, &stored).await;
     Scenario {
         ctrd,
         pods_file,
-        ids: pod.container_ids,
+        ids,
     }
 }
 
@@ -174,30 +153,12 @@ async fn a_crafted_collision_writes_nothing() {
     let now = json!({"name":"app","image":img,"args":["--v2"]});
     // The container runs the old spec; its stored hash is what the attacker made collide.
     let ctrd = Containerd::start();
-    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
-    let pod = create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "shop",
-        "web-1",
-        "uid-web-1",
-        &[TestContainer {
-            spec: json!({"name":"app","image":img,"args":["--v1"]}),
-            stored_hash: Some(hash(&now, "1.14")),
-        }],
-        "1.30".parse().unwrap(),
-    )
-    .await;
-    let pods_file = ctrd.dir.join("pods.json");
-    std::fs::write(
-        &pods_file,
-        json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",&[now])]}).to_string(),
-    )
-    .unwrap();
+    let (ids, pods_file) =
+        harness::shop_pod(&ctrd, "1.30", &[(now.clone(), hash(&now, "1.14"))]).await;
     let sc = Scenario {
         ctrd,
         pods_file,
-        ids: pod.container_ids,
+        ids,
     };
     let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
     let blind = apply(&sc, &["--to", "1.31"]);

@@ -613,6 +613,44 @@ pub fn hash(spec: &Value, version: &str) -> String {
     )
 }
 
+/// Pod `shop/web-1` (uid `uid-web-1`) created by kubelet `made_by` with one container per
+/// `(spec now, hash stored)` — a stored hash other than `made_by`'s of the spec models a spec that
+/// changed since, or a forged one — and `ctrd.dir/pods.json` holding the current specs. Returns
+/// the container ids, in order, and the pods file.
+pub async fn shop_pod(
+    ctrd: &Containerd,
+    made_by: &str,
+    containers: &[(Value, String)],
+) -> (Vec<String>, PathBuf) {
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.expect("CRI");
+    let tcs: Vec<TestContainer> = containers
+        .iter()
+        .map(|(now, stored)| TestContainer {
+            spec: now.clone(),
+            stored_hash: Some(stored.clone()),
+        })
+        .collect();
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &tcs,
+        made_by.parse().expect("test version"),
+    )
+    .await;
+    let now: Vec<Value> = containers.iter().map(|(n, _)| n.clone()).collect();
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(
+        &pods_file,
+        serde_json::json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",&now)]})
+            .to_string(),
+    )
+    .expect("pods file");
+    (pod.container_ids, pods_file)
+}
+
 /// A pod object as the API server returns it, for `--pods` files.
 pub fn pod_json(namespace: &str, name: &str, uid: &str, containers: &[Value]) -> Value {
     serde_json::json!({
