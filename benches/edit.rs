@@ -11,9 +11,9 @@
 use std::collections::HashMap;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kubehash::cri::{keys, proto};
-use kubehash::protowire::{edit_response, Carrier, StreamEditor};
-use kubehash::shim::{Decisions, ShimState, Translation};
+use kubehash::runtime::cri::{keys, proto};
+use kubehash::shim::proxy::{Decisions, ShimState, Translation};
+use kubehash::shim::wire::{edit_response, Carrier, StreamEditor};
 use prost::Message;
 
 const CONTAINERS: usize = 300;

@@ -10,11 +10,11 @@
 //! Run: `cargo bench --bench hash` (add `-- --quick` for a fast look).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use kubehash::decode::decode_container;
-use kubehash::hash::{hash_container, write_hashed_text, Annotation};
-use kubehash::schema::Schema;
-use kubehash::sink::{fnv1a_batch, Fnv32a};
-use kubehash::version::KubeletVersion;
+use kubehash::kubelet::decode::decode_container;
+use kubehash::kubelet::hash::{hash_container, write_hashed_text, Annotation};
+use kubehash::kubelet::schema::Schema;
+use kubehash::kubelet::sink::{fnv1a_batch, Fnv32a};
+use kubehash::kubelet::version::KubeletVersion;
 use serde_json::Value;
 
 fn corpus() -> Vec<Value> {

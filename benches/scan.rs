@@ -5,7 +5,7 @@
 //! Run: `cargo bench --bench scan`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kubehash::scan::{scan_source, FromVersions};
+use kubehash::analysis::scan::{scan_source, FromVersions};
 use serde_json::Value;
 
 fn example_pods() -> Vec<Value> {

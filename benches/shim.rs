@@ -40,8 +40,8 @@ use bytes::{Buf, BufMut, Bytes};
 use criterion::{criterion_group, criterion_main, Criterion};
 use harness::{create_pod, Containerd, TestContainer};
 use http::uri::PathAndQuery;
-use kubehash::cri::{proto, Cri};
-use kubehash::shim::{ShimState, Translation};
+use kubehash::runtime::cri::{proto, Cri};
+use kubehash::shim::proxy::{ShimState, Translation};
 use prost::Message;
 use serde_json::json;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -282,7 +282,7 @@ fn bench_shim(c: &mut Criterion) {
         .iter()
         .map(|(_, endpoint, _)| {
             let channel = rt
-                .block_on(kubehash::cri::unix_channel(endpoint))
+                .block_on(kubehash::runtime::cri::unix_channel(endpoint))
                 .expect("connect");
             tonic::client::Grpc::new(channel)
         })

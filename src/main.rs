@@ -12,21 +12,21 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use kubehash::cluster::Cluster;
-use kubehash::cri::Cri;
-use kubehash::hash::{hash_container, hashed_text, marshalled_json, Annotation};
-use kubehash::input::{for_each_item, read_items, Item};
-use kubehash::matrix::RestartMatrix;
-use kubehash::plan::{plan, PodIndex, Verdict};
-use kubehash::pods::{for_each_object_in_path, pod_containers, NodeVersions};
-use kubehash::report::{plan_counts, write_plan_table};
-use kubehash::report::{
+use kubehash::analysis::matrix::RestartMatrix;
+use kubehash::analysis::plan::{plan, PodIndex, Verdict};
+use kubehash::analysis::scan::{scan_path, scan_source, FromVersions};
+use kubehash::cli::output::{plan_counts, write_plan_table};
+use kubehash::cli::output::{
     write_json, write_jsonl, write_matrix_table, write_scan_table, write_table, HashRow,
 };
-use kubehash::scan::{scan_path, scan_source, FromVersions};
-use kubehash::shim::ShimState;
-use kubehash::sink::format_hash;
-use kubehash::version::{parse_version_set, KubeletVersion};
+use kubehash::kubelet::hash::{hash_container, hashed_text, marshalled_json, Annotation};
+use kubehash::kubelet::sink::format_hash;
+use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
+use kubehash::runtime::cri::Cri;
+use kubehash::shim::proxy::ShimState;
+use kubehash::source::cluster::Cluster;
+use kubehash::source::input::{for_each_item, read_items, Item};
+use kubehash::source::pods::{for_each_object_in_path, pod_containers, NodeVersions};
 
 #[derive(Parser)]
 #[command(
@@ -114,7 +114,7 @@ struct AgentArgs {
     kubelet_binary: PathBuf,
     /// The static pod manifests (mount read-only): static pods are rewritten only where the
     /// manifest pins the UID they run under.
-    #[arg(long, value_name = "DIR", default_value = kubehash::manifests::DEFAULT_DIR)]
+    #[arg(long, value_name = "DIR", default_value = kubehash::source::manifests::DEFAULT_DIR)]
     manifests: PathBuf,
     /// How long the kubelet must be down before apply runs.
     #[arg(long, value_name = "SECONDS", default_value_t = 15)]
@@ -123,7 +123,7 @@ struct AgentArgs {
     #[arg(long, value_name = "MILLISECONDS", default_value_t = 2000)]
     poll_ms: u64,
     /// The Node annotation that carries the target kubelet version.
-    #[arg(long, default_value = kubehash::agent::TARGET_ANNOTATION)]
+    #[arg(long, default_value = kubehash::agent::reconcile::TARGET_ANNOTATION)]
     annotation: String,
     /// Restart containerd after apply with this command (e.g. `systemctl restart containerd`,
     /// or `nsenter -t 1 -m -- systemctl restart containerd` from a pod with host PID).
@@ -238,7 +238,7 @@ struct PodSource {
     node_name: Option<String>,
     /// With --cri and node commands: the static pod manifests, to know which static pods keep
     /// their UID (a manifest that sets metadata.uid); the others are recreated by a new kubelet.
-    #[arg(long, value_name = "DIR", default_value = kubehash::manifests::DEFAULT_DIR)]
+    #[arg(long, value_name = "DIR", default_value = kubehash::source::manifests::DEFAULT_DIR)]
     manifests: PathBuf,
 }
 
@@ -274,7 +274,7 @@ struct NodeApplyArgs {
     #[arg(long, value_name = "PATH")]
     journal: Option<PathBuf>,
     /// Where journals live.
-    #[arg(long, value_name = "DIR", default_value = kubehash::journal::DEFAULT_DIR)]
+    #[arg(long, value_name = "DIR", default_value = kubehash::rewrite::journal::DEFAULT_DIR)]
     journal_dir: PathBuf,
     #[command(flatten)]
     kubelet: KubeletArgs,
@@ -302,8 +302,8 @@ struct KubeletArgs {
 }
 
 impl KubeletArgs {
-    fn guard(&self) -> kubehash::node::KubeletGuard {
-        kubehash::node::KubeletGuard {
+    fn guard(&self) -> kubehash::rewrite::node::KubeletGuard {
+        kubehash::rewrite::node::KubeletGuard {
             healthz: Some(self.kubelet_healthz.clone()),
             force: self.force,
         }
@@ -317,7 +317,7 @@ struct NodeJournalArgs {
     #[arg(long, value_name = "PATH")]
     journal: Option<PathBuf>,
     /// Where journals live.
-    #[arg(long, value_name = "DIR", default_value = kubehash::journal::DEFAULT_DIR)]
+    #[arg(long, value_name = "DIR", default_value = kubehash::rewrite::journal::DEFAULT_DIR)]
     journal_dir: PathBuf,
     #[command(flatten)]
     kubelet: KubeletArgs,
@@ -606,7 +606,7 @@ fn explain_items(items: &[Item], v: KubeletVersion, out: &mut impl Write) -> Res
                     break;
                 }
             };
-            let h = kubehash::sink::Fnv32a::hash(&text);
+            let h = kubehash::kubelet::sink::Fnv32a::hash(&text);
             writeln!(out, "# {id}: kubelet {v} {key} = {}", format_hash(h))?;
             if let Some(j) = marshalled_json(json, v, *a, path)? {
                 writeln!(out, "# json.Marshal: {j}")?;
@@ -810,7 +810,7 @@ async fn read_node_pods(source: &PodSource) -> Result<(PodIndex, Option<KubeletV
 /// Warnings about the upgrade itself (a downgrade, a jump beyond the version-skew policy), on
 /// stderr.
 fn warn_upgrade(from: KubeletVersion, to: KubeletVersion) {
-    for w in kubehash::version::upgrade_warnings(from, to) {
+    for w in kubehash::kubelet::version::upgrade_warnings(from, to) {
         eprintln!("kubehash: warning: {w}");
     }
 }
@@ -924,14 +924,14 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
         warn_upgrade(f, to);
     }
     let journal = a.journal.clone().unwrap_or_else(|| {
-        kubehash::journal::path_for(
+        kubehash::rewrite::journal::path_for(
             &a.journal_dir,
             from.map(|f| f.to_string()).as_deref(),
             &to.to_string(),
         )
     });
     let manifests = read_manifests(&a.plan.source)?;
-    let report = rt.block_on(kubehash::node::apply(
+    let report = rt.block_on(kubehash::rewrite::node::apply(
         &a.plan.cri,
         &a.containerd,
         &pods,
@@ -965,7 +965,7 @@ fn run_node_apply(a: NodeApplyArgs) -> Result<ExitCode> {
                     o.detail.clone(),
                 ]);
             }
-            kubehash::report::write_columns(&rows, &mut out)?;
+            kubehash::cli::output::write_columns(&rows, &mut out)?;
             writeln!(out)?;
             writeln!(
                 out,
@@ -1023,13 +1023,17 @@ fn run_node_check(a: NodeJournalArgs, verify: bool) -> Result<ExitCode> {
     init_logs(a.log_format);
     let journal = match &a.journal {
         Some(j) => j.clone(),
-        None => kubehash::journal::latest(&a.journal_dir)?,
+        None => kubehash::rewrite::journal::latest(&a.journal_dir)?,
     };
     let rt = runtime()?;
     let results = if verify {
-        rt.block_on(kubehash::node::verify(&a.cri, &a.containerd, &journal))?
+        rt.block_on(kubehash::rewrite::node::verify(
+            &a.cri,
+            &a.containerd,
+            &journal,
+        ))?
     } else {
-        rt.block_on(kubehash::node::rollback(
+        rt.block_on(kubehash::rewrite::node::rollback(
             &a.containerd,
             &journal,
             &a.kubelet.guard(),
@@ -1055,7 +1059,7 @@ fn run_node_check(a: NodeJournalArgs, verify: bool) -> Result<ExitCode> {
                     r.detail.clone(),
                 ]);
             }
-            kubehash::report::write_columns(&rows, &mut out)?;
+            kubehash::cli::output::write_columns(&rows, &mut out)?;
             writeln!(out)?;
             let bad = results.iter().filter(|r| !r.ok).count();
             writeln!(
@@ -1125,7 +1129,8 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
             .filter(|(id, t)| {
                 listed.iter().any(|c| {
                     &c.id == *id
-                        && c.annotations.get(kubehash::cri::keys::HASH) == Some(&t.stored_hash)
+                        && c.annotations.get(kubehash::runtime::cri::keys::HASH)
+                            == Some(&t.stored_hash)
                 })
             })
             .count();
@@ -1143,7 +1148,7 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
             .context("--to")?;
     let mode = u32::from_str_radix(&a.socket_mode, 8)
         .context("--socket-mode takes an octal mode such as 600")?;
-    let limits = kubehash::shim::Limits {
+    let limits = kubehash::shim::proxy::Limits {
         max_connections: a.max_connections,
         handshake_timeout: std::time::Duration::from_secs(a.handshake_timeout_seconds),
         idle_timeout: std::time::Duration::from_secs(a.idle_timeout_seconds),
@@ -1185,7 +1190,7 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
         }
     };
     let planned = existing;
-    let shown = kubehash::shim::ShownPlan::new(planned.as_ref());
+    let shown = kubehash::shim::proxy::ShownPlan::new(planned.as_ref());
     // Without a plan yet (first start), serve pure pass-through and plan until it works: the
     // kubelet must never be left without a runtime because the API server or the runtime is
     // not reachable yet.
@@ -1220,7 +1225,7 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
     };
     rt.block_on(async {
         tokio::select! {
-            r = kubehash::shim::serve(&a.listen, &a.runtime_endpoint, shown.clone(), mode, limits, stop_requested()) => r,
+            r = kubehash::shim::proxy::serve(&a.listen, &a.runtime_endpoint, shown.clone(), mode, limits, stop_requested()) => r,
             () = planner => Ok(()),
         }
     })?;
@@ -1228,8 +1233,8 @@ fn run_shim(a: ShimArgs) -> Result<ExitCode> {
 }
 
 /// This node's static pod manifests (`--manifests`); files that are not pods are said on stderr.
-fn read_manifests(source: &PodSource) -> Result<kubehash::manifests::Manifests> {
-    let m = kubehash::manifests::Manifests::read(&source.manifests)?;
+fn read_manifests(source: &PodSource) -> Result<kubehash::source::manifests::Manifests> {
+    let m = kubehash::source::manifests::Manifests::read(&source.manifests)?;
     for p in &m.problems {
         eprintln!("kubehash: not a static pod manifest: {p}");
     }
@@ -1254,7 +1259,7 @@ fn run_agent(a: AgentArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let cfg = kubehash::agent::AgentConfig {
+    let cfg = kubehash::agent::reconcile::AgentConfig {
         node_name: a.node_name,
         kubeconfig: a.kubeconfig,
         cri: a.cri,
@@ -1272,11 +1277,11 @@ fn run_agent(a: AgentArgs) -> Result<ExitCode> {
         dry_run: a.dry_run,
     };
     rt.block_on(async move {
-        let metrics = kubehash::agent::Metrics::default();
+        let metrics = kubehash::agent::reconcile::Metrics::default();
         // A metrics address that cannot be bound is an error, not a silent agent without health.
-        let agent = kubehash::agent::Agent::new(cfg, metrics.clone()).await?;
-        let bound = kubehash::agent::bind_metrics(&a.listen).await?;
-        let listener = tokio::spawn(kubehash::agent::serve_metrics(bound, metrics));
+        let agent = kubehash::agent::reconcile::Agent::new(cfg, metrics.clone()).await?;
+        let bound = kubehash::agent::reconcile::bind_metrics(&a.listen).await?;
+        let listener = tokio::spawn(kubehash::agent::reconcile::serve_metrics(bound, metrics));
         agent.run(stop_requested()).await?;
         listener.abort();
         Ok::<_, anyhow::Error>(())

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use harness::apiserver::TestApi;
 use harness::kubelet::{Healthz, TestKubelet};
 use harness::{free_port, hash, pod_json, Containerd};
-use kubehash::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
-use kubehash::cri::Cri;
+use kubehash::runtime::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
+use kubehash::runtime::cri::Cri;
 use serde_json::{json, Value};
 
 fn wait(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {

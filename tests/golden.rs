@@ -2,8 +2,8 @@
 //! The vectors (`testdata/golden/public.jsonl`) were produced by the real upstream hashing code;
 //! `public-texts.jsonl` holds the exact text fed to FNV-1a for the first 40 cases.
 
-use kubehash::hash::{hash_container, hashed_text, Annotation};
-use kubehash::version::{HashEpoch, KubeletVersion};
+use kubehash::kubelet::hash::{hash_container, hashed_text, Annotation};
+use kubehash::kubelet::version::{HashEpoch, KubeletVersion};
 use serde_json::Value;
 
 fn records(name: &str) -> Vec<Value> {

@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kubehash::kubelet_health::{healthz, Health};
+use kubehash::agent::kubelet_health::{healthz, Health};
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -1,9 +1,9 @@
 //! No input makes kubehash panic: random JSON (containers of roughly the right shape, with
 //! wrong types, odd numbers and odd strings) either hashes or returns an error.
 
-use kubehash::hash::hash_container;
-use kubehash::quantity;
-use kubehash::version::KubeletVersion;
+use kubehash::kubelet::hash::hash_container;
+use kubehash::kubelet::quantity;
+use kubehash::kubelet::version::KubeletVersion;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
@@ -108,6 +108,6 @@ proptest! {
 
     #[test]
     fn random_input_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..200)) {
-        let _ = kubehash::input::read_items(&b, "fuzz");
+        let _ = kubehash::source::input::read_items(&b, "fuzz");
     }
 }

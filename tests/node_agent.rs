@@ -10,13 +10,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::{create_pod, hash, kubehash, pod_json, text, Containerd, TestContainer};
-use kubehash::containerd::{
+use kubehash::kubelet::hash::hash_container;
+use kubehash::kubelet::sink::format_hash;
+use kubehash::kubelet::version::KubeletVersion;
+use kubehash::runtime::containerd::{
     parse_metadata, stored_hashes, validate_edit, Store, EXTENSION, TYPE_URL,
 };
-use kubehash::cri::{keys, Cri};
-use kubehash::hash::hash_container;
-use kubehash::sink::format_hash;
-use kubehash::version::KubeletVersion;
+use kubehash::runtime::cri::{keys, Cri};
 use serde_json::{json, Value};
 
 fn v(s: &str) -> KubeletVersion {
@@ -236,7 +236,7 @@ async fn upgrade(from: &str, to: &str) {
             .unwrap_or_else(|| panic!("{name} ({id}) no longer listed by CRI"));
         assert_eq!(
             c.state,
-            kubehash::cri::proto::ContainerState::ContainerRunning as i32,
+            kubehash::runtime::cri::proto::ContainerState::ContainerRunning as i32,
             "{name} still running"
         );
         assert_eq!(
@@ -511,7 +511,7 @@ async fn malformed_metadata_is_reported_and_never_written() {
         use containerd_client::services::v1::{
             containers_client::ContainersClient, Container, UpdateContainerRequest,
         };
-        let channel = kubehash::cri::unix_channel(&ep).await.unwrap();
+        let channel = kubehash::runtime::cri::unix_channel(&ep).await.unwrap();
         let mut rec = Container {
             id: pod.container_ids[2].clone(),
             ..Default::default()
@@ -527,7 +527,7 @@ async fn malformed_metadata_is_reported_and_never_written() {
         let mut req = tonic::Request::new(UpdateContainerRequest {
             container: Some(rec),
             update_mask: Some(prost_types::FieldMask {
-                paths: vec![kubehash::containerd::FIELD_MASK.into()],
+                paths: vec![kubehash::runtime::containerd::FIELD_MASK.into()],
             }),
         });
         req.metadata_mut().insert(

@@ -6,7 +6,7 @@ mod harness;
 use std::process::Command;
 
 use harness::{create_pod, pod_json, Containerd, TestContainer};
-use kubehash::cri::Cri;
+use kubehash::runtime::cri::Cri;
 use serde_json::{json, Value};
 
 /// `kubehash scan --cri` of the test node for 1.30 → 1.31, as JSON.
@@ -31,7 +31,7 @@ fn scan_json(ctrd: &Containerd, pods_file: &std::path::Path) -> std::process::Ou
 async fn node_scan_gives_every_verdict() {
     let ctrd = Containerd::start();
     let mut cri = Cri::connect(&ctrd.endpoint()).await.expect("CRI connect");
-    assert_eq!(cri.api(), kubehash::cri::ApiVersion::V1);
+    assert_eq!(cri.api(), kubehash::runtime::cri::ApiVersion::V1);
     let v130 = "1.30".parse().unwrap();
     let v131 = "1.31".parse().unwrap();
     let logs = ctrd.dir.join("pods");

@@ -8,15 +8,15 @@
 //! no difference between S and what runs: T's hashed text of S equals T's hashed text of the
 //! running container (S0 as G applied it). Otherwise the rewrite would mask a change T acts on.
 
-use kubehash::cri::{keys, proto};
-use kubehash::decode::decode_container;
-use kubehash::gojson;
-use kubehash::hash::{hash_container, hashed_text, Annotation};
-use kubehash::manifests::Manifests;
-use kubehash::plan::{plan, PodIndex, Verdict};
-use kubehash::schema::Schema;
-use kubehash::sink::format_hash;
-use kubehash::version::KubeletVersion;
+use kubehash::analysis::plan::{plan, PodIndex, Verdict};
+use kubehash::kubelet::decode::decode_container;
+use kubehash::kubelet::gojson;
+use kubehash::kubelet::hash::{hash_container, hashed_text, Annotation};
+use kubehash::kubelet::schema::Schema;
+use kubehash::kubelet::sink::format_hash;
+use kubehash::kubelet::version::KubeletVersion;
+use kubehash::runtime::cri::{keys, proto};
+use kubehash::source::manifests::Manifests;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
@@ -163,9 +163,9 @@ fn case() -> impl Strategy<Value = (Vec<Option<usize>>, usize, Option<usize>, u8
         proptest::collection::vec(proptest::option::weighted(0.3, 0..4usize), n),
         0..n,
         proptest::option::of(0..4usize),
-        kubehash::version::MIN_MINOR..=kubehash::version::MAX_MINOR,
-        kubehash::version::MIN_MINOR..=kubehash::version::MAX_MINOR,
-        kubehash::version::MIN_MINOR..=kubehash::version::MAX_MINOR,
+        kubehash::kubelet::version::MIN_MINOR..=kubehash::kubelet::version::MAX_MINOR,
+        kubehash::kubelet::version::MIN_MINOR..=kubehash::kubelet::version::MAX_MINOR,
+        kubehash::kubelet::version::MIN_MINOR..=kubehash::kubelet::version::MAX_MINOR,
         proptest::bool::weighted(0.75),
     )
 }

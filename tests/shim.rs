@@ -6,7 +6,7 @@ mod harness;
 use std::process::{Child, Command};
 
 use harness::{create_pod, hash, pod_json, start_shim, Containerd, TestContainer};
-use kubehash::cri::{keys, Cri};
+use kubehash::runtime::cri::{keys, Cri};
 use serde_json::json;
 use tonic::codegen::http::uri::PathAndQuery;
 
@@ -77,7 +77,7 @@ where
     Req: prost::Message + Send + Sync + 'static,
     Resp: prost::Message + Default + Send + Sync + 'static,
 {
-    let channel = kubehash::cri::unix_channel(endpoint)
+    let channel = kubehash::runtime::cri::unix_channel(endpoint)
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     let mut grpc = tonic::client::Grpc::new(channel);

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::{hash, start_shim, Containerd};
-use kubehash::cri::{keys, Cri};
+use kubehash::runtime::cri::{keys, Cri};
 use serde_json::{json, Value};
 
 /// Stops a shim; its socket file is left behind by SIGKILL, so it goes too (the next shim's

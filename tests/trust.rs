@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use harness::{hash, kubehash, text, Containerd};
-use kubehash::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
+use kubehash::runtime::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
 use serde_json::{json, Value};
 
 fn s(p: &Path) -> String {

@@ -21,10 +21,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use kubehash::cri::{keys, proto, Cri};
-use kubehash::hash::hash_container;
-use kubehash::sink::format_hash;
-use kubehash::version::KubeletVersion;
+use kubehash::kubelet::hash::hash_container;
+use kubehash::kubelet::sink::format_hash;
+use kubehash::kubelet::version::KubeletVersion;
+use kubehash::runtime::cri::{keys, proto, Cri};
 use serde_json::Value;
 
 /// The image every pod and sandbox uses; its default command sleeps.

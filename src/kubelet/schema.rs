@@ -6,12 +6,12 @@
 //! omitempty flags. This module compiles one file into a [`Schema`]: a small arena of [`GoType`]s
 //! that the decoder, the spew writer and the Go JSON writer walk together with a value tree.
 //!
-//! Not here: how values are printed (see [`crate::spew`], [`crate::gojson`]), or how
-//! `resource.Quantity` and `intstr.IntOrString` are laid out inside (see [`crate::quantity`]
+//! Not here: how values are printed (see [`crate::kubelet::spew`], [`crate::kubelet::gojson`]), or how
+//! `resource.Quantity` and `intstr.IntOrString` are laid out inside (see [`crate::kubelet::quantity`]
 //! and the writers); those two are opaque leaf kinds in the arena.
 //!
 //! ```
-//! use kubehash::{schema::Schema, version::KubeletVersion};
+//! use kubehash::kubelet::{schema::Schema, version::KubeletVersion};
 //! let s = Schema::for_version("1.15".parse().unwrap()).unwrap();
 //! assert_eq!(s.ty(s.root()).name, "v1.Container");
 //! ```
@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::version::{KubeletVersion, MAX_MINOR, MIN_MINOR};
+use crate::kubelet::version::{KubeletVersion, MAX_MINOR, MIN_MINOR};
 
 /// Index of a type in a [`Schema`]'s arena.
 pub type TypeId = usize;
@@ -51,7 +51,7 @@ pub enum Kind {
         value: TypeId,
     },
     Struct(Vec<Field>),
-    /// `resource.Quantity` (apimachinery), see [`crate::quantity`].
+    /// `resource.Quantity` (apimachinery), see [`crate::kubelet::quantity`].
     Quantity,
     /// `intstr.IntOrString` (apimachinery).
     IntOrString,
@@ -123,7 +123,7 @@ impl Schema {
     }
 }
 
-use crate::version::SCHEMA_FILES;
+use crate::kubelet::version::SCHEMA_FILES;
 
 type Compiled = std::result::Result<Schema, String>;
 

@@ -6,7 +6,7 @@
 //! * `unchanged`: `hash_T(S) == H`, the new kubelet keeps it as it is;
 //! * `rewrite`: the proof rule holds: F is one known version (`--from`, or the Node's
 //!   `kubeletVersion`), `hash_F(S) == H`, and F's hash covers everything T's hash covers in S
-//!   ([`crate::coverage`]). C provably runs the current spec and only the hash format changes, so
+//!   ([`crate::analysis::coverage`]). C provably runs the current spec and only the hash format changes, so
 //!   H may be replaced by `hash_T(S)`;
 //! * `will-restart`: H is not kubelet F's hash of S (the spec really changed), or S sets a field
 //!   that T hashes and F dropped (C never applied it). Never masked;
@@ -15,7 +15,7 @@
 //!   only while it runs (`computePodActions`), so nothing to do;
 //! * `recreated`: C belongs to a static pod whose manifest does not pin `metadata.uid`: the new
 //!   kubelet derives a new pod UID and recreates the pod whatever the hashes say
-//!   ([`crate::manifests`]);
+//!   ([`crate::source::manifests`]);
 //! * `no-pod`: no pod spec for C (deleted pod, static pod without a mirror pod);
 //! * `error`: cannot decide (no stored hash, a spec that does not decode, …).
 //!
@@ -27,13 +27,13 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::coverage::{coverage, Coverage};
-use crate::cri::{keys, proto};
-use crate::hash::{hash_container, ContainerHashes};
-use crate::manifests::Manifests;
-use crate::pods::pod_containers;
-use crate::sink::format_hash;
-use crate::version::KubeletVersion;
+use crate::analysis::coverage::{coverage, Coverage};
+use crate::kubelet::hash::{hash_container, ContainerHashes};
+use crate::kubelet::sink::format_hash;
+use crate::kubelet::version::KubeletVersion;
+use crate::runtime::cri::{keys, proto};
+use crate::source::manifests::Manifests;
+use crate::source::pods::pod_containers;
 
 /// What to do with one container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

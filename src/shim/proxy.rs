@@ -7,7 +7,7 @@
 //! `GetContainerEvents`, with headers, trailers (status codes), resets and deadlines
 //! (`grpc-timeout`) untouched. Only the responses that carry container annotations
 //! (`ListContainers`, `StreamContainers`, `ContainerStatus`, `PodSandboxStatus`,
-//! `GetContainerEvents`) are edited, at the wire level ([`crate::protowire`]): for a container in
+//! `GetContainerEvents`) are edited, at the wire level ([`crate::shim::wire`]): for a container in
 //! the [`ShimState`] whose stored hash is still the one planned, `io.kubernetes.container.hash`
 //! (and, for targets 1.27 – 1.30, `hashWithoutResources` where present) becomes the target
 //! version's value. Containers created after the plan are passed through as they are.
@@ -37,12 +37,12 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::batched::{Batched, OutboxHandle};
-use crate::cri::socket_path;
+use crate::analysis::plan::{ContainerPlan, PodIndex, Verdict};
 use crate::error::{Error, Result};
-use crate::plan::{ContainerPlan, PodIndex, Verdict};
-use crate::protowire::{edit_response, Carrier, Hashes};
-use crate::version::KubeletVersion;
+use crate::kubelet::version::KubeletVersion;
+use crate::runtime::cri::socket_path;
+use crate::shim::batched::{Batched, OutboxHandle};
+use crate::shim::wire::{edit_response, Carrier, Hashes};
 
 /// What the kubelet should see instead of the stored hash, for one container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,7 +119,7 @@ impl ShimState {
         ShimState {
             to: to.to_string(),
             from: from.map(|f| f.to_string()),
-            created_at_unix: crate::journal::now_unix(),
+            created_at_unix: crate::rewrite::journal::now_unix(),
             translations,
         }
     }
@@ -137,7 +137,7 @@ impl ShimState {
                 (_, None, _) => Some("the state names no old kubelet version".to_string()),
                 (_, _, None) => Some("the state holds no spec to prove it against".to_string()),
                 (Ok(to), Some(from), Some(spec)) => {
-                    match crate::plan::prove_rewrite(spec, &t.stored_hash, from, *to) {
+                    match crate::analysis::plan::prove_rewrite(spec, &t.stored_hash, from, *to) {
                         Ok((new_hash, _)) if new_hash == t.new_hash => None,
                         Ok((new_hash, _)) => Some(format!(
                             "the target hash is {new_hash}, not the saved {}",
@@ -177,7 +177,7 @@ impl ShimState {
 
     /// Writes the state atomically and durably (mode 0600).
     pub fn save(&self, path: &Path) -> Result<()> {
-        crate::durable::write_json(path, self)
+        crate::rewrite::durable::write_json(path, self)
     }
 
     /// Whether every translation keeps the stored values' lengths.
@@ -372,7 +372,7 @@ enum WriteFailed {
     Runtime(std::io::Error),
 }
 
-/// Writes out both outboxes ([`crate::batched`]); Ready only when a write failed.
+/// Writes out both outboxes ([`crate::shim::batched`]); Ready only when a write failed.
 fn write_out(
     cx: &mut Context<'_>,
     kubelet: &OutboxHandle,
@@ -692,13 +692,13 @@ fn take_messages(buf: &mut BytesMut, carrier: Carrier, decisions: &Decisions) ->
 /// the bytes stream (every translation keeps lengths).
 enum Editor {
     Whole(Carrier, BytesMut),
-    Streaming(crate::protowire::StreamEditor),
+    Streaming(crate::shim::wire::StreamEditor),
 }
 
 impl Editor {
     fn new(carrier: Carrier, streaming: bool) -> Editor {
         if streaming {
-            Editor::Streaming(crate::protowire::StreamEditor::new(carrier))
+            Editor::Streaming(crate::shim::wire::StreamEditor::new(carrier))
         } else {
             Editor::Whole(carrier, BytesMut::new())
         }
@@ -845,7 +845,7 @@ fn bind_private(path: &str, mode: u32) -> Result<UnixListener> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cri::keys;
+    use crate::runtime::cri::keys;
 
     fn state() -> ShimState {
         let mut translations = BTreeMap::new();
@@ -917,7 +917,7 @@ mod tests {
 
     #[test]
     fn grpc_frames_are_edited_whole_and_tails_kept() {
-        use crate::cri::proto;
+        use crate::runtime::cri::proto;
         use prost::Message;
         let msg = proto::ContainerStatusResponse {
             status: Some(proto::ContainerStatus {

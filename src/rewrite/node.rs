@@ -2,7 +2,7 @@
 //! container in containerd's records, `verify` checks the result over CRI, `rollback` undoes it.
 //!
 //! `apply` writes only where the plan proved the container runs its current spec, validates every
-//! new value before writing (see [`crate::containerd`]), journals the full old and new values
+//! new value before writing (see [`crate::runtime::containerd`]), journals the full old and new values
 //! (fsync) before each write, reads each record back, and is idempotent: a record that already
 //! holds the new hash is left alone, so an interrupted run can simply be run again.
 //! `rollback` restores a record only if it still holds exactly what kubehash wrote.
@@ -12,16 +12,16 @@ use std::path::Path;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use crate::containerd::{
+use crate::analysis::plan::{plan, ContainerPlan, PodIndex, Verdict};
+use crate::error::{Error, Result};
+use crate::kubelet::version::KubeletVersion;
+use crate::rewrite::journal::{self, encode, Journal, JournaledWrite, Record};
+use crate::runtime::containerd::{
     extension, parse_metadata, rewrite_hashes, stored_hashes, validate_edit, Store, EXTENSION,
     TYPE_URL,
 };
-use crate::cri::{keys, Cri};
-use crate::error::{Error, Result};
-use crate::journal::{self, encode, Journal, JournaledWrite, Record};
-use crate::manifests::Manifests;
-use crate::plan::{plan, ContainerPlan, PodIndex, Verdict};
-use crate::version::KubeletVersion;
+use crate::runtime::cri::{keys, Cri};
+use crate::source::manifests::Manifests;
 
 /// What happened to one container in `apply`.
 #[derive(Debug, Clone, Serialize)]
@@ -108,7 +108,7 @@ impl KubeletGuard {
 /// accepting connections on the kubelet's healthz address (which also finds a kubelet in another
 /// PID namespace).
 pub async fn running_kubelet(healthz: Option<&str>) -> Option<String> {
-    if let Some(found) = crate::kubelet_health::kubelet_process() {
+    if let Some(found) = crate::agent::kubelet_health::kubelet_process() {
         return Some(found);
     }
     let addr = healthz_address(healthz?)?;

@@ -15,7 +15,7 @@
 //! (in particular `maxInt64Factors` is 18 in every release up to 1.36).
 //!
 //! ```
-//! use kubehash::quantity::{parse, Format};
+//! use kubehash::kubelet::quantity::{parse, Format};
 //! let q = parse("2").unwrap();
 //! assert_eq!((q.value, q.scale, q.s.as_str(), q.format), (2, 0, "2", Format::DecimalSI));
 //! let q = parse("64Mi").unwrap();

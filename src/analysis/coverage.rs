@@ -18,7 +18,7 @@
 //! (`Handler` → `ProbeHandler`, inlined) is not a difference.
 //!
 //! ```
-//! use kubehash::coverage::{coverage, Coverage};
+//! use kubehash::analysis::coverage::{coverage, Coverage};
 //! let c = serde_json::json!({"name":"a","image":"b",
 //!     "securityContext":{"appArmorProfile":{"type":"RuntimeDefault"}}});
 //! let v = |s: &str| s.parse().unwrap();
@@ -31,10 +31,10 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::decode::{decode_container, IntOrString, Val};
 use crate::error::Result;
-use crate::schema::{Kind, Schema, TypeId};
-use crate::version::{HashEpoch, KubeletVersion};
+use crate::kubelet::decode::{decode_container, IntOrString, Val};
+use crate::kubelet::schema::{Kind, Schema, TypeId};
+use crate::kubelet::version::{HashEpoch, KubeletVersion};
 
 /// Whether F's hash of a spec covers T's.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Where the writers put their bytes: straight into an FNV-1a hasher (no intermediate text), or
 //! into a buffer when a person wants to see the text (`--explain`).
 
-/// A byte sink. The writers in [`crate::spew`] and [`crate::gojson`] stream into any of these.
+/// A byte sink. The writers in [`crate::kubelet::spew`] and [`crate::kubelet::gojson`] stream into any of these.
 pub trait Sink {
     fn put(&mut self, bytes: &[u8]);
 }

@@ -43,12 +43,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
-use crate::cluster::Cluster;
-use crate::cri::Cri;
+use crate::agent::kubelet_health::{binary_version, healthz, kubelet_process, Health};
+use crate::analysis::plan::{plan, PodIndex, Verdict};
 use crate::error::{Error, Result};
-use crate::kubelet_health::{binary_version, healthz, kubelet_process, Health};
-use crate::plan::{plan, PodIndex, Verdict};
-use crate::version::KubeletVersion;
+use crate::kubelet::version::KubeletVersion;
+use crate::runtime::cri::Cri;
+use crate::source::cluster::Cluster;
 
 /// The Node annotation upgrade tooling sets.
 pub const TARGET_ANNOTATION: &str = "kubehash.dev/target-kubelet-version";
@@ -194,7 +194,7 @@ impl Default for Metrics {
             kubelet_up: Gauge::default(),
             written: Counter::default(),
             verify_failures: Counter::default(),
-            last_tick: Arc::new(AtomicU64::new(crate::journal::now_unix())),
+            last_tick: Arc::new(AtomicU64::new(crate::rewrite::journal::now_unix())),
             stuck_after: Arc::new(AtomicU64::new(u64::MAX)),
         };
         r.register(
@@ -235,13 +235,13 @@ impl Metrics {
     /// The loop turned.
     fn tick(&self) {
         self.last_tick
-            .store(crate::journal::now_unix(), Ordering::Relaxed);
+            .store(crate::rewrite::journal::now_unix(), Ordering::Relaxed);
     }
 
     /// `None` when the loop turns; otherwise how long it has stood still.
     pub fn stuck_for(&self) -> Option<u64> {
-        let idle =
-            crate::journal::now_unix().saturating_sub(self.last_tick.load(Ordering::Relaxed));
+        let idle = crate::rewrite::journal::now_unix()
+            .saturating_sub(self.last_tick.load(Ordering::Relaxed));
         (idle > self.stuck_after.load(Ordering::Relaxed)).then_some(idle)
     }
 
@@ -431,7 +431,7 @@ impl Agent {
     }
 
     fn set(&mut self, p: Phase) -> Result<()> {
-        crate::durable::write_json(&state_path(&self.cfg.state_dir), &p)?;
+        crate::rewrite::durable::write_json(&state_path(&self.cfg.state_dir), &p)?;
         self.metrics.set_phase(&p);
         info!(phase = p.name(), "phase");
         if p.name() != self.phase.name() || p.target() != self.phase.target() {
@@ -583,7 +583,7 @@ impl Agent {
     }
 
     fn journaled_writes(&self, journal: &str) -> usize {
-        crate::journal::read(Path::new(journal))
+        crate::rewrite::journal::read(Path::new(journal))
             .map(|c| c.writes().len())
             .unwrap_or(0)
     }
@@ -707,10 +707,13 @@ impl Agent {
             self.event("KubehashDryRun", &msg, false).await;
             return self.set(Phase::Done { to, detail: msg });
         }
-        let journal =
-            crate::journal::path_for(&self.cfg.state_dir.join("journal"), from.as_deref(), &to)
-                .display()
-                .to_string();
+        let journal = crate::rewrite::journal::path_for(
+            &self.cfg.state_dir.join("journal"),
+            from.as_deref(),
+            &to,
+        )
+        .display()
+        .to_string();
         // The old kubelet's last heartbeat, read from the API server itself (not the watch,
         // which may lag) now that the kubelet has been down for the grace period: any newer one
         // is posted by a kubelet that started since, whatever the clocks say.
@@ -738,7 +741,7 @@ impl Agent {
             .for_each_pod(Some(&selector), &mut |p| pods_json.push(p))
             .await?;
         let pods_file = self.pods_file(&to.to_string());
-        crate::durable::write_json(
+        crate::rewrite::durable::write_json(
             &pods_file,
             &serde_json::json!({"kind": "List", "apiVersion": "v1", "items": pods_json}),
         )?;
@@ -748,10 +751,13 @@ impl Agent {
         }
         let mut cri = Cri::connect(&self.cfg.cri).await?;
         let containers = cri.list_containers().await?;
-        let manifests = crate::manifests::Manifests::read(&self.cfg.manifests)?;
+        let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
         let plans = plan(&containers, &pods, &manifests, to, from);
-        crate::durable::write_json(&self.cfg.state_dir.join(format!("plan-{to}.json")), &plans)?;
-        let counts = crate::report::plan_counts(&plans);
+        crate::rewrite::durable::write_json(
+            &self.cfg.state_dir.join(format!("plan-{to}.json")),
+            &plans,
+        )?;
+        let counts = crate::cli::output::plan_counts(&plans);
         for (v, n) in &counts {
             self.metrics
                 .plan
@@ -794,14 +800,14 @@ impl Agent {
         let to_v: KubeletVersion = to.parse()?;
         let from_v: Option<KubeletVersion> = from.map(str::parse).transpose()?;
         let mut pods = PodIndex::default();
-        crate::pods::for_each_object_in_path(&self.pods_file(to), |p| pods.add_pod(p))?;
+        crate::source::pods::for_each_object_in_path(&self.pods_file(to), |p| pods.add_pod(p))?;
         let mut gate = Evidence {
             cfg: &self.cfg,
             cluster: &self.cluster,
             to: to_v,
         };
-        let manifests = crate::manifests::Manifests::read(&self.cfg.manifests)?;
-        let result = crate::node::apply(
+        let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
+        let result = crate::rewrite::node::apply(
             &self.cfg.cri,
             &self.cfg.containerd,
             &pods,
@@ -949,12 +955,13 @@ impl Agent {
         written: usize,
         why: String,
     ) -> Result<()> {
-        let guard = crate::node::KubeletGuard {
+        let guard = crate::rewrite::node::KubeletGuard {
             healthz: None,
             // The old kubelet may be running again: undoing at once limits the damage.
             force: true,
         };
-        let result = crate::node::rollback(&self.cfg.containerd, Path::new(&journal), &guard).await;
+        let result =
+            crate::rewrite::node::rollback(&self.cfg.containerd, Path::new(&journal), &guard).await;
         let (ok, detail) = match &result {
             Ok(r) => {
                 let bad = r.iter().filter(|o| !o.ok).count();
@@ -977,7 +984,9 @@ impl Agent {
     }
 
     async fn verify(&mut self, to: String, journal: String) -> Result<()> {
-        match crate::node::verify(&self.cfg.cri, &self.cfg.containerd, Path::new(&journal)).await {
+        match crate::rewrite::node::verify(&self.cfg.cri, &self.cfg.containerd, Path::new(&journal))
+            .await
+        {
             Ok(results) => {
                 let bad: Vec<_> = results.iter().filter(|r| !r.ok).collect();
                 self.metrics.verify_failures.inc_by(bad.len() as u64);
@@ -1044,7 +1053,7 @@ struct Evidence<'a> {
     to: KubeletVersion,
 }
 
-impl crate::node::WriteGate for Evidence<'_> {
+impl crate::rewrite::node::WriteGate for Evidence<'_> {
     async fn check(&mut self) -> std::result::Result<(), String> {
         if let Some(p) = kubelet_process() {
             return Err(format!("a kubelet runs again ({p})"));

@@ -10,7 +10,7 @@
 //!   an empty object for a pointer field stays a non-nil pointer to a zero struct;
 //! * `null` is the zero value, as in Go's `encoding/json`;
 //! * numbers must be integers in range for their Go type;
-//! * `resource.Quantity` is parsed by [`crate::quantity`], `intstr.IntOrString` keeps its type;
+//! * `resource.Quantity` is parsed by [`crate::kubelet::quantity`], `intstr.IntOrString` keeps its type;
 //! * a value of the wrong JSON type is an error naming the path, e.g.
 //!   `containers[0].ports[1].containerPort: expected int32, got string`.
 //!
@@ -20,8 +20,8 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::quantity::{self, Quantity};
-use crate::schema::{Kind, Schema, TypeId};
+use crate::kubelet::quantity::{self, Quantity};
+use crate::kubelet::schema::{Kind, Schema, TypeId};
 
 /// A Go value of a type known from the schema (the schema, not the tree, knows the type).
 #[derive(Debug, Clone, PartialEq)]

@@ -11,7 +11,7 @@
 //! graph among the requested versions, and each distinct (graph, epoch) is hashed once.
 //!
 //! ```
-//! use kubehash::{hash::hash_container, version::parse_version_set};
+//! use kubehash::kubelet::{hash::hash_container, version::parse_version_set};
 //! // The values kubelet's own unit test asserts.
 //! let c = serde_json::json!({"name":"test_container","image":"foo/image:v1",
 //!     "args":["/bin/sh","-c","echo abc"],"ports":[{"containerPort":8001}]});
@@ -21,13 +21,13 @@
 
 use serde_json::Value;
 
-use crate::decode::{decode_container, Val};
 use crate::error::Result;
-use crate::gojson;
-use crate::schema::Schema;
-use crate::sink::{format_hash, Fnv32a, Sink};
-use crate::spew::{self, ByteSlice};
-use crate::version::{HashEpoch, KubeletVersion};
+use crate::kubelet::decode::{decode_container, Val};
+use crate::kubelet::gojson;
+use crate::kubelet::schema::Schema;
+use crate::kubelet::sink::{format_hash, Fnv32a, Sink};
+use crate::kubelet::spew::{self, ByteSlice};
+use crate::kubelet::version::{HashEpoch, KubeletVersion};
 
 /// Which of the kubelet's two annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -208,7 +208,7 @@ fn name_image<'v>(schema: &Schema, val: &'v Val) -> (&'v str, &'v str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::version::parse_version_set;
+    use crate::kubelet::version::parse_version_set;
     use serde_json::json;
 
     #[test]

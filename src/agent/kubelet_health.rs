@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::version::KubeletVersion;
+use crate::kubelet::version::KubeletVersion;
 
 /// What the kubelet's healthz said.
 #[derive(Debug, Clone, PartialEq, Eq)]

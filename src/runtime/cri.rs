@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kubehash::Error> {
-//! let mut cri = kubehash::cri::Cri::connect("unix:///run/containerd/containerd.sock").await?;
+//! let mut cri = kubehash::runtime::cri::Cri::connect("unix:///run/containerd/containerd.sock").await?;
 //! for c in cri.list_containers().await? {
 //!     println!("{} {:?}", c.id, c.annotations.get("io.kubernetes.container.hash"));
 //! }

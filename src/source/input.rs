@@ -9,7 +9,7 @@
 //! * a container object alone (`{"name": …, "image": …}`), named by its `name`;
 //! * a JSON array of any of these.
 //!
-//! Input bytes are first read the way Go's decoder reads them ([`crate::gojson::go_clean_input`]).
+//! Input bytes are first read the way Go's decoder reads them ([`crate::kubelet::gojson::go_clean_input`]).
 //! A value that is not JSON stops the read with an error naming the line and column; a value of
 //! an unknown shape, or a pod without containers, becomes an [`Item::Invalid`] so the rest of the
 //! input is still processed.
@@ -17,8 +17,8 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::gojson::go_clean_input;
-use crate::pods::{for_each_value_raw, take_container_slots, ContainerSlot};
+use crate::kubelet::gojson::go_clean_input;
+use crate::source::pods::{for_each_value_raw, take_container_slots, ContainerSlot};
 
 /// One thing to hash, or the reason a part of the input could not become one.
 #[derive(Debug)]
@@ -306,9 +306,11 @@ mod tests {
     fn cutting_into_values_changes_no_answer_and_no_error() {
         let whole = |bytes: &[u8]| -> std::result::Result<usize, String> {
             let mut n = 0;
-            crate::pods::for_each_value(serde_json::de::SliceRead::new(bytes), "in", |_| n += 1)
-                .map(|()| n)
-                .map_err(|e| e.to_string())
+            crate::source::pods::for_each_value(serde_json::de::SliceRead::new(bytes), "in", |_| {
+                n += 1
+            })
+            .map(|()| n)
+            .map_err(|e| e.to_string())
         };
         let cut = |bytes: &[u8]| -> std::result::Result<usize, String> {
             let mut n = 0;

@@ -14,7 +14,7 @@
 //! * `Indent` is unused by `%v` formatting; `DisableMethods` means no `String()` calls.
 //!
 //! ```
-//! use kubehash::{decode, schema::Schema, spew};
+//! use kubehash::kubelet::{decode, schema::Schema, spew};
 //! let s = Schema::for_version("1.8".parse().unwrap()).unwrap();
 //! let json = serde_json::json!({"name": "a", "image": "b"});
 //! let v = decode::decode_container(s, &json, "").unwrap();
@@ -23,10 +23,10 @@
 //! assert!(text.starts_with(b"(v1.Container){Name:(string)a Image:(string)b Command:([]string)<nil>"));
 //! ```
 
-use crate::decode::{IntOrString, Val};
-use crate::quantity::{nat_words, Quantity};
-use crate::schema::{Kind, Schema, TypeId};
-use crate::sink::Sink;
+use crate::kubelet::decode::{IntOrString, Val};
+use crate::kubelet::quantity::{nat_words, Quantity};
+use crate::kubelet::schema::{Kind, Schema, TypeId};
+use crate::kubelet::sink::Sink;
 
 /// Writes `%#v` of a `v1.Container` value (the hashed text for kubelet ≤ 1.15).
 pub fn write_container<S: Sink>(schema: &Schema, v: &Val, out: &mut S) {
@@ -269,8 +269,8 @@ mod tests {
         assert_eq!(out, b"([]uint8)[123 34 0 9 255]");
     }
 
-    use crate::decode::decode_container;
-    use crate::schema::Schema;
+    use crate::kubelet::decode::decode_container;
+    use crate::kubelet::schema::Schema;
 
     fn spew(version: &str, json: serde_json::Value) -> String {
         let s = Schema::for_version(version.parse().unwrap()).unwrap();

@@ -6,7 +6,7 @@
 //! `v1.30.0-gke.1`, `1.31.4+k3s1`) into a [`KubeletVersion`], and says which [`HashEpoch`] it is in.
 //!
 //! ```
-//! use kubehash::version::{KubeletVersion, HashEpoch};
+//! use kubehash::kubelet::version::{KubeletVersion, HashEpoch};
 //! let v: KubeletVersion = "v1.30.0-gke.1".parse().unwrap();
 //! assert_eq!(v.to_string(), "1.30");
 //! assert_eq!(v.epoch(), HashEpoch::Json);

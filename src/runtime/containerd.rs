@@ -25,8 +25,8 @@ use serde_json::Value;
 use tonic::transport::Channel;
 use tonic::Request;
 
-use crate::cri::{keys, unix_channel};
 use crate::error::{Error, Result};
+use crate::runtime::cri::{keys, unix_channel};
 
 /// The extension holding the CRI metadata of a container.
 pub const EXTENSION: &str = "io.cri-containerd.container.metadata";
@@ -281,7 +281,7 @@ pub fn validate_edit(old: &[u8], new: &[u8], record_id: &str) -> std::result::Re
 mod tests {
     use super::*;
 
-    const BEFORE: &str = include_str!("../testdata/containerd/container_metadata_before.json");
+    const BEFORE: &str = include_str!("../../testdata/containerd/container_metadata_before.json");
     const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
 
     #[test]

@@ -20,7 +20,7 @@
 //! this writer does. (Go's encoder writes `\ufffd` only for invalid bytes, which it never gets.)
 //!
 //! ```
-//! use kubehash::gojson::write_string;
+//! use kubehash::kubelet::gojson::write_string;
 //! let mut out = Vec::new();
 //! write_string("a<b>&\u{2028}\n", &mut out);
 //! assert_eq!(out, br#""a\u003cb\u003e\u0026\u2028\n""#);
@@ -28,10 +28,10 @@
 
 use std::borrow::Cow;
 
-use crate::decode::{zero, IntOrString, Val};
-use crate::schema::{Kind, Schema, TypeId};
-use crate::sink::Sink;
-use crate::spew::put_int;
+use crate::kubelet::decode::{zero, IntOrString, Val};
+use crate::kubelet::schema::{Kind, Schema, TypeId};
+use crate::kubelet::sink::Sink;
+use crate::kubelet::spew::put_int;
 
 /// Writes `json.Marshal(container)`. With `without_resources`, the root's `Resources` field is
 /// written as its zero value (the kubelet's `hashWithoutResources`, 1.27 – 1.30).
@@ -328,7 +328,7 @@ fn fix_lone_surrogates(text: Vec<u8>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::Schema;
+    use crate::kubelet::schema::Schema;
 
     fn s(v: &str) -> String {
         let mut out = Vec::new();
@@ -353,7 +353,7 @@ mod tests {
 
     fn marshal(version: &str, json: serde_json::Value, without_resources: bool) -> String {
         let schema = Schema::for_version(version.parse().unwrap()).unwrap();
-        let v = crate::decode::decode_container(schema, &json, "").unwrap();
+        let v = crate::kubelet::decode::decode_container(schema, &json, "").unwrap();
         let mut out = Vec::new();
         write_container(schema, &v, without_resources, &mut out);
         String::from_utf8(out).unwrap()

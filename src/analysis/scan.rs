@@ -10,7 +10,7 @@
 //! once per (F, T): [`Scanner`] keeps a cache keyed by the container's JSON.
 //!
 //! ```
-//! use kubehash::scan::{Scanner, Impact};
+//! use kubehash::analysis::scan::{Scanner, Impact};
 //! let mut s = Scanner::new("1.31".parse().unwrap());
 //! let c = serde_json::json!({"name": "a", "image": "nginx"});
 //! let o = s.assess(&c, "1.30".parse().unwrap(), "a");
@@ -27,18 +27,18 @@ use std::thread;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::coverage::{coverage, Coverage};
-use crate::decode::{decode_container, Val};
+use crate::analysis::coverage::{coverage, Coverage};
+use crate::analysis::plan::Verdict;
 use crate::error::{Error, Result};
-use crate::gojson;
-use crate::hash::hash_container;
-use crate::plan::Verdict;
-use crate::pods::{
+use crate::kubelet::decode::{decode_container, Val};
+use crate::kubelet::gojson;
+use crate::kubelet::hash::hash_container;
+use crate::kubelet::schema::{Kind, Schema, TypeId};
+use crate::kubelet::sink::format_hash;
+use crate::kubelet::version::{HashEpoch, KubeletVersion};
+use crate::source::pods::{
     for_each_object_in_path, pod_containers, ContainerKind, NodeVersions, PodContainer, Workload,
 };
-use crate::schema::{Kind, Schema, TypeId};
-use crate::sink::format_hash;
-use crate::version::{HashEpoch, KubeletVersion};
 
 /// Whether the upgrade recreates a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -713,7 +713,10 @@ mod tests {
         for i in 0..10 {
             let pod = json!({"metadata":{"name":format!("p{i}"),"namespace":"n"},
                 "spec":{"nodeName":"a","containers":[{"name":"c","image":"i"}]}});
-            for c in s.assess_pod(crate::pods::pod_containers(pod).unwrap(), Ok(v("1.30"))) {
+            for c in s.assess_pod(
+                crate::source::pods::pod_containers(pod).unwrap(),
+                Ok(v("1.30")),
+            ) {
                 d.push(c).unwrap();
             }
         }

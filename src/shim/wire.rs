@@ -17,7 +17,7 @@
 
 use std::ops::Range;
 
-use crate::cri::keys;
+use crate::runtime::cri::keys;
 
 /// Which response message a gRPC method returns, for the fields that hold containers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -528,7 +528,7 @@ impl StreamEditor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cri::proto;
+    use crate::runtime::cri::proto;
     use prost::Message;
 
     fn show(hash: &'static [u8]) -> Hashes<'static> {

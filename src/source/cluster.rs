@@ -21,7 +21,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::pods::NodeVersions;
+use crate::source::pods::NodeVersions;
 
 /// A connection to an API server.
 #[derive(Clone)]

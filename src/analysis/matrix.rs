@@ -9,8 +9,8 @@ use std::collections::HashSet;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::hash::hash_container;
-use crate::version::KubeletVersion;
+use crate::kubelet::hash::hash_container;
+use crate::kubelet::version::KubeletVersion;
 
 /// Changed-container counts for every ordered pair of versions.
 #[derive(Debug, Clone, Serialize)]
@@ -92,7 +92,7 @@ impl RestartMatrix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::version::parse_version_set;
+    use crate::kubelet::version::parse_version_set;
     use serde_json::json;
 
     #[test]

@@ -8,11 +8,11 @@ use std::io::{self, Write};
 
 use serde_json::{json, Map, Value};
 
-use crate::hash::ContainerHashes;
-use crate::matrix::RestartMatrix;
-use crate::plan::{ContainerPlan, Verdict};
-use crate::scan::{ContainerImpact, Counts, Impact, ScanReport};
-use crate::version::KubeletVersion;
+use crate::analysis::matrix::RestartMatrix;
+use crate::analysis::plan::{ContainerPlan, Verdict};
+use crate::analysis::scan::{ContainerImpact, Counts, Impact, ScanReport};
+use crate::kubelet::hash::ContainerHashes;
+use crate::kubelet::version::KubeletVersion;
 
 /// The outcome for one container.
 #[derive(Debug)]

@@ -357,11 +357,15 @@ pub fn read(path: &Path) -> Result<Contents> {
         {
             let old = decode(old_value).map_err(|e| at(format!("old_value: {e}")))?;
             let new = decode(new_value).map_err(|e| at(format!("new_value: {e}")))?;
-            crate::containerd::validate_edit(&old, &new, container_id)
+            crate::runtime::containerd::validate_edit(&old, &new, container_id)
                 .map_err(|e| at(format!("container {container_id}: {e}")))?;
             let stored = |v: &[u8]| {
-                crate::containerd::parse_metadata(v, container_id)
-                    .map(|m| crate::containerd::stored_hashes(&m).0.unwrap_or_default())
+                crate::runtime::containerd::parse_metadata(v, container_id)
+                    .map(|m| {
+                        crate::runtime::containerd::stored_hashes(&m)
+                            .0
+                            .unwrap_or_default()
+                    })
                     .unwrap_or_default()
             };
             if stored(&old) != *old_hash || stored(&new) != *new_hash {
@@ -405,7 +409,7 @@ pub fn latest(dir: &Path) -> Result<PathBuf> {
 mod tests {
     use super::*;
 
-    const BEFORE: &str = include_str!("../testdata/containerd/container_metadata_before.json");
+    const BEFORE: &str = include_str!("../../testdata/containerd/container_metadata_before.json");
     const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
 
     fn begin() -> Record {
@@ -419,8 +423,8 @@ mod tests {
 
     fn write_record(old: &str, new: &str) -> Record {
         let hash = |v: &str| {
-            let m = crate::containerd::parse_metadata(v.as_bytes(), ID).unwrap();
-            crate::containerd::stored_hashes(&m).0.unwrap()
+            let m = crate::runtime::containerd::parse_metadata(v.as_bytes(), ID).unwrap();
+            crate::runtime::containerd::stored_hashes(&m).0.unwrap()
         };
         Record::Write {
             at_unix: 8,
@@ -438,7 +442,8 @@ mod tests {
     fn good() -> (String, String) {
         let old = BEFORE.trim_end().to_string();
         let new = String::from_utf8(
-            crate::containerd::rewrite_hashes(old.as_bytes(), ID, "8e45cbd0", None).unwrap(),
+            crate::runtime::containerd::rewrite_hashes(old.as_bytes(), ID, "8e45cbd0", None)
+                .unwrap(),
         )
         .unwrap();
         (old, new)

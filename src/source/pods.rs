@@ -18,7 +18,7 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::version::KubeletVersion;
+use crate::kubelet::version::KubeletVersion;
 
 /// Calls `each` for every object in `reader`: the items of a List/PodList (streamed), the
 /// elements of a JSON array, or a single object. Several top-level values may follow each other.

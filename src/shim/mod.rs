@@ -1,0 +1,6 @@
+//! The CRI proxy that shows the new kubelet the hashes it would compute, for containers whose
+//! spec provably did not change.
+
+pub mod batched; // socket writes batched per task turn
+pub mod proxy;
+pub mod wire; // protobuf wire editing of CRI messages // the proxy: connections, calls, translation state
