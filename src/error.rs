@@ -50,6 +50,19 @@ pub enum Error {
     #[error("containerd {endpoint}: {reason}")]
     Containerd { endpoint: String, reason: String },
 
+    /// A runtime's record of a container that kubehash will not read or write as it stands.
+    #[error("container {id}: {reason}")]
+    Record { id: String, reason: String },
+
+    /// Writing is not safe at this moment (a kubelet runs, or the evidence that made it safe is
+    /// gone); nothing further is written.
+    #[error("{what}: {reason}")]
+    Unsafe { what: String, reason: String },
+
+    /// The command that restarts the runtime could not run, failed or timed out.
+    #[error("restarting the runtime with `{command}`: {reason}")]
+    Restart { command: String, reason: String },
+
     /// A CRI runtime could not be reached or refused a call.
     #[error("CRI endpoint {endpoint}: {reason}")]
     Cri { endpoint: String, reason: String },
@@ -66,6 +79,38 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Why one item (a pod, a node, a manifest, a container) could not be used, as a sentence that
+/// names it. Unlike [`Error`], a problem does not stop the run: it is reported beside the results.
+#[derive(Debug, Clone, PartialEq, Eq, Error, serde::Serialize)]
+#[error("{0}")]
+#[serde(transparent)]
+pub struct Problem(pub String);
+
+impl From<String> for Problem {
+    fn from(s: String) -> Self {
+        Problem(s)
+    }
+}
+
+impl From<&str> for Problem {
+    fn from(s: &str) -> Self {
+        Problem(s.to_string())
+    }
+}
+
+impl std::ops::Deref for Problem {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Error> for Problem {
+    fn from(e: Error) -> Self {
+        Problem(e.to_string())
+    }
 }
 
 /// Shorthand for results in this crate.

@@ -4,14 +4,14 @@
 //! The folders are the layers, lowest first; a layer uses only the ones listed before it
 //! (`error` is shared by all). `docs/architecture.md` walks through them.
 
-pub mod agent; // the DaemonSet agent: reconcile step, phases, kubelet health, metrics
-pub mod analysis; // what a kubelet upgrade does to each container: proofs, plans, scans, matrices
-pub mod cli;
 pub mod error;
 pub mod kubelet; // the exact kubelet emulation: versions, schemas, decoding, spew, Go JSON, hashes
-pub mod rewrite; // changing a node: apply / verify / rollback, journals, durable files
+pub mod source; // reading pods, nodes and manifests: files, streams, the API server
 pub mod runtime; // the container runtime: CRI, containerd records behind `RecordStore`
+pub mod analysis; // what a kubelet upgrade does to each container: proofs, plans, scans, matrices
+pub mod rewrite; // changing a node: apply / verify / rollback, journals, durable files
 pub mod shim; // the CRI proxy that shows the new kubelet translated hashes
-pub mod source; // reading pods, nodes and manifests: files, streams, the API server // arguments, output formats, exit status, one file per subcommand
+pub mod agent; // the DaemonSet agent: reconcile step, phases, kubelet health, metrics
+pub mod cli; // arguments, output formats, exit status, one file per subcommand
 
 pub use error::{Error, Result};

@@ -119,7 +119,7 @@ fn bad_input_gets_one_clear_line() {
         (&["hash", "--versions", "1.7"], b"{}", "unsupported kubelet version \"1.7\""),
         (&["hash", "--versions", "1.30..1.20"], b"{}", "bad version list"),
         (&["hash", "--explain", "2.0"], b"{}", "unsupported kubelet version \"2.0\""),
-        (&["hash", "-i", "/nonexistent/pods.json"], b"", "cannot read /nonexistent/pods.json"),
+        (&["hash", "-i", "/nonexistent/pods.json"], b"", "kubehash: /nonexistent/pods.json: No such file or directory"),
         (
             &["hash"],
             br#"{"name":"a","ports":[{"containerPort":1},{"containerPort":"80"}]}"#,
@@ -518,4 +518,84 @@ fn scan_json_has_no_duplicate_keys() {
         "{}",
         &s[start..end]
     );
+}
+
+/// `hash` and `scan` read input through one reader: a lone surrogate escape and an invalid UTF-8
+/// byte are read as Go reads them (U+FFFD), YAML is read by both, and both give the same hash.
+#[test]
+fn hash_and_scan_read_the_same_input_alike() {
+    let pod = |name: &str, value: &[u8]| {
+        let mut b = format!(
+            r#"{{"kind":"Pod","metadata":{{"namespace":"ns","name":"{name}"}},"spec":{{"nodeName":"n","containers":[{{"name":"c","image":"i","env":[{{"name":"E","value":""#
+        )
+        .into_bytes();
+        b.extend_from_slice(value);
+        b.extend_from_slice(br#""}]}]}}"#);
+        b
+    };
+    let replaced = pod("p", br"\ufffd");
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("a lone surrogate", pod("p", br"\ud800")),
+        ("an invalid UTF-8 byte", pod("p", b"\xff")),
+        ("U+FFFD itself", replaced.clone()),
+        (
+            "YAML",
+            b"apiVersion: v1\nkind: Pod\nmetadata: {namespace: ns, name: p}\nspec:\n  nodeName: n\n  containers:\n  - name: c\n    image: i\n    env:\n    - {name: E, value: \"\\uFFFD\"}\n"
+                .to_vec(),
+        ),
+    ];
+    let hash_of = |input: &[u8]| -> String {
+        let out = kubehash(&["hash", "--versions", "1.30", "-o", "jsonl"], input);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["hash"]["1.30"].as_str().unwrap().to_string()
+    };
+    let scan_of = |input: &[u8]| -> String {
+        let out = kubehash(
+            &[
+                "scan", "--to", "1.31", "--from", "1.30", "-i", "-", "-o", "json",
+            ],
+            input,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["containers"][0]["hash_from"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let expected = hash_of(&replaced);
+    for (what, input) in cases {
+        assert_eq!(hash_of(&input), expected, "hash, {what}");
+        assert_eq!(scan_of(&input), expected, "scan, {what}");
+    }
+}
+
+/// Two pods with the same bad container: each error names its own pod (the scan's cache once
+/// answered the second pod with the first pod's error).
+#[test]
+fn the_same_bad_container_in_two_pods_names_each_pod() {
+    let pod = |name: &str| {
+        format!(
+            r#"{{"kind":"Pod","metadata":{{"namespace":"ns","name":"{name}"}},"spec":{{"nodeName":"n","containers":[{{"name":"c","image":"i","ports":[{{"containerPort":"80"}}]}}]}}}}"#
+        )
+    };
+    let input = format!("{}\n{}\n", pod("first"), pod("second"));
+    let out = kubehash(
+        &[
+            "scan", "--to", "1.31", "--from", "1.30", "-i", "-", "-o", "json",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errors: Vec<&str> = v["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["error"].as_str().unwrap())
+        .collect();
+    assert_eq!(errors.len(), 2);
+    assert!(errors[0].starts_with("ns/first: c"), "{errors:?}");
+    assert!(errors[1].starts_with("ns/second: c"), "{errors:?}");
 }

@@ -14,7 +14,11 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
+use tracing::warn;
+
+use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
+use crate::rewrite::gate::{Unsafe, WriteGate};
 
 /// What the kubelet's healthz said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,21 +175,111 @@ pub fn kubelet_process() -> Option<String> {
 }
 
 /// The version of the kubelet binary at `path`, from `path --version` (`Kubernetes v1.31.4`).
-pub async fn binary_version(path: &std::path::Path) -> Result<KubeletVersion, String> {
+pub async fn binary_version(path: &std::path::Path) -> Result<KubeletVersion> {
+    let fail = |reason: String| Error::Input {
+        source_name: path.display().to_string(),
+        reason,
+    };
     let run = tokio::process::Command::new(path)
         .arg("--version")
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(Duration::from_secs(10), run)
         .await
-        .map_err(|_| format!("{} --version did not answer within 10 s", path.display()))?
-        .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+        .map_err(|_| fail("--version did not answer within 10 s".into()))?
+        .map_err(|e| fail(format!("cannot run it: {e}")))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let version = text
         .split_whitespace()
         .find(|w| w.starts_with("v1.") || w.starts_with("1."))
-        .ok_or_else(|| format!("{} --version said {:?}", path.display(), text.trim()))?;
-    version
-        .parse()
-        .map_err(|e| format!("{} --version: {e}", path.display()))
+        .ok_or_else(|| fail(format!("--version said {:?}", text.trim())))?;
+    version.parse().map_err(|e| fail(format!("--version: {e}")))
+}
+
+/// What stops `apply` and `rollback` while a kubelet runs: a rewritten hash seen by the old
+/// kubelet restarts the very container it was meant to keep.
+#[derive(Debug, Clone)]
+pub struct KubeletGuard {
+    /// The kubelet's healthz URL (`http://127.0.0.1:10248/healthz`); anything accepting a
+    /// connection there counts as a running kubelet, whatever PID namespace it runs in.
+    pub healthz: Option<String>,
+    /// Go on anyway (`--force`).
+    pub force: bool,
+}
+
+impl WriteGate for KubeletGuard {
+    async fn check(&mut self) -> std::result::Result<(), Unsafe> {
+        let Some(found) = running_kubelet(self.healthz.as_deref()).await else {
+            return Ok(());
+        };
+        if self.force {
+            warn!(kubelet = %found, "a kubelet is running; going on because of --force");
+            return Ok(());
+        }
+        Err(Unsafe(format!(
+            "a kubelet is running ({found}): stop it first, so that it never sees the hashes \
+             kubehash writes, or pass --force"
+        )))
+    }
+}
+
+/// A running kubelet, described: a [`kubelet_process`], or anything accepting connections on the
+/// kubelet's healthz address (which also finds a kubelet in another PID namespace).
+pub async fn running_kubelet(healthz: Option<&str>) -> Option<String> {
+    if let Some(found) = kubelet_process() {
+        return Some(found);
+    }
+    let addr = healthz_address(healthz?)?;
+    let connect = tokio::net::TcpStream::connect(addr.as_str());
+    match tokio::time::timeout(Duration::from_secs(2), connect).await {
+        Ok(Ok(_)) => Some(format!(
+            "something answers on the kubelet's healthz address {addr}"
+        )),
+        _ => None,
+    }
+}
+
+/// `http://127.0.0.1:10248/healthz` → `127.0.0.1:10248` (port 80 or 443 by scheme if absent).
+pub fn healthz_address(url: &str) -> Option<String> {
+    let (rest, port) = if let Some(r) = url.strip_prefix("https://") {
+        (r, 443)
+    } else {
+        (url.strip_prefix("http://").unwrap_or(url), 80)
+    };
+    let authority = rest.split('/').next().filter(|a| !a.is_empty())?;
+    let has_port = match authority.rfind(']') {
+        Some(end) => authority[end..].contains(':'),
+        None => authority.contains(':'),
+    };
+    Some(if has_port {
+        authority.to_string()
+    } else {
+        format!("{authority}:{port}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn healthz_addresses() {
+        assert_eq!(
+            healthz_address("http://127.0.0.1:10248/healthz").as_deref(),
+            Some("127.0.0.1:10248")
+        );
+        assert_eq!(
+            healthz_address("https://localhost/healthz").as_deref(),
+            Some("localhost:443")
+        );
+        assert_eq!(
+            healthz_address("http://[::1]/x").as_deref(),
+            Some("[::1]:80")
+        );
+        assert_eq!(
+            healthz_address("http://[::1]:9/").as_deref(),
+            Some("[::1]:9")
+        );
+        assert_eq!(healthz_address("http:///x"), None);
+    }
 }

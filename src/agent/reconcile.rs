@@ -43,10 +43,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
-use crate::agent::kubelet_health::{binary_version, healthz, kubelet_process, Health};
+use crate::agent::kubelet_health::binary_version;
+use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::analysis::plan::{plan, PodIndex, Verdict};
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
+use crate::rewrite::apply::{apply, Target};
+use crate::rewrite::gate::{Open, Unsafe, WriteGate};
+use crate::rewrite::outcome::Applied;
+use crate::rewrite::restart::RestartCommand;
+use crate::rewrite::rollback::rollback;
+use crate::rewrite::verify::verify;
+use crate::runtime::containerd::Store;
 use crate::runtime::cri::Cri;
 use crate::source::cluster::Cluster;
 
@@ -700,7 +708,11 @@ impl Agent {
                     .event_once("KubehashWaitingForBinary", &msg, false)
                     .await;
             }
-            Err(e) => return self.event_once("KubehashWaitingForBinary", &e, true).await,
+            Err(e) => {
+                return self
+                    .event_once("KubehashWaitingForBinary", &e.to_string(), true)
+                    .await
+            }
         }
         if self.cfg.dry_run {
             let msg = format!("dry run: the kubelet is down; would now rewrite the planned containers for kubelet {to}");
@@ -757,7 +769,7 @@ impl Agent {
             &self.cfg.state_dir.join(format!("plan-{to}.json")),
             &plans,
         )?;
-        let counts = crate::cli::output::plan_counts(&plans);
+        let counts = crate::analysis::plan::plan_counts(&plans);
         for (v, n) in &counts {
             self.metrics
                 .plan
@@ -800,24 +812,24 @@ impl Agent {
         let to_v: KubeletVersion = to.parse()?;
         let from_v: Option<KubeletVersion> = from.map(str::parse).transpose()?;
         let mut pods = PodIndex::default();
-        crate::source::pods::for_each_object_in_path(&self.pods_file(to), |p| pods.add_pod(p))?;
+        crate::source::reader::for_each_object_in_path(&self.pods_file(to), |p| pods.add_pod(p))?;
         let mut gate = Evidence {
             cfg: &self.cfg,
             cluster: &self.cluster,
             to: to_v,
         };
         let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
-        let result = crate::rewrite::node::apply(
-            &self.cfg.cri,
-            &self.cfg.containerd,
-            &pods,
-            &manifests,
-            to_v,
-            from_v,
-            Path::new(journal),
-            &mut gate,
-        )
-        .await;
+        let target = Target {
+            pods: &pods,
+            manifests: &manifests,
+            to: to_v,
+            from: from_v,
+            journal: Path::new(journal),
+        };
+        let result = match self.connect().await {
+            Ok((mut cri, store)) => apply(&mut cri, &store, target, &mut gate).await,
+            Err(e) => Err(e),
+        };
         let report = match result {
             Ok(r) => r,
             Err(e) => {
@@ -842,24 +854,25 @@ impl Agent {
                 });
             }
         };
-        let written = report.count("written");
+        let written = report.count(Applied::Written);
         self.metrics.written.inc_by(written as u64);
-        let errors = report.count("error");
+        let errors = report.count(Applied::Error);
         let total = self.journaled_writes(journal);
         let msg = format!(
             "rewrote {written} containers for kubelet {to} ({} already done, {errors} errors); journal {journal}",
-            report.count("already-rewritten")
+            report.count(Applied::AlreadyRewritten)
         );
         self.event("KubehashApplied", &msg, errors > 0).await;
         if let Some(why) = &report.stopped {
             let msg = format!(
                 "stopped writing after {written} of {} planned rewrites: {why}; containerd is not restarted",
-                written + report.count("stopped")
+                written + report.count(Applied::Stopped)
             );
             self.event("KubehashStopped", &msg, true).await;
         } else if let Some(cmd) = self.cfg.restart_containerd.clone() {
-            if let Err(reason) = self.restart_containerd(&cmd).await {
-                let reason = format!("{reason}; journal {journal}");
+            let restart = RestartCommand::shell(&cmd);
+            if let Err(e) = restart.run(self.cfg.restart_timeout).await {
+                let reason = format!("{e}; journal {journal}");
                 self.event("KubehashFailed", &reason, true).await;
                 return self.set(Phase::Failed {
                     to: to.into(),
@@ -874,22 +887,6 @@ impl Agent {
             written: total,
             down_heartbeat,
         })
-    }
-
-    async fn restart_containerd(&self, cmd: &str) -> std::result::Result<(), String> {
-        let run = tokio::process::Command::new("sh")
-            .args(["-c", cmd])
-            .kill_on_drop(true)
-            .status();
-        match tokio::time::timeout(self.cfg.restart_timeout, run).await {
-            Err(_) => Err(format!(
-                "`{cmd}` did not finish within {:?}; killed it",
-                self.cfg.restart_timeout
-            )),
-            Ok(Err(e)) => Err(format!("cannot run `{cmd}`: {e}")),
-            Ok(Ok(s)) if !s.success() => Err(format!("`{cmd}` failed ({s})")),
-            Ok(Ok(_)) => Ok(()),
-        }
     }
 
     async fn applied(
@@ -948,6 +945,14 @@ impl Agent {
         }
     }
 
+    /// CRI and the runtime's own API.
+    async fn connect(&self) -> Result<(Cri, Store)> {
+        Ok((
+            Cri::connect(&self.cfg.cri).await?,
+            Store::connect(&self.cfg.containerd).await?,
+        ))
+    }
+
     async fn roll_back(
         &mut self,
         to: String,
@@ -955,13 +960,15 @@ impl Agent {
         written: usize,
         why: String,
     ) -> Result<()> {
-        let guard = crate::rewrite::node::KubeletGuard {
-            healthz: None,
-            // The old kubelet may be running again: undoing at once limits the damage.
-            force: true,
+        // The old kubelet may be running again: undoing at once limits the damage, so the gate
+        // is open.
+        let result = match crate::rewrite::journal::read(Path::new(&journal)) {
+            Ok(contents) => match Store::connect(&self.cfg.containerd).await {
+                Ok(store) => rollback(&store, Path::new(&journal), contents, &mut Open).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
         };
-        let result =
-            crate::rewrite::node::rollback(&self.cfg.containerd, Path::new(&journal), &guard).await;
         let (ok, detail) = match &result {
             Ok(r) => {
                 let bad = r.iter().filter(|o| !o.ok).count();
@@ -984,9 +991,14 @@ impl Agent {
     }
 
     async fn verify(&mut self, to: String, journal: String) -> Result<()> {
-        match crate::rewrite::node::verify(&self.cfg.cri, &self.cfg.containerd, Path::new(&journal))
-            .await
-        {
+        let result = match crate::rewrite::journal::read(Path::new(&journal)) {
+            Ok(contents) => match self.connect().await {
+                Ok((mut cri, store)) => verify(&mut cri, &store, contents).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        match result {
             Ok(results) => {
                 let bad: Vec<_> = results.iter().filter(|r| !r.ok).collect();
                 self.metrics.verify_failures.inc_by(bad.len() as u64);
@@ -1053,8 +1065,14 @@ struct Evidence<'a> {
     to: KubeletVersion,
 }
 
-impl crate::rewrite::node::WriteGate for Evidence<'_> {
-    async fn check(&mut self) -> std::result::Result<(), String> {
+impl WriteGate for Evidence<'_> {
+    async fn check(&mut self) -> std::result::Result<(), Unsafe> {
+        self.why_not().await.map_err(Unsafe)
+    }
+}
+
+impl Evidence<'_> {
+    async fn why_not(&self) -> std::result::Result<(), String> {
         if let Some(p) = kubelet_process() {
             return Err(format!("a kubelet runs again ({p})"));
         }
@@ -1068,7 +1086,7 @@ impl crate::rewrite::node::WriteGate for Evidence<'_> {
         match binary_version(&self.cfg.kubelet_binary).await {
             Ok(v) if v == self.to => {}
             Ok(v) => return Err(format!("the kubelet binary is now {v}, not {}", self.to)),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.to_string()),
         }
         let node = self
             .cluster

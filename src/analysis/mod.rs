@@ -1,6 +1,8 @@
 //! What a kubelet upgrade does to each container, and what kubehash can prove about it.
 
 pub mod coverage; // whether kubelet F's hash covers everything kubelet T's hash covers
-pub mod matrix;
 pub mod plan; // per-container verdicts for one node: rewrite, will-restart, unprovable, …
-pub mod scan; // upgrade impact across a cluster or a file of pods // restarts for every pair of versions
+pub mod spill; // per-container details in bounded memory
+pub mod scan; // upgrade impact per container: assessment, cache, sources
+pub mod report; // a scan's totals and groupings
+pub mod matrix; // restarts for every pair of versions

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::analysis::coverage::{coverage, Coverage};
+use crate::error::Problem;
 use crate::kubelet::hash::{hash_container, ContainerHashes};
 use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
@@ -105,7 +106,7 @@ impl PodIndex {
     /// Adds one pod object (its containers of every kind).
     pub fn add_pod(&mut self, pod: Value) {
         match pod_containers(pod) {
-            Err(e) => self.problems.push(e),
+            Err(e) => self.problems.push(e.0),
             Ok(cs) => {
                 for mut c in cs {
                     // A static pod runs under the kubelet's UID (config.hash), not the mirror's.
@@ -323,18 +324,18 @@ pub fn prove_rewrite(
     stored: &str,
     from: KubeletVersion,
     to: KubeletVersion,
-) -> std::result::Result<(String, Option<String>), String> {
+) -> std::result::Result<(String, Option<String>), Problem> {
     let mut versions = vec![from, to];
     versions.sort();
     versions.dedup();
     let hashes = hash_container(spec, &versions, "").map_err(|e| e.to_string())?;
     let new_hash = hashes.get(to).map(format_hash).unwrap_or_default();
     if new_hash == stored {
-        return Err(format!("kubelet {to} computes the stored hash {stored}"));
+        return Err(format!("kubelet {to} computes the stored hash {stored}").into());
     }
     match prove(spec, stored, &[], &hashes, Some(from), to, "") {
         (Verdict::Rewrite, _) => Ok((new_hash, hashes.get_without_resources(to).map(format_hash))),
-        (_, why) => Err(why),
+        (_, why) => Err(why.into()),
     }
 }
 
@@ -395,6 +396,23 @@ fn prove(
         ),
         Err(e) => (Verdict::Error, e.to_string()),
     }
+}
+
+/// Counts of a node plan by verdict, in the order people read them.
+pub fn plan_counts(plans: &[ContainerPlan]) -> Vec<(&'static str, usize)> {
+    [
+        Verdict::Rewrite,
+        Verdict::Unchanged,
+        Verdict::WillRestart,
+        Verdict::Unprovable,
+        Verdict::NotRunning,
+        Verdict::Recreated,
+        Verdict::NoPod,
+        Verdict::Error,
+    ]
+    .iter()
+    .map(|v| (v.as_str(), plans.iter().filter(|p| p.verdict == *v).count()))
+    .collect()
 }
 
 #[cfg(test)]

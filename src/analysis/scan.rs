@@ -18,8 +18,7 @@
 //! assert_eq!(o.reasons, ["kubelet 1.31 hashes only name and image; 1.30 hashes the whole spec"]);
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, Seek, Write};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
@@ -29,16 +28,16 @@ use serde_json::Value;
 
 use crate::analysis::coverage::{coverage, Coverage};
 use crate::analysis::plan::Verdict;
-use crate::error::{Error, Result};
-use crate::kubelet::decode::{decode_container, Val};
-use crate::kubelet::gojson;
+pub use crate::analysis::report::{Counts, NodeSummary, ScanReport};
+pub use crate::analysis::spill::{Details, SPILL_AFTER};
+use crate::error::{Error, Problem, Result};
+use crate::kubelet::diff::why_changed;
 use crate::kubelet::hash::hash_container;
-use crate::kubelet::schema::{Kind, Schema, TypeId};
 use crate::kubelet::sink::format_hash;
-use crate::kubelet::version::{HashEpoch, KubeletVersion};
-use crate::source::pods::{
-    for_each_object_in_path, pod_containers, ContainerKind, NodeVersions, PodContainer, Workload,
-};
+use crate::kubelet::version::KubeletVersion;
+use crate::source::nodes::NodeVersions;
+use crate::source::pods::{pod_containers, ContainerKind, PodContainer, Workload};
+use crate::source::reader::for_each_object_in_path;
 
 /// Whether the upgrade recreates a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -116,7 +115,10 @@ impl Scanner {
             return o.clone();
         }
         let o = assess(container, from, self.to, path);
-        self.cache.insert(key, o.clone());
+        // An error names the pod it was found in (`path`); it is not an answer for other pods.
+        if o.impact != Impact::Error {
+            self.cache.insert(key, o.clone());
+        }
         o
     }
 
@@ -124,7 +126,7 @@ impl Scanner {
     pub fn assess_pod(
         &mut self,
         containers: Vec<PodContainer>,
-        from: std::result::Result<KubeletVersion, String>,
+        from: std::result::Result<KubeletVersion, Problem>,
     ) -> Vec<ContainerImpact> {
         containers
             .into_iter()
@@ -158,7 +160,7 @@ impl Scanner {
                         hash_from: None,
                         hash_to: None,
                         reasons: vec![],
-                        error: Some(e.clone()),
+                        error: Some(e.to_string()),
                     },
                 };
                 ContainerImpact {
@@ -231,326 +233,6 @@ pub fn assess(container: &Value, from: KubeletVersion, to: KubeletVersion, path:
     }
 }
 
-/// How many field-level reasons to list before summarising the rest.
-const MAX_REASONS: usize = 4;
-
-/// Why `hash_F(S) != hash_T(S)`, in words a person can act on.
-pub fn why_changed(container: &Value, from: KubeletVersion, to: KubeletVersion) -> Vec<String> {
-    use HashEpoch::*;
-    match (from.epoch(), to.epoch()) {
-        (NameImage, NameImage) => vec![format!(
-            "kubelets {from} and {to} hash name and image alike; this should not differ"
-        )],
-        (_, NameImage) => vec![format!(
-            "kubelet {to} hashes only name and image; {from} hashes the whole spec"
-        )],
-        (NameImage, _) => vec![format!(
-            "kubelet {to} hashes the whole spec; {from} hashes only name and image"
-        )],
-        (Spew, Json) => vec![format!(
-            "kubelet {to} hashes the spec's JSON; {from} hashes a dump of its Go struct"
-        )],
-        (Json, Spew) => vec![format!(
-            "kubelet {to} hashes a dump of the Go struct; {from} hashes the spec's JSON"
-        )],
-        (epoch, _) => {
-            let (Ok(sf), Ok(st)) = (Schema::for_version(from), Schema::for_version(to)) else {
-                return vec![];
-            };
-            let (Ok(vf), Ok(vt)) = (
-                decode_container(sf, container, ""),
-                decode_container(st, container, ""),
-            ) else {
-                return vec![];
-            };
-            let (mut a, mut b) = (BTreeSet::new(), BTreeSet::new());
-            if epoch == Spew {
-                spew_fields(sf, sf.root(), &vf, "", &mut a);
-                spew_fields(st, st.root(), &vt, "", &mut b);
-            } else {
-                json_fields(&marshal(sf, &vf), "", &mut a);
-                json_fields(&marshal(st, &vt), "", &mut b);
-            }
-            let mut out: Vec<String> = Vec::new();
-            let gone = shallowest_difference(&a, &b);
-            let new = shallowest_difference(&b, &a);
-            let mut listed = 0;
-            for p in &new {
-                if listed < MAX_REASONS {
-                    out.push(format!("{p}: hashed by {to}, not by {from}"));
-                }
-                listed += 1;
-            }
-            for p in &gone {
-                if listed < MAX_REASONS {
-                    out.push(format!("{p}: hashed by {from}, not by {to}"));
-                }
-                listed += 1;
-            }
-            if listed > MAX_REASONS {
-                out.push(format!(
-                    "… and {} more field differences",
-                    listed - MAX_REASONS
-                ));
-            }
-            if out.is_empty() {
-                out.push(format!(
-                    "the same fields are hashed but written differently by {from} and {to}"
-                ));
-            }
-            out
-        }
-    }
-}
-
-/// The entries of `x` missing from `y`, leaving out those below another listed entry
-/// (a new struct implies its fields).
-fn shallowest_difference(x: &BTreeSet<String>, y: &BTreeSet<String>) -> Vec<String> {
-    let path = |s: &str| s.split(" (").next().unwrap_or(s).to_string();
-    let diff: Vec<String> = x.difference(y).map(|s| path(s)).collect();
-    x.difference(y)
-        .filter(|entry| {
-            let p = path(entry);
-            !diff.iter().any(|q| {
-                *q != p && (p.starts_with(&format!("{q}.")) || p.starts_with(&format!("{q}[")))
-            })
-        })
-        .cloned()
-        .collect()
-}
-
-fn marshal(schema: &Schema, v: &Val) -> Value {
-    let mut text = Vec::new();
-    gojson::write_container(schema, v, false, &mut text);
-    serde_json::from_slice(&text).unwrap_or(Value::Null)
-}
-
-/// Every field go-spew prints, as `Path.Field (type)`.
-fn spew_fields(schema: &Schema, ty: TypeId, v: &Val, prefix: &str, out: &mut BTreeSet<String>) {
-    match (&schema.ty(ty).kind, v) {
-        (Kind::Ptr(elem), Val::Ptr(inner)) => spew_fields(schema, *elem, inner, prefix, out),
-        (Kind::Slice(elem), Val::List(items)) => {
-            for item in items {
-                spew_fields(schema, *elem, item, &format!("{prefix}[]"), out);
-            }
-        }
-        (Kind::Map { value }, Val::Map(entries)) => {
-            for (k, item) in entries {
-                spew_fields(schema, *value, item, &format!("{prefix}[{k}]"), out);
-            }
-        }
-        (Kind::Struct(fields), Val::Struct(vals)) => {
-            for (f, item) in fields.iter().zip(vals) {
-                let path = if prefix.is_empty() {
-                    f.name.clone()
-                } else {
-                    format!("{prefix}.{}", f.name)
-                };
-                out.insert(format!("{path} ({})", schema.ty(f.ty).name));
-                spew_fields(schema, f.ty, item, &path, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Every key path of marshalled JSON.
-fn json_fields(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
-    match v {
-        Value::Object(m) => {
-            for (k, item) in m {
-                let path = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                out.insert(path.clone());
-                json_fields(item, &path, out);
-            }
-        }
-        Value::Array(items) => {
-            for item in items {
-                json_fields(item, &format!("{prefix}[]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Counts for a group of containers.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct Counts {
-    pub containers: u64,
-    pub kept: u64,
-    pub restart: u64,
-    pub not_running: u64,
-    pub recreated: u64,
-    pub error: u64,
-}
-
-impl Counts {
-    pub fn add(&mut self, i: Impact) {
-        self.containers += 1;
-        match i {
-            Impact::Kept => self.kept += 1,
-            Impact::Restart => self.restart += 1,
-            Impact::NotRunning => self.not_running += 1,
-            Impact::Recreated => self.recreated += 1,
-            Impact::Error => self.error += 1,
-        }
-    }
-}
-
-/// A scan's result: totals, groupings, and every container.
-#[derive(Debug, Default, Serialize)]
-pub struct ScanReport {
-    pub to: String,
-    pub total: Counts,
-    /// Node → its kubelet version (or the problem with it) and counts.
-    pub nodes: BTreeMap<String, NodeSummary>,
-    /// `namespace/Kind/name` → counts.
-    pub workloads: BTreeMap<String, Counts>,
-    /// Objects that could not be read as pods, with the reason.
-    pub problems: Vec<String>,
-    /// Every container, in input order (last, so that JSON output can stream it).
-    pub containers: Details,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct NodeSummary {
-    pub from: Option<String>,
-    /// Why the node's containers could not be assessed (its kubelet version is unknown or not
-    /// one kubehash knows). Not `error`: that key is the count of containers in error.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub problem: Option<String>,
-    #[serde(flatten)]
-    pub counts: Counts,
-}
-
-impl ScanReport {
-    pub fn new(to: KubeletVersion) -> Self {
-        ScanReport {
-            to: to.to_string(),
-            ..ScanReport::default()
-        }
-    }
-
-    pub fn add(&mut self, c: ContainerImpact) -> std::io::Result<()> {
-        self.total.add(c.outcome.impact);
-        let node = self.nodes.entry(c.node.clone()).or_default();
-        node.counts.add(c.outcome.impact);
-        if node.from.is_none() {
-            node.from = c.from.clone();
-        }
-        if c.from.is_none() && node.problem.is_none() {
-            node.problem = c.outcome.error.clone();
-        }
-        self.workloads
-            .entry(format!("{}/{}", c.namespace, c.workload))
-            .or_default()
-            .add(c.outcome.impact);
-        self.containers.push(c)
-    }
-}
-
-/// How many container details stay in memory before they go to a temporary file.
-pub const SPILL_AFTER: usize = 50_000;
-
-/// Per-container details in input order: in memory up to [`SPILL_AFTER`], then appended to an
-/// anonymous temporary file as JSON lines (removed by the OS when dropped), so that a scan of
-/// any size runs in bounded memory.
-#[derive(Debug)]
-pub struct Details {
-    memory: Vec<ContainerImpact>,
-    spill: Option<std::io::BufWriter<std::fs::File>>,
-    len: usize,
-    spill_after: usize,
-}
-
-impl Default for Details {
-    fn default() -> Self {
-        Details::with_spill_after(SPILL_AFTER)
-    }
-}
-
-impl Details {
-    /// Keeps at most `n` details in memory.
-    pub fn with_spill_after(n: usize) -> Self {
-        Details {
-            memory: Vec::new(),
-            spill: None,
-            len: 0,
-            spill_after: n,
-        }
-    }
-
-    pub fn push(&mut self, c: ContainerImpact) -> std::io::Result<()> {
-        self.len += 1;
-        if self.spill.is_none() && self.memory.len() < self.spill_after {
-            self.memory.push(c);
-            return Ok(());
-        }
-        if self.spill.is_none() {
-            self.spill = Some(std::io::BufWriter::new(tempfile::tempfile()?));
-        }
-        if let Some(w) = &mut self.spill {
-            serde_json::to_writer(&mut *w, &c)?;
-            w.write_all(b"\n")?;
-        }
-        Ok(())
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Every container, in order. Reading back spilled details can fail (I/O).
-    pub fn iter(&self) -> impl Iterator<Item = std::io::Result<ContainerImpact>> + '_ {
-        let spilled = self.spill.as_ref().map(|w| {
-            let reader = w
-                .get_ref()
-                .try_clone()
-                .and_then(|mut f| f.rewind().map(|_| f))
-                .map(std::io::BufReader::new);
-            let lines: Box<dyn Iterator<Item = std::io::Result<ContainerImpact>>> = match reader {
-                Err(e) => Box::new(std::iter::once(Err(e))),
-                Ok(r) => Box::new(r.lines().map(|l| {
-                    l.and_then(|l| serde_json::from_str(&l).map_err(std::io::Error::other))
-                })),
-            };
-            lines
-        });
-        self.memory
-            .iter()
-            .cloned()
-            .map(Ok)
-            .chain(spilled.into_iter().flatten())
-    }
-
-    /// Flushes spilled details so that [`Details::iter`] sees all of them.
-    pub fn finish(&mut self) -> std::io::Result<()> {
-        match &mut self.spill {
-            Some(w) => w.flush(),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Serialize for Details {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::{Error as _, SerializeSeq};
-        let mut seq = s.serialize_seq(Some(self.len))?;
-        for c in self.iter() {
-            seq.serialize_element(&c.map_err(S::Error::custom)?)?;
-        }
-        seq.end()
-    }
-}
-
 /// Where the source kubelet version of each container comes from.
 #[derive(Debug, Clone)]
 pub enum FromVersions {
@@ -561,7 +243,7 @@ pub enum FromVersions {
 }
 
 impl FromVersions {
-    pub fn for_node(&self, node: &str) -> std::result::Result<KubeletVersion, String> {
+    pub fn for_node(&self, node: &str) -> std::result::Result<KubeletVersion, Problem> {
         match self {
             FromVersions::Fixed(v) => Ok(*v),
             FromVersions::PerNode(_) if node.is_empty() => {
@@ -571,7 +253,8 @@ impl FromVersions {
                 Some(v) => v.clone(),
                 None => Err(format!(
                     "node {node} is not in the node list, so its kubelet version is unknown"
-                )),
+                )
+                .into()),
             },
         }
     }
@@ -620,7 +303,7 @@ pub fn scan_source(
                         report.add(c)?;
                     }
                 }
-                Err(e) => report.problems.push(e),
+                Err(e) => report.problems.push(e.0),
             }
         }
         report.containers.finish()?;
@@ -721,7 +404,7 @@ mod tests {
             }
         }
         d.finish().unwrap();
-        assert!(d.spill.is_some());
+        assert!(d.spilled());
         let pods: Vec<String> = d.iter().map(|c| c.unwrap().pod).collect();
         assert_eq!(pods, (0..10).map(|i| format!("p{i}")).collect::<Vec<_>>());
         // Serialising reads the spilled part again.

@@ -1,3 +1,97 @@
 //! The command line: arguments, every output format, the exit status, one file per subcommand.
+//! `anyhow` lives here and nowhere else in the library.
 
+pub mod args; // clap structs
+pub mod exit; // ExitStatus
 pub mod output; // every table and every -o format
+mod support; // the async runtime, logs, signals, input files
+mod node_pods; // where node commands get this node's pods, manifests and old kubelet
+
+mod agent;
+mod hash;
+mod matrix;
+mod node;
+mod scan;
+mod shim;
+
+use std::io;
+
+use clap::Parser;
+
+use crate::cli::args::{Cli, Command};
+use crate::cli::exit::ExitStatus;
+
+/// Parses the arguments, runs the subcommand, and reports an error on one line of stderr.
+pub fn main() -> ExitStatus {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    let result = match cli.command {
+        Command::Hash(args) => hash::run(args),
+        Command::Scan(args) => scan::run(args),
+        Command::Matrix(args) => matrix::run(args),
+        Command::Node { command } => node::run(command),
+        Command::Shim(args) => shim::run(args),
+        Command::Agent(args) => agent::run(args),
+    };
+    match result {
+        Ok(status) => status,
+        // `kubehash hash … | head` closing the pipe is not an error worth reporting.
+        Err(e)
+            if e.downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+        {
+            ExitStatus::Success
+        }
+        Err(e) => {
+            eprintln!("kubehash: {}", one_line(&e));
+            ExitStatus::Failure
+        }
+    }
+}
+
+/// An error and its causes on one line, each said once: a cause whose text ends the line already
+/// (an I/O error that its wrapper quotes) is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// `--help` and `--version` print as clap prints them; a usage error is one line on stderr and
+/// [`ExitStatus::Failure`], never clap's exit 2, which means "some containers could not be
+/// assessed" here.
+fn usage_error(e: clap::Error) -> ExitStatus {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitStatus::Success;
+    }
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).skip_while(|l| l.is_empty());
+    let mut first = match e.kind() {
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => "a subcommand is missing".into(),
+        _ => lines
+            .next()
+            .unwrap_or("bad arguments")
+            .trim_start_matches("error: ")
+            .to_string(),
+    };
+    if first.ends_with(':') {
+        // "the following required arguments were not provided:" and the list below it.
+        let list: Vec<&str> = lines.take_while(|l| !l.is_empty()).collect();
+        first = format!("{first} {}", list.join(", "));
+    }
+    eprintln!("kubehash: {first} (see kubehash --help)");
+    ExitStatus::Failure
+}

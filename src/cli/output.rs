@@ -1,24 +1,76 @@
-//! Output of `kubehash hash`: a table for people, JSON and JSON Lines for machines.
+//! Every output of every subcommand, in one place: a table for people, JSON and JSON Lines for
+//! machines. Each report implements [`Render`]; [`emit`] picks the format, so a new format is one
+//! arm in [`emit`] and a new report is one `impl Render`.
 //!
-//! The JSON Lines record is the golden-vector format:
+//! The JSON Lines record of `hash` is the golden-vector format:
 //! `{"id":…,"hash":{"1.8":"…",…},"hash_without_resources":{"1.27":"…",…}}`, or
 //! `{"id":…,"error":"…"}` for a container that could not be hashed. Versions appear oldest first.
+//! Other reports are one document: pretty JSON, or with `jsonl` compact on one line.
 
 use std::io::{self, Write};
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::analysis::matrix::RestartMatrix;
 use crate::analysis::plan::{ContainerPlan, Verdict};
 use crate::analysis::scan::{ContainerImpact, Counts, Impact, ScanReport};
+use crate::error::Problem;
 use crate::kubelet::hash::ContainerHashes;
 use crate::kubelet::version::KubeletVersion;
+use crate::rewrite::outcome::{Applied, ApplyReport, CheckOutcome};
+
+/// `-o`: how a report is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Columns for people.
+    Table,
+    /// Pretty JSON.
+    Json,
+    /// JSON Lines: one record per line where the report is a list, else one compact line.
+    Jsonl,
+}
+
+/// A report that can be printed in every [`Format`].
+pub trait Render {
+    /// The machine-readable form.
+    fn document(&self) -> Value;
+    /// The lines of `-o jsonl`; by default the document on one line.
+    fn lines(&self) -> Vec<Value> {
+        vec![self.document()]
+    }
+    /// The table for people.
+    fn table(&self, out: &mut dyn Write) -> io::Result<()>;
+}
+
+/// Prints `report` in `format` to `out` and flushes.
+pub fn emit(format: Format, report: &dyn Render, out: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::Table => report.table(out)?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, &report.document())?;
+            out.write_all(b"\n")?;
+        }
+        Format::Jsonl => {
+            for line in report.lines() {
+                serde_json::to_writer(&mut *out, &line)?;
+                out.write_all(b"\n")?;
+            }
+        }
+    }
+    out.flush()
+}
+
+/// A serializable value as a document (reports that are plain data).
+fn to_value(v: &impl Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or_else(|e| json!({"error": e.to_string()}))
+}
 
 /// The outcome for one container.
 #[derive(Debug)]
 pub struct HashRow {
     pub id: String,
-    pub result: Result<ContainerHashes, String>,
+    pub result: Result<ContainerHashes, Problem>,
 }
 
 impl HashRow {
@@ -44,20 +96,19 @@ impl HashRow {
     }
 }
 
-/// One JSON object per line.
-pub fn write_jsonl(rows: &[HashRow], out: &mut impl Write) -> io::Result<()> {
-    for r in rows {
-        serde_json::to_writer(&mut *out, &r.to_json())?;
-        out.write_all(b"\n")?;
-    }
-    Ok(())
-}
+/// The rows of `kubehash hash`: an array in JSON, one record per line in JSON Lines.
+pub struct HashRows(pub Vec<HashRow>);
 
-/// A pretty-printed JSON array.
-pub fn write_json(rows: &[HashRow], out: &mut impl Write) -> io::Result<()> {
-    let all: Vec<Value> = rows.iter().map(HashRow::to_json).collect();
-    serde_json::to_writer_pretty(&mut *out, &all)?;
-    out.write_all(b"\n")
+impl Render for HashRows {
+    fn document(&self) -> Value {
+        Value::Array(self.lines())
+    }
+    fn lines(&self) -> Vec<Value> {
+        self.0.iter().map(HashRow::to_json).collect()
+    }
+    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        write_table(&self.0, out)
+    }
 }
 
 /// A table with one line per run of versions that agree on both hashes:
@@ -68,11 +119,11 @@ pub fn write_json(rows: &[HashRow], out: &mut impl Write) -> io::Result<()> {
 ///                1.9–1.13     21f553af
 ///                1.27–1.30    80a2c86f  3162d3c1
 /// ```
-pub fn write_table(rows: &[HashRow], out: &mut impl Write) -> io::Result<()> {
+fn write_table(rows: &[HashRow], out: &mut dyn Write) -> io::Result<()> {
     let mut lines: Vec<[String; 4]> = Vec::new();
     for r in rows {
         match &r.result {
-            Err(e) => lines.push([r.id.clone(), "error".into(), e.clone(), String::new()]),
+            Err(e) => lines.push([r.id.clone(), "error".into(), e.to_string(), String::new()]),
             Ok(h) => {
                 let mut first = true;
                 for (range, hash, without) in runs(h) {
@@ -131,7 +182,7 @@ fn runs(h: &ContainerHashes) -> Vec<(String, String, String)> {
 }
 
 /// Left-aligned columns, two spaces apart, trailing space trimmed.
-pub fn write_columns(rows: &[Vec<String>], out: &mut impl Write) -> io::Result<()> {
+fn write_columns(rows: &[Vec<String>], out: &mut dyn Write) -> io::Result<()> {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..n)
         .map(|i| {
@@ -176,8 +227,17 @@ fn counts_cells(c: &Counts) -> [String; 6] {
     .map(|n| n.to_string())
 }
 
+impl Render for ScanReport {
+    fn document(&self) -> Value {
+        to_value(self)
+    }
+    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        write_scan_table(self, out)
+    }
+}
+
 /// The scan report for people: the totals, then by node, by workload, and every container.
-pub fn write_scan_table(r: &ScanReport, out: &mut impl Write) -> io::Result<()> {
+fn write_scan_table(r: &ScanReport, out: &mut dyn Write) -> io::Result<()> {
     let t = &r.total;
     writeln!(
         out,
@@ -272,7 +332,7 @@ fn detail_row(c: &ContainerImpact) -> Vec<String> {
     ]
 }
 
-fn write_row(cells: &[String], widths: &[usize], out: &mut impl Write) -> io::Result<()> {
+fn write_row(cells: &[String], widths: &[usize], out: &mut dyn Write) -> io::Result<()> {
     let mut line = String::new();
     for (i, c) in cells.iter().enumerate() {
         line.push_str(c);
@@ -283,8 +343,17 @@ fn write_row(cells: &[String], widths: &[usize], out: &mut impl Write) -> io::Re
     writeln!(out, "{}", line.trim_end())
 }
 
-/// The matrix as upgrade steps, like `restart-matrix.md`.
-pub fn write_matrix_table(m: &RestartMatrix, out: &mut impl Write) -> io::Result<()> {
+impl Render for RestartMatrix {
+    fn document(&self) -> Value {
+        to_value(self)
+    }
+    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        write_matrix_table(self, out)
+    }
+}
+
+/// The matrix as upgrade steps: one row per step between consecutive versions.
+fn write_matrix_table(m: &RestartMatrix, out: &mut dyn Write) -> io::Result<()> {
     let mut rows = vec![["UPGRADE", "RESTARTED", "OF", "PERCENT"]
         .map(String::from)
         .to_vec()];
@@ -312,64 +381,161 @@ pub fn write_matrix_table(m: &RestartMatrix, out: &mut impl Write) -> io::Result
     Ok(())
 }
 
-/// Counts of a node plan by verdict, in the order people read them.
-pub fn plan_counts(plans: &[ContainerPlan]) -> Vec<(&'static str, usize)> {
-    [
-        Verdict::Rewrite,
-        Verdict::Unchanged,
-        Verdict::WillRestart,
-        Verdict::Unprovable,
-        Verdict::NotRunning,
-        Verdict::Recreated,
-        Verdict::NoPod,
-        Verdict::Error,
-    ]
-    .iter()
-    .map(|v| (v.as_str(), plans.iter().filter(|p| p.verdict == *v).count()))
-    .collect()
+/// `node plan` and `scan --cri`: one node's containers, a verdict each.
+pub struct NodePlan {
+    pub to: KubeletVersion,
+    pub from: Option<KubeletVersion>,
+    /// What CRI's Version call reports: name, version, API version.
+    pub runtime: (String, String, String),
+    pub containers: Vec<ContainerPlan>,
 }
 
-/// A node's plan for people: one line of counts, then one row per container.
-pub fn write_plan_table(
-    plans: &[ContainerPlan],
-    heading: &str,
-    out: &mut impl Write,
-) -> io::Result<()> {
-    let counts: Vec<String> = plan_counts(plans)
-        .iter()
-        .map(|(v, n)| format!("{n} {v}"))
-        .collect();
-    writeln!(out, "{heading}: {}.", counts.join(", "))?;
-    writeln!(out)?;
-    let mut rows = vec![[
-        "CONTAINER",
-        "POD",
-        "NAME",
-        "STATE",
-        "STORED",
-        "NEW",
-        "VERDICT",
-        "PROVENANCE",
-        "WHY",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for p in plans {
-        rows.push(vec![
-            p.id.chars().take(13).collect(),
-            format!("{}/{}", p.namespace, p.pod),
-            p.container.clone(),
-            p.state.clone(),
-            p.stored_hash.clone().unwrap_or_else(|| "-".into()),
-            p.new_hash.clone().unwrap_or_else(|| "-".into()),
-            p.verdict.as_str().into(),
-            if p.provenance.is_empty() {
-                "-".into()
-            } else {
-                p.provenance.join(",")
-            },
-            p.reason.clone(),
-        ]);
+impl NodePlan {
+    fn heading(&self) -> String {
+        let (name, version, api) = &self.runtime;
+        format!(
+            "Plan for kubelet {} on this node ({name} {version}, CRI {api})",
+            self.to
+        )
     }
-    write_columns(&rows, out)
+}
+
+impl Render for NodePlan {
+    fn document(&self) -> Value {
+        let counts: Map<String, Value> = crate::analysis::plan::plan_counts(&self.containers)
+            .into_iter()
+            .map(|(k, n)| (k.to_string(), n.into()))
+            .collect();
+        let (name, version, api) = &self.runtime;
+        json!({
+            "to": self.to.to_string(),
+            "from": self.from.map(|f| f.to_string()),
+            "runtime": {"name": name, "version": version, "api_version": api},
+            "counts": counts,
+            "containers": to_value(&self.containers),
+        })
+    }
+
+    /// One line of counts, then one row per container.
+    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        let counts: Vec<String> = crate::analysis::plan::plan_counts(&self.containers)
+            .iter()
+            .map(|(v, n)| format!("{n} {v}"))
+            .collect();
+        writeln!(out, "{}: {}.", self.heading(), counts.join(", "))?;
+        writeln!(out)?;
+        let mut rows = vec![[
+            "CONTAINER",
+            "POD",
+            "NAME",
+            "STATE",
+            "STORED",
+            "NEW",
+            "VERDICT",
+            "PROVENANCE",
+            "WHY",
+        ]
+        .map(String::from)
+        .to_vec()];
+        for p in &self.containers {
+            rows.push(vec![
+                p.id.chars().take(13).collect(),
+                format!("{}/{}", p.namespace, p.pod),
+                p.container.clone(),
+                p.state.clone(),
+                p.stored_hash.clone().unwrap_or_else(|| "-".into()),
+                p.new_hash.clone().unwrap_or_else(|| "-".into()),
+                p.verdict.as_str().into(),
+                if p.provenance.is_empty() {
+                    "-".into()
+                } else {
+                    p.provenance.join(",")
+                },
+                p.reason.clone(),
+            ]);
+        }
+        write_columns(&rows, out)
+    }
+}
+
+impl Render for ApplyReport {
+    fn document(&self) -> Value {
+        to_value(self)
+    }
+
+    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        let mut rows = vec![["CONTAINER", "POD", "NAME", "VERDICT", "RESULT", "DETAIL"]
+            .map(String::from)
+            .to_vec()];
+        for o in &self.outcomes {
+            rows.push(vec![
+                o.container_id.chars().take(13).collect(),
+                o.pod.clone(),
+                o.container.clone(),
+                o.verdict.as_str().into(),
+                o.result.as_str().into(),
+                o.detail.clone(),
+            ]);
+        }
+        write_columns(&rows, out)?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Summary: {} written, {} already rewritten, {} left alone, {} errors. Journal: {}",
+            self.count(Applied::Written),
+            self.count(Applied::AlreadyRewritten),
+            self.count(Applied::LeftAlone),
+            self.count(Applied::Error),
+            self.journal
+        )?;
+        if let Some(why) = &self.stopped {
+            writeln!(
+                out,
+                "Stopped before {} planned writes: {why}",
+                self.count(Applied::Stopped)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `node verify` / `node rollback`: one line per journaled container.
+pub struct Checks {
+    /// `verified`, or `restored or already original`.
+    pub done: &'static str,
+    pub outcomes: Vec<CheckOutcome>,
+}
+
+impl Render for Checks {
+    fn document(&self) -> Value {
+        to_value(&self.outcomes)
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        self.outcomes.iter().map(to_value).collect()
+    }
+
+    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        let mut rows = vec![["CONTAINER", "NAME", "OK", "DETAIL"]
+            .map(String::from)
+            .to_vec()];
+        for r in &self.outcomes {
+            rows.push(vec![
+                r.container_id.chars().take(13).collect(),
+                r.name.clone(),
+                if r.ok { "yes".into() } else { "NO".into() },
+                r.detail.clone(),
+            ]);
+        }
+        write_columns(&rows, out)?;
+        writeln!(out)?;
+        let bad = self.outcomes.iter().filter(|r| !r.ok).count();
+        writeln!(
+            out,
+            "Summary: {} of {} containers {}.",
+            self.outcomes.len() - bad,
+            self.outcomes.len(),
+            self.done
+        )
+    }
 }

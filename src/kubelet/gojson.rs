@@ -15,8 +15,8 @@
 //!   `intstr.IntOrString` as a number or a string according to its type.
 //!
 //! Invalid UTF-8 never reaches the writer. Go's decoder turns each invalid input byte into U+FFFD
-//! before the kubelet ever marshals the struct ([`go_clean_input`] does the same before serde
-//! parses), so the strings Go marshals are valid UTF-8, and Go writes them as raw UTF-8 just as
+//! before the kubelet ever marshals the struct ([`crate::source::goread`] does the
+//! same before serde parses), so the strings Go marshals are valid UTF-8, and Go writes them as raw UTF-8 just as
 //! this writer does. (Go's encoder writes `\ufffd` only for invalid bytes, which it never gets.)
 //!
 //! ```
@@ -25,8 +25,6 @@
 //! write_string("a<b>&\u{2028}\n", &mut out);
 //! assert_eq!(out, br#""a\u003cb\u003e\u0026\u2028\n""#);
 //! ```
-
-use std::borrow::Cow;
 
 use crate::kubelet::decode::{zero, IntOrString, Val};
 use crate::kubelet::schema::{Kind, Schema, TypeId};
@@ -218,113 +216,6 @@ pub fn write_string<S: Sink>(s: &str, out: &mut S) {
     out.put(b"\"");
 }
 
-/// Makes raw input read by serde the way Go's `encoding/json` decoder reads it:
-/// * each byte that does not start a valid UTF-8 sequence becomes U+FFFD (`utf8.DecodeRune`
-///   returns `RuneError, 1` and the decoder writes the replacement rune);
-/// * a `\uXXXX` escape of a UTF-16 surrogate that is not the first half of a valid pair (serde
-///   rejects those) becomes `\ufffd`, as Go's `unquote` does.
-///
-/// Returns the input unchanged (borrowed) when neither occurs, which is the usual case.
-pub fn go_clean_input(input: &[u8]) -> Cow<'_, [u8]> {
-    let utf8_ok = std::str::from_utf8(input).is_ok();
-    if utf8_ok && !has_surrogate_escape(input) {
-        return Cow::Borrowed(input);
-    }
-    let mut text = Vec::with_capacity(input.len() + 16);
-    if utf8_ok {
-        text.extend_from_slice(input);
-    } else {
-        let mut rest = input;
-        while !rest.is_empty() {
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    text.extend_from_slice(s.as_bytes());
-                    break;
-                }
-                Err(e) => {
-                    let good = e.valid_up_to();
-                    text.extend_from_slice(&rest[..good]);
-                    text.extend_from_slice("\u{fffd}".as_bytes());
-                    rest = &rest[good + 1..]; // one invalid byte at a time, like Go
-                }
-            }
-        }
-    }
-    Cow::Owned(fix_lone_surrogates(text))
-}
-
-fn has_surrogate_escape(b: &[u8]) -> bool {
-    b.windows(3)
-        .any(|w| w[0] == b'\\' && (w[1] == b'u' || w[1] == b'U') && matches!(w[2], b'd' | b'D'))
-}
-
-fn hex4(b: &[u8]) -> Option<u32> {
-    let s = std::str::from_utf8(b.get(..4)?).ok()?;
-    u32::from_str_radix(s, 16)
-        .ok()
-        .filter(|_| s.bytes().all(|c| c.is_ascii_hexdigit()))
-}
-
-/// Rewrites lone surrogate escapes inside JSON strings to `\ufffd`.
-fn fix_lone_surrogates(text: Vec<u8>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut in_string = false;
-    let mut i = 0;
-    while i < text.len() {
-        let c = text[i];
-        if !in_string {
-            in_string = c == b'"';
-            out.push(c);
-            i += 1;
-            continue;
-        }
-        match c {
-            b'"' => {
-                in_string = false;
-                out.push(c);
-                i += 1;
-            }
-            b'\\' if text.get(i + 1) == Some(&b'u') => {
-                let Some(u) = hex4(&text[i + 2..]) else {
-                    out.push(c); // not a valid escape: leave it for the parser to reject
-                    i += 1;
-                    continue;
-                };
-                if (0xD800..0xDC00).contains(&u) {
-                    let pair = text
-                        .get(i + 6..i + 8)
-                        .filter(|p| p == b"\\u")
-                        .and_then(|_| hex4(&text[i + 8..]))
-                        .filter(|lo| (0xDC00..0xE000).contains(lo));
-                    if pair.is_some() {
-                        out.extend_from_slice(&text[i..i + 12]);
-                        i += 12;
-                        continue;
-                    }
-                    out.extend_from_slice(b"\\ufffd");
-                } else if (0xDC00..0xE000).contains(&u) {
-                    out.extend_from_slice(b"\\ufffd");
-                } else {
-                    out.extend_from_slice(&text[i..i + 6]);
-                }
-                i += 6;
-            }
-            b'\\' => {
-                out.push(c);
-                if let Some(&n) = text.get(i + 1) {
-                    out.push(n);
-                }
-                i += 2;
-            }
-            _ => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,22 +280,5 @@ mod tests {
         let mut out = Vec::new();
         write_name_image("test_container", "foo/image:v1", &mut out);
         assert_eq!(out, br#"{"image":"foo/image:v1","name":"test_container"}"#);
-    }
-
-    #[test]
-    fn input_cleanup_matches_gos_decoder() {
-        let clean = |b: &[u8]| String::from_utf8(go_clean_input(b).into_owned()).unwrap();
-        assert_eq!(clean(br#"{"a":"x"}"#), r#"{"a":"x"}"#);
-        // Each invalid byte is one U+FFFD (Rust's lossy conversion would merge E2 82).
-        assert_eq!(clean(b"\"a\xE2\x82b\""), "\"a\u{fffd}\u{fffd}b\"");
-        assert_eq!(clean(b"\"\xff\""), "\"\u{fffd}\"");
-        // Lone surrogates become \ufffd; valid pairs stay.
-        assert_eq!(clean(br#""\ud800x""#), r#""\ufffdx""#);
-        assert_eq!(clean(br#""\udc00""#), r#""\ufffd""#);
-        assert_eq!(clean(br#""\ud83d\ude80""#), r#""\ud83d\ude80""#);
-        assert_eq!(clean(br#""\ud800\u0041""#), r#""\ufffd\u0041""#);
-        assert_eq!(clean(br#""\\ud800""#), r#""\\ud800""#); // an escaped backslash, not an escape
-        let v: serde_json::Value = serde_json::from_slice(&go_clean_input(br#""\ud800""#)).unwrap();
-        assert_eq!(v, "\u{fffd}");
     }
 }

@@ -2,11 +2,12 @@
 //! graph, rendered as that kubelet renders it (go-spew `%#v` or Go `encoding/json`) and hashed with
 //! FNV-1a 32, byte for byte.
 
-pub mod decode; // JSON → typed value tree, as encoding/json into the Go structs
-pub mod gojson; // Go encoding/json writer (kubelet 1.16 +)
-pub mod hash;
-pub mod quantity; // resource.Quantity parsing and canonical form
+pub mod version; // kubelet minors, hash epochs, version sets
 pub mod schema; // per-minor Go type graph of v1.Container (data in schema/)
-pub mod sink; // FNV-1a 32 and byte sinks, lanes
+pub mod quantity; // resource.Quantity parsing and canonical form
+pub mod decode; // JSON → typed value tree, as encoding/json into the Go structs
 pub mod spew; // go-spew %#v writer (kubelet ≤ 1.15)
-pub mod version; // kubelet minors, hash epochs, version sets // one function per epoch: the hashes a kubelet stores
+pub mod gojson; // Go encoding/json writer (kubelet 1.16 +)
+pub mod sink; // FNV-1a 32 and byte sinks, lanes
+pub mod hash; // one function per epoch: the hashes a kubelet stores
+pub mod diff; // why two kubelets' hashes of a container differ

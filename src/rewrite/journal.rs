@@ -29,7 +29,8 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Problem, Result};
+use crate::runtime::record::{format_named, RecordFormat};
 
 /// Where journals go by default.
 pub const DEFAULT_DIR: &str = "/var/lib/kubehash/journal";
@@ -80,10 +81,10 @@ pub fn encode(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-pub fn decode(s: &str) -> std::result::Result<Vec<u8>, String> {
+pub fn decode(s: &str) -> std::result::Result<Vec<u8>, Problem> {
     base64::engine::general_purpose::STANDARD
         .decode(s)
-        .map_err(|e| format!("bad base64 in journal: {e}"))
+        .map_err(|e| Problem(format!("bad base64 in journal: {e}")))
 }
 
 /// The journal of the upgrade `from` → `to` in `dir`.
@@ -308,6 +309,8 @@ pub fn read(path: &Path) -> Result<Contents> {
     let mut out = Contents::default();
     let mut offset = 0usize;
     let mut line_no = 0usize;
+    // Set by each begin line; the first line must be one.
+    let mut format: &dyn RecordFormat = &crate::runtime::containerd::METADATA;
     while offset < bytes.len() {
         line_no += 1;
         let (line, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
@@ -346,6 +349,10 @@ pub fn read(path: &Path) -> Result<Contents> {
                 format!("not a kubehash journal (line {line_no} is not a begin record)"),
             ));
         }
+        if let Record::Begin { runtime, .. } = &record {
+            format = format_named(runtime)
+                .ok_or_else(|| at(format!("kubehash knows no runtime named {runtime:?}")))?;
+        }
         if let Record::Write {
             container_id,
             old_value,
@@ -357,15 +364,13 @@ pub fn read(path: &Path) -> Result<Contents> {
         {
             let old = decode(old_value).map_err(|e| at(format!("old_value: {e}")))?;
             let new = decode(new_value).map_err(|e| at(format!("new_value: {e}")))?;
-            crate::runtime::containerd::validate_edit(&old, &new, container_id)
+            format
+                .check_edit(container_id, &old, &new)
                 .map_err(|e| at(format!("container {container_id}: {e}")))?;
             let stored = |v: &[u8]| {
-                crate::runtime::containerd::parse_metadata(v, container_id)
-                    .map(|m| {
-                        crate::runtime::containerd::stored_hashes(&m)
-                            .0
-                            .unwrap_or_default()
-                    })
+                format
+                    .stored_hashes(container_id, v)
+                    .map(|h| h.hash.unwrap_or_default())
                     .unwrap_or_default()
             };
             if stored(&old) != *old_hash || stored(&new) != *new_hash {

@@ -11,7 +11,7 @@
 //! shows over CRI after containerd restarts.
 //!
 //! containerd stores *any* bytes it is given, and a bad value makes the container invisible to CRI
-//! after the next restart (see shared/docs/containerd-notes.md), so [`rewrite_hashes`] changes only
+//! after the next restart (see docs/containerd-notes.md), so [`rewrite_hashes`] changes only
 //! the hash values, byte for byte in place, and [`validate_edit`] proves that before anything is
 //! written: the new value parses, `Version` is `v1`, `ID`/`Name`/`SandboxID` are unchanged, the
 //! type URL is exact, and the two values are equal but for the hash annotations. [`Store::write`]
@@ -27,6 +27,7 @@ use tonic::Request;
 
 use crate::error::{Error, Result};
 use crate::runtime::cri::{keys, unix_channel};
+use crate::runtime::record::{RecordError, RecordFormat, RecordStore, StoredHashes};
 
 /// The extension holding the CRI metadata of a container.
 pub const EXTENSION: &str = "io.cri-containerd.container.metadata";
@@ -147,41 +148,36 @@ impl Store {
 }
 
 /// The CRI metadata extension of a record: its raw bytes, after the checks of [`parse_metadata`].
-pub fn extension(record: &Container) -> std::result::Result<&[u8], String> {
+pub fn extension(record: &Container) -> std::result::Result<&[u8], RecordError> {
     let any = record
         .extensions
         .get(EXTENSION)
-        .ok_or_else(|| format!("the record has no {EXTENSION} extension"))?;
+        .ok_or_else(|| RecordError(format!("the record has no {EXTENSION} extension")))?;
     if any.type_url != TYPE_URL {
         return Err(format!(
             "extension type URL is {:?}, expected {TYPE_URL:?}",
             any.type_url
-        ));
+        )
+        .into());
     }
     parse_metadata(&any.value, &record.id)?;
     Ok(&any.value)
 }
 
 /// Parses a metadata value and checks what the CRI plugin needs to load it.
-pub fn parse_metadata(value: &[u8], record_id: &str) -> std::result::Result<Value, String> {
+pub fn parse_metadata(value: &[u8], record_id: &str) -> std::result::Result<Value, RecordError> {
     let v: Value =
         serde_json::from_slice(value).map_err(|e| format!("metadata is not JSON: {e}"))?;
     if v["Version"] != "v1" {
-        return Err(format!(
-            "metadata Version is {}, expected \"v1\"",
-            v["Version"]
-        ));
+        return Err(format!("metadata Version is {}, expected \"v1\"", v["Version"]).into());
     }
     let m = &v["Metadata"];
     if m["ID"] != record_id {
-        return Err(format!(
-            "metadata ID {} is not the record's id {record_id}",
-            m["ID"]
-        ));
+        return Err(format!("metadata ID {} is not the record's id {record_id}", m["ID"]).into());
     }
     for k in ["Name", "SandboxID"] {
         if !m[k].is_string() {
-            return Err(format!("metadata has no {k}"));
+            return Err(format!("metadata has no {k}").into());
         }
     }
     if !m["Config"]["annotations"].is_object() {
@@ -199,7 +195,11 @@ pub fn stored_hashes(meta: &Value) -> (Option<String>, Option<String>) {
 
 /// Replaces the value of annotation `key` in the raw JSON, in place. The key must occur exactly
 /// once as a JSON key (`"key":"`); hash values are plain hex, so no escaping is involved.
-fn replace_annotation(raw: &[u8], key: &str, new: &str) -> std::result::Result<Vec<u8>, String> {
+fn replace_annotation(
+    raw: &[u8],
+    key: &str,
+    new: &str,
+) -> std::result::Result<Vec<u8>, RecordError> {
     let pat = format!("\"{key}\":\"");
     let starts: Vec<usize> = raw
         .windows(pat.len())
@@ -211,18 +211,19 @@ fn replace_annotation(raw: &[u8], key: &str, new: &str) -> std::result::Result<V
         return Err(format!(
             "annotation {key} occurs {} times in the metadata, expected once",
             starts.len()
-        ));
+        )
+        .into());
     };
     let len = raw[start..]
         .iter()
         .position(|&c| c == b'"')
-        .ok_or_else(|| format!("annotation {key} has no closing quote"))?;
+        .ok_or_else(|| RecordError(format!("annotation {key} has no closing quote")))?;
     let old = &raw[start..start + len];
     if !old.iter().all(u8::is_ascii_hexdigit)
         || !new.bytes().all(|c| c.is_ascii_hexdigit())
         || new.is_empty()
     {
-        return Err(format!("annotation {key} is not a plain hex hash"));
+        return Err(format!("annotation {key} is not a plain hex hash").into());
     }
     let mut out = Vec::with_capacity(raw.len() + new.len());
     out.extend_from_slice(&raw[..start]);
@@ -238,7 +239,7 @@ pub fn rewrite_hashes(
     record_id: &str,
     new_hash: &str,
     new_without: Option<&str>,
-) -> std::result::Result<Vec<u8>, String> {
+) -> std::result::Result<Vec<u8>, RecordError> {
     let meta = parse_metadata(raw, record_id)?;
     let (_, without) = stored_hashes(&meta);
     let mut out = replace_annotation(raw, keys::HASH, new_hash)?;
@@ -251,12 +252,16 @@ pub fn rewrite_hashes(
 
 /// Proves that `new` may replace `old`: it loads in the CRI plugin, belongs to the same container,
 /// and differs from `old` only in the values of the two hash annotations.
-pub fn validate_edit(old: &[u8], new: &[u8], record_id: &str) -> std::result::Result<(), String> {
+pub fn validate_edit(
+    old: &[u8],
+    new: &[u8],
+    record_id: &str,
+) -> std::result::Result<(), RecordError> {
     let mut a = parse_metadata(old, record_id)?;
     let mut b = parse_metadata(new, record_id)?;
     for k in ["ID", "Name", "SandboxID"] {
         if a["Metadata"][k] != b["Metadata"][k] {
-            return Err(format!("the edit changes Metadata.{k}"));
+            return Err(format!("the edit changes Metadata.{k}").into());
         }
     }
     for v in [&mut a, &mut b] {
@@ -275,6 +280,70 @@ pub fn validate_edit(old: &[u8], new: &[u8], record_id: &str) -> std::result::Re
         return Err("the edit changes the value's length by more than two hashes".into());
     }
     Ok(())
+}
+
+/// containerd's encoding: the CRI metadata extension's JSON (see the module notes).
+pub struct Metadata;
+
+/// The one [`Metadata`] format value.
+pub static METADATA: Metadata = Metadata;
+
+impl RecordFormat for Metadata {
+    fn stored_hashes(
+        &self,
+        id: &str,
+        value: &[u8],
+    ) -> std::result::Result<StoredHashes, RecordError> {
+        let (hash, without_resources) = stored_hashes(&parse_metadata(value, id)?);
+        Ok(StoredHashes {
+            hash,
+            without_resources,
+        })
+    }
+
+    fn set_hashes(
+        &self,
+        id: &str,
+        value: &[u8],
+        hash: &str,
+        without_resources: Option<&str>,
+    ) -> std::result::Result<Vec<u8>, RecordError> {
+        rewrite_hashes(value, id, hash, without_resources)
+    }
+
+    fn check_edit(&self, id: &str, old: &[u8], new: &[u8]) -> std::result::Result<(), RecordError> {
+        validate_edit(old, new, id)
+    }
+}
+
+impl RecordStore for Store {
+    fn format(&self) -> &dyn RecordFormat {
+        &METADATA
+    }
+
+    fn runtime(&self) -> String {
+        format!("containerd {}", self.version)
+    }
+
+    async fn read(&self, id: &str) -> Result<Vec<u8>> {
+        let record = self.get(id).await?;
+        extension(&record)
+            .map(<[u8]>::to_vec)
+            .map_err(|e| e.about(id))
+    }
+
+    async fn replace(&self, id: &str, expected: &[u8], new: &[u8]) -> Result<()> {
+        let record = self.get(id).await?;
+        match record.extensions.get(EXTENSION) {
+            Some(a) if a.type_url == TYPE_URL && a.value == expected => {}
+            _ => {
+                return Err(
+                    RecordError::from("the record changed since kubehash read it").about(id),
+                )
+            }
+        }
+        self.write(id, new).await.map(drop)
+    }
 }
 
 #[cfg(test)]
@@ -306,13 +375,16 @@ mod tests {
         assert!(
             parse_metadata(raw.replace("\"v1\"", "\"v2\"").as_bytes(), ID)
                 .unwrap_err()
+                .0
                 .contains("Version")
         );
         assert!(parse_metadata(&raw.as_bytes()[..200], ID)
             .unwrap_err()
+            .0
             .contains("not JSON"));
         assert!(parse_metadata(raw.as_bytes(), "other")
             .unwrap_err()
+            .0
             .contains("is not the record's id"));
         assert!(rewrite_hashes(raw.as_bytes(), ID, "not-hex", None).is_err());
         // Any other change, however small, is refused.
@@ -322,7 +394,9 @@ mod tests {
         );
         assert_ne!(other, raw);
         assert_eq!(
-            validate_edit(raw.as_bytes(), other.as_bytes(), ID).unwrap_err(),
+            validate_edit(raw.as_bytes(), other.as_bytes(), ID)
+                .unwrap_err()
+                .0,
             "the edit changes more than the hash annotations"
         );
         let dup = raw.replace(

@@ -2,5 +2,5 @@
 //! spec provably did not change.
 
 pub mod batched; // socket writes batched per task turn
-pub mod proxy;
-pub mod wire; // protobuf wire editing of CRI messages // the proxy: connections, calls, translation state
+pub mod wire; // protobuf wire editing of CRI messages
+pub mod proxy; // the proxy: connections, calls, translation state

@@ -31,7 +31,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use h2::{client, server, Reason, RecvStream, SendStream};
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response};
 use serde::{Deserialize, Serialize};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
@@ -143,7 +143,7 @@ impl ShimState {
                             "the target hash is {new_hash}, not the saved {}",
                             t.new_hash
                         )),
-                        Err(e) => Some(e),
+                        Err(e) => Some(e.0),
                     }
                 }
             };
@@ -308,9 +308,6 @@ const READ_BUFFER: usize = 512 << 10;
 /// Read buffer on the kubelet connection (requests are small).
 const KUBELET_READ_BUFFER: usize = 64 << 10;
 
-/// gRPC status UNAVAILABLE.
-const UNAVAILABLE: u16 = 14;
-
 /// Bytes a stream passes on in one turn of its connection task before it lets the task write
 /// them out (see [`pipe`]).
 const TURN: usize = 64 << 10;
@@ -318,27 +315,10 @@ const TURN: usize = 64 << 10;
 /// How long a stopping shim lets calls in flight finish.
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// A trailers-only gRPC answer with this status (the form gRPC gives an error without a body).
-fn grpc_error(code: u16, message: &str) -> Response<()> {
-    let mut r = Response::new(());
-    *r.status_mut() = StatusCode::OK;
-    let h = r.headers_mut();
-    h.insert("content-type", HeaderValue::from_static("application/grpc"));
-    h.insert("grpc-status", HeaderValue::from(code));
-    let encoded: String = message
-        .bytes()
-        .map(|b| {
-            if (0x20..0x7f).contains(&b) && b != b'%' {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
-    if let Ok(v) = HeaderValue::from_str(&encoded) {
-        h.insert("grpc-message", v);
-    }
-    r
+/// A trailers-only gRPC answer (the form gRPC gives an error without a body), headers as tonic
+/// writes them.
+fn grpc_error(code: tonic::Code, message: &str) -> Response<()> {
+    tonic::Status::new(code, message).into_http()
 }
 
 /// The shim's HTTP/2 connection to the runtime, for one kubelet connection.
@@ -485,7 +465,7 @@ async fn call(
     let shown = shim.shown.current();
     let unavailable = |respond: &mut server::SendResponse<Bytes>, e: String| {
         warn!(method = %method, error = %e, "runtime unavailable");
-        let _ = respond.send_response(grpc_error(UNAVAILABLE, &e), true);
+        let _ = respond.send_response(grpc_error(tonic::Code::Unavailable, &e), true);
     };
     let did_not_answer =
         |e: h2::Error| format!("the runtime at {} did not answer: {e}", shim.runtime_path);
@@ -510,7 +490,10 @@ async fn call(
     head.uri = match format!("http://localhost{path}").parse() {
         Ok(u) => u,
         Err(_) => {
-            let _ = respond.send_response(grpc_error(13, "kubehash shim: bad request path"), true);
+            let _ = respond.send_response(
+                grpc_error(tonic::Code::Internal, "kubehash shim: bad request path"),
+                true,
+            );
             return;
         }
     };

@@ -21,7 +21,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::source::pods::NodeVersions;
+use crate::source::nodes::NodeVersions;
 
 /// A connection to an API server.
 #[derive(Clone)]

@@ -7,18 +7,21 @@
 //! * a PodList or List (`kubectl get pods -A -o json`): every pod in it;
 //! * a golden-vector record `{"id": …, "container": {…}}`, named by its `id`;
 //! * a container object alone (`{"name": …, "image": …}`), named by its `name`;
-//! * a JSON array of any of these.
+//! * a JSON array of any of these;
 //!
-//! Input bytes are first read the way Go's decoder reads them ([`crate::kubelet::gojson::go_clean_input`]).
-//! A value that is not JSON stops the read with an error naming the line and column; a value of
-//! an unknown shape, or a pod without containers, becomes an [`Item::Invalid`] so the rest of the
-//! input is still processed.
+//! or the same as YAML documents. A directory holds any number of such files. Everything is read by [`crate::source::reader`], as every other
+//! command reads its input. A value that is not JSON stops the read with an error naming the line
+//! and column; a value of an unknown shape, or a pod without containers, becomes an
+//! [`Item::Invalid`] so the rest of the input is still processed.
+
+use std::io::Read;
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::error::{Error, Result};
-use crate::kubelet::gojson::go_clean_input;
-use crate::source::pods::{for_each_value_raw, take_container_slots, ContainerSlot};
+use crate::error::{Error, Problem, Result};
+use crate::source::pods::{take_container_slots, ContainerSlot};
+use crate::source::reader::{for_each_object_in_path, for_each_object_in_stream};
 
 /// One thing to hash, or the reason a part of the input could not become one.
 #[derive(Debug)]
@@ -32,128 +35,58 @@ pub enum Item {
     },
     Invalid {
         id: String,
-        error: String,
+        error: Problem,
     },
 }
 
-/// Reads every item from `bytes`. `source` names the input in messages (a path, or `stdin`).
-pub fn read_items(bytes: &[u8], source: &str) -> Result<Vec<Item>> {
+/// Every item in `path`: a file, a directory of them, or `-` for stdin, read by the one reader
+/// ([`crate::source::reader`]), one object at a time: the items of a PodList are parsed and
+/// handed over one at a time.
+pub fn for_each_item(path: &Path, each: impl FnMut(Item)) -> Result<()> {
+    let source = if path.as_os_str() == "-" {
+        "stdin".to_string()
+    } else {
+        path.display().to_string()
+    };
+    items(&source, each, |f| for_each_object_in_path(path, f))
+}
+
+/// [`for_each_item`] over a stream (JSON, or YAML if its first byte says so).
+pub fn for_each_item_in(reader: impl Read, source: &str, each: impl FnMut(Item)) -> Result<()> {
+    items(source, each, |f| {
+        for_each_object_in_stream(reader, source, None, f)
+    })
+}
+
+/// Every item of a stream, collected.
+pub fn read_items(reader: impl Read, source: &str) -> Result<Vec<Item>> {
     let mut items = Vec::new();
-    for_each_item(bytes, source, |i| items.push(i))?;
+    for_each_item_in(reader, source, |i| items.push(i))?;
     Ok(items)
 }
 
-/// Calls `each` for every item in `bytes`, in order, without holding more than one pod (or one
-/// record) in memory: the items of a PodList are parsed and handed over one at a time.
-///
-/// The input is cut into its top-level values first, and each is parsed on its own: checking
-/// for the end of input over the whole slice before every value made serde_json count lines from
-/// the start each time (quadratic in the input). Errors name the line and column in the whole
-/// input, as before.
-pub fn for_each_item(bytes: &[u8], source: &str, mut each: impl FnMut(Item)) -> Result<()> {
-    let cleaned = go_clean_input(bytes);
+fn items(
+    source: &str,
+    mut each: impl FnMut(Item),
+    read: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()>,
+) -> Result<()> {
     let mut n = 0usize;
     let mut buf = Vec::new();
-    for (start, end) in top_level_values(&cleaned) {
-        let part = serde_json::de::SliceRead::new(&cleaned[start..end]);
-        let parsed = for_each_value_raw(part, |value| {
-            n += 1;
-            let here = format!("{source}: object {n}");
-            collect(value, &here, n, &mut buf);
-            for item in buf.drain(..) {
-                each(item);
-            }
-        });
-        if let Err(e) = parsed {
-            return Err(Error::Input {
-                source_name: source.to_string(),
-                reason: format!("not valid JSON: {}", at_position_in(&cleaned, start, &e)),
-            });
+    read(&mut |value| {
+        n += 1;
+        let here = format!("{source}: object {n}");
+        collect(value, &here, n, &mut buf);
+        for item in buf.drain(..) {
+            each(item);
         }
-    }
+    })?;
     if n == 0 {
         return Err(Error::Input {
             source_name: source.to_string(),
-            reason: "no JSON input".into(),
+            reason: "no input".into(),
         });
     }
     Ok(())
-}
-
-/// The byte ranges of the top-level JSON values in `bytes`, found by one linear scan (strings
-/// and their escapes respected). A value cut short runs to the end of the input, where parsing it
-/// reports the error; bytes that are not JSON form a range of their own, for the same reason.
-fn top_level_values(bytes: &[u8]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    let ws = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
-    while i < bytes.len() {
-        if ws(bytes[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        let (mut depth, mut in_string) = (0usize, false);
-        while i < bytes.len() {
-            let b = bytes[i];
-            i += 1;
-            if in_string {
-                match b {
-                    b'\\' => i += 1,
-                    b'"' => {
-                        in_string = false;
-                        if depth == 0 {
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-                continue;
-            }
-            match b {
-                b'"' => in_string = true,
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' => {
-                    depth = depth.saturating_sub(1);
-                    if depth == 0 {
-                        break;
-                    }
-                }
-                // A scalar at the top level ends at white space or a structural character.
-                _ if depth == 0
-                    && i < bytes.len()
-                    && (ws(bytes[i]) || b"{[\"".contains(&bytes[i])) =>
-                {
-                    break
-                }
-                _ => {}
-            }
-        }
-        out.push((start, i.min(bytes.len())));
-    }
-    out
-}
-
-/// serde_json's error for a value that starts at `start`, with its line and column counted in
-/// the whole input.
-fn at_position_in(bytes: &[u8], start: usize, e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    let suffix = format!(" at line {} column {}", e.line(), e.column());
-    let Some(message) = text.strip_suffix(&suffix) else {
-        return text;
-    };
-    let line_start = bytes[..start]
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |p| p + 1);
-    let base_line = 1 + bytes[..start].iter().filter(|&&b| b == b'\n').count();
-    let line = base_line + e.line() - 1;
-    let column = if e.line() == 1 {
-        start - line_start + e.column()
-    } else {
-        e.column()
-    };
-    format!("{message} at line {line} column {column}")
 }
 
 fn collect(mut value: Value, here: &str, n: usize, items: &mut Vec<Item>) {
@@ -199,7 +132,7 @@ fn collect(mut value: Value, here: &str, n: usize, items: &mut Vec<Item>) {
                     Some(Value::Null) | None => {}
                     Some(_) => items.push(Item::Invalid {
                         id: here.to_string(),
-                        error: format!("{here}: {kind} items is not a list"),
+                        error: Problem(format!("{here}: {kind} items is not a list")),
                     }),
                 }
             } else if kind == "Pod" || (kind.is_empty() && obj.contains_key("spec")) {
@@ -207,7 +140,9 @@ fn collect(mut value: Value, here: &str, n: usize, items: &mut Vec<Item>) {
             } else if !kind.is_empty() {
                 items.push(Item::Invalid {
                     id: here.to_string(),
-                    error: format!("{here}: a {kind} is not a Pod, PodList or container"),
+                    error: Problem(format!(
+                        "{here}: a {kind} is not a Pod, PodList or container"
+                    )),
                 });
             } else if obj.get("name").is_some_and(Value::is_string) {
                 let id = obj
@@ -223,15 +158,18 @@ fn collect(mut value: Value, here: &str, n: usize, items: &mut Vec<Item>) {
             } else {
                 items.push(Item::Invalid {
                     id: here.to_string(),
-                    error: format!(
+                    error: Problem(format!(
                         "{here}: not a Pod, PodList, container (no \"name\") or {{\"id\",\"container\"}} record"
-                    ),
+                    )),
                 });
             }
         }
         other => items.push(Item::Invalid {
             id: here.to_string(),
-            error: format!("{here}: expected a JSON object, got {}", short(other)),
+            error: Problem(format!(
+                "{here}: expected a JSON object, got {}",
+                short(other)
+            )),
         }),
     }
 }
@@ -268,20 +206,23 @@ fn pod_containers(mut pod: Value, here: &str, items: &mut Vec<Item>) {
                     }),
                     _ => items.push(Item::Invalid {
                         id: format!("{pod_id}/{list}[{i}]"),
-                        error: format!("{path}: a container needs a string \"name\""),
+                        error: Problem(format!("{path}: a container needs a string \"name\"")),
                     }),
                 }
             }
             ContainerSlot::NotAList { list, got } => items.push(Item::Invalid {
                 id: pod_id.clone(),
-                error: format!("{pod_id}: spec.{list} must be a list, got {}", short(&got)),
+                error: Problem(format!(
+                    "{pod_id}: spec.{list} must be a list, got {}",
+                    short(&got)
+                )),
             }),
         }
     }
     if found == 0 {
         items.push(Item::Invalid {
             id: pod_id.clone(),
-            error: format!("{pod_id}: pod has no containers"),
+            error: Problem(format!("{pod_id}: pod has no containers")),
         });
     }
 }
@@ -300,46 +241,6 @@ fn short(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The value-by-value reading must say exactly what one pass over the whole input says.
-    #[test]
-    fn cutting_into_values_changes_no_answer_and_no_error() {
-        let whole = |bytes: &[u8]| -> std::result::Result<usize, String> {
-            let mut n = 0;
-            crate::source::pods::for_each_value(serde_json::de::SliceRead::new(bytes), "in", |_| {
-                n += 1
-            })
-            .map(|()| n)
-            .map_err(|e| e.to_string())
-        };
-        let cut = |bytes: &[u8]| -> std::result::Result<usize, String> {
-            let mut n = 0;
-            for_each_item(bytes, "in", |_| n += 1)
-                .map(|()| n)
-                .map_err(|e| e.to_string())
-        };
-        for input in [
-            &b"{\"name\":\"a\"}\n{\"name\":\"b\"}\n"[..],
-            b"{\"name\":\"a\"}{\"name\":\"b\"}",
-            b"  [{\"name\":\"a\"},{\"name\":\"x}\"}]  ",
-            b"{\"name\":\"a\"}\n{\"name\":",
-            b"{\"name\":\"a\"}\n  {\"name\" 1}",
-            b"{\"name\":\"a\"}\n{\"a\":\n\"b\" x}",
-            b"{\"name\":\"a\"} junk",
-            b"{\"name\":\"a\\\"}\"}\n{\"name\":\"b\"}",
-            b"{} 1 \"s\" {}",
-            b"   ",
-            b"",
-            b"{\"name\":\"a\"}]",
-        ] {
-            let (w, c) = (whole(input), cut(input));
-            match (&w, &c) {
-                (Ok(_), Ok(_)) => {}
-                (Err(a), Err(b)) => assert_eq!(a, b, "{}", String::from_utf8_lossy(input)),
-                _ => panic!("{}: {w:?} vs {c:?}", String::from_utf8_lossy(input)),
-            }
-        }
-    }
 
     fn ids(input: &str) -> Vec<String> {
         read_items(input.as_bytes(), "t")
@@ -382,7 +283,7 @@ mod tests {
 
     #[test]
     fn broken_json_is_an_error_with_a_position() {
-        let err = read_items(b"{\"name\":\"a\"}\n{\"name\":", "in.jsonl")
+        let err = read_items(&b"{\"name\":\"a\"}\n{\"name\":"[..], "in.jsonl")
             .unwrap_err()
             .to_string();
         assert!(
@@ -390,6 +291,6 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("line 2"), "{err}");
-        assert!(read_items(b"  ", "x").is_err());
+        assert!(read_items(&b"  "[..], "x").is_err());
     }
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Problem, Result};
 
 /// Where kubeadm and most distributions keep static pod manifests.
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/manifests";
@@ -95,25 +95,25 @@ impl Manifests {
         namespace: &str,
         name: &str,
         uid: &str,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), Problem> {
         let Some(dir) = &self.dir else {
             return Err("no manifests directory was read (--manifests)".into());
         };
         match self.get(namespace, name) {
-            None => Err(format!(
-                "no manifest for {namespace}/{name} in {}",
-                dir.display()
-            )),
-            Some(m) if m.several => Err(format!("{} holds several documents", m.path.display())),
+            None => Err(format!("no manifest for {namespace}/{name} in {}", dir.display()).into()),
+            Some(m) if m.several => {
+                Err(format!("{} holds several documents", m.path.display()).into())
+            }
             Some(Manifest {
                 uid: None, path, ..
-            }) => Err(format!("{} does not set metadata.uid", path.display())),
+            }) => Err(format!("{} does not set metadata.uid", path.display()).into()),
             Some(Manifest {
                 uid: Some(u), path, ..
             }) if u != uid => Err(format!(
                 "{} pins metadata.uid {u}, but the pod runs as {uid}",
                 path.display()
-            )),
+            )
+            .into()),
             Some(_) => Ok(()),
         }
     }

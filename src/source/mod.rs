@@ -1,7 +1,10 @@
 //! Where pods, nodes and manifests come from: files and streams (JSON, JSON Lines, YAML), the
 //! API server, and the node's static-pod manifests directory.
 
+pub mod goread; // raw JSON bytes as Go's decoder reads them (invalid UTF-8, lone surrogates)
+pub mod reader; // the one JSON/YAML stream reader every command uses
+pub mod input; // what `hash` hashes: containers, pods, lists, golden records
+pub mod pods; // pod splitting, container slots, states, workloads
+pub mod nodes; // node name → kubelet version
 pub mod cluster; // the API server: kubeconfig, pods, nodes
-pub mod input; // the one Go-faithful JSON/YAML stream reader
-pub mod manifests;
-pub mod pods; // pod splitting, container slots, node versions, workloads // static-pod manifests as the kubelet reads them
+pub mod manifests; // static-pod manifests as the kubelet reads them

@@ -10,354 +10,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::File;
-use std::io::{BufReader, Read};
-use std::path::Path;
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::error::{Error, Result};
-use crate::kubelet::version::KubeletVersion;
-
-/// Calls `each` for every object in `reader`: the items of a List/PodList (streamed), the
-/// elements of a JSON array, or a single object. Several top-level values may follow each other.
-pub fn for_each_object<R: Read>(reader: R, source: &str, each: impl FnMut(Value)) -> Result<()> {
-    for_each_value(serde_json::de::IoRead::new(reader), source, each)
-}
-
-/// [`for_each_object`] over any serde_json input (`SliceRead` for bytes in memory, which is
-/// faster than going through `io::Read`). Top-level values that are not objects or arrays are
-/// passed on as they are, for the caller to report.
-pub fn for_each_value<'de, R: serde_json::de::Read<'de>>(
-    read: R,
-    source: &str,
-    each: impl FnMut(Value),
-) -> Result<()> {
-    match for_each_value_raw(read, each) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(Error::Input {
-            source_name: source.to_string(),
-            reason: "no JSON input".into(),
-        }),
-        Err(e) => Err(Error::Input {
-            source_name: source.to_string(),
-            reason: format!("not valid JSON: {e}"),
-        }),
-    }
-}
-
-/// [`for_each_value`] with serde_json's own error; `Ok(false)` when there was no value at all.
-pub fn for_each_value_raw<'de, R: serde_json::de::Read<'de>>(
-    read: R,
-    mut each: impl FnMut(Value),
-) -> std::result::Result<bool, serde_json::Error> {
-    let mut de = serde_json::Deserializer::new(read);
-    let mut any = false;
-    loop {
-        // Stop cleanly at end of input (after optional whitespace).
-        if de.end().is_ok() {
-            return Ok(any);
-        }
-        Top { each: &mut each }.deserialize(&mut de)?;
-        any = true;
-    }
-}
-
-/// Reads a JSON or YAML file (`.yaml`/`.yml`, several documents allowed), every such file of a
-/// directory (sorted by name), or JSON on stdin for `-`.
-pub fn for_each_object_in_path(path: &Path, mut each: impl FnMut(Value)) -> Result<()> {
-    read_path(path, &mut each)
-}
-
-fn read_path(path: &Path, each: &mut dyn FnMut(Value)) -> Result<()> {
-    let name = path.display().to_string();
-    if name == "-" {
-        return for_each_object(std::io::stdin().lock(), "stdin", each);
-    }
-    let io = |e| Error::Io {
-        source_name: name.clone(),
-        source: e,
-    };
-    if path.is_dir() {
-        let mut files: Vec<_> = std::fs::read_dir(path)
-            .map_err(io)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && (is_yaml(p) || p.extension().is_some_and(|x| x == "json")))
-            .collect();
-        files.sort();
-        if files.is_empty() {
-            return Err(Error::Input {
-                source_name: name,
-                reason: "directory has no .json, .yaml or .yml files".into(),
-            });
-        }
-        for f in files {
-            read_path(&f, each)?;
-        }
-        return Ok(());
-    }
-    let file = File::open(path).map_err(io)?;
-    if is_yaml(path) {
-        return for_each_yaml_object(BufReader::new(file), &name, each);
-    }
-    for_each_object(BufReader::with_capacity(1 << 20, file), &name, each)
-}
-
-fn is_yaml(p: &Path) -> bool {
-    p.extension().is_some_and(|x| x == "yaml" || x == "yml")
-}
-
-/// YAML documents (`---`-separated), each a Pod, a List of them, or a Node. Each document is
-/// turned into the JSON value it denotes; a List's items are handed over one by one.
-pub fn for_each_yaml_object<R: Read>(
-    mut reader: R,
-    source: &str,
-    each: &mut dyn FnMut(Value),
-) -> Result<()> {
-    use serde::Deserialize;
-    let mut bytes = Vec::new();
-    reader.read_to_end(&mut bytes).map_err(|e| Error::Io {
-        source_name: source.to_string(),
-        source: e,
-    })?;
-    if let Some(line) = flow_nesting_beyond(&bytes, MAX_YAML_FLOW_DEPTH) {
-        return Err(Error::Input {
-            source_name: source.to_string(),
-            reason: format!(
-                "YAML nested deeper than {MAX_YAML_FLOW_DEPTH} levels of [ and {{ at line {line}; not a Pod"
-            ),
-        });
-    }
-    let mut any = false;
-    for (i, doc) in serde_yaml_ng::Deserializer::from_slice(&bytes).enumerate() {
-        let v = Value::deserialize(doc).map_err(|e| Error::Input {
-            source_name: source.to_string(),
-            reason: format!("YAML document {}: {e}", i + 1),
-        })?;
-        match v {
-            Value::Null => continue, // an empty document
-            Value::Object(mut m) if m.get("items").is_some_and(Value::is_array) => {
-                if let Some(Value::Array(items)) = m.remove("items") {
-                    items.into_iter().for_each(&mut *each);
-                }
-            }
-            v => each(v),
-        }
-        any = true;
-    }
-    if !any {
-        return Err(Error::Input {
-            source_name: source.to_string(),
-            reason: "no YAML documents".into(),
-        });
-    }
-    Ok(())
-}
-
-/// Deeper flow nesting than any Pod has. The YAML scanner's cost per token grows with the flow
-/// depth, so `{a: {a: …` 100,000 levels deep took a minute to reject; this bound is checked
-/// first, in one linear pass.
-const MAX_YAML_FLOW_DEPTH: usize = 256;
-
-/// The line at which `[`/`{` nesting outside quoted scalars and comments first exceeds `limit`.
-/// A quote opens a quoted scalar only where a token starts (after white space, `[`, `{`, `,` or
-/// at the start), as in YAML; brackets inside plain or block scalars are counted, which can only
-/// make the check stricter.
-fn flow_nesting_beyond(bytes: &[u8], limit: usize) -> Option<usize> {
-    let (mut depth, mut line, mut prev) = (0usize, 1usize, b'\n');
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        let token_start = matches!(prev, b' ' | b'\t' | b'\n' | b'\r' | b'[' | b'{' | b',');
-        match c {
-            b'\n' => line += 1,
-            b'#' if matches!(prev, b' ' | b'\t' | b'\n' | b'\r') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' | b'\'' if token_start => {
-                i += 1;
-                while i < bytes.len() {
-                    match bytes[i] {
-                        b'\\' if c == b'"' => i += 1,
-                        b'\'' if c == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 1,
-                        q if q == c => break,
-                        b'\n' => line += 1,
-                        _ => {}
-                    }
-                    i += 1;
-                }
-            }
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > limit {
-                    return Some(line);
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        prev = bytes.get(i).copied().unwrap_or(b' ');
-        i += 1;
-    }
-    None
-}
-
-struct Top<'f, F> {
-    each: &'f mut F,
-}
-
-impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Top<'_, F> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a Pod, a PodList/List, or an array of them")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(v) = seq.next_element::<Value>()? {
-            (self.each)(v);
-        }
-        Ok(())
-    }
-
-    fn visit_bool<E>(self, v: bool) -> std::result::Result<(), E> {
-        (self.each)(Value::Bool(v));
-        Ok(())
-    }
-    fn visit_i64<E>(self, v: i64) -> std::result::Result<(), E> {
-        (self.each)(Value::from(v));
-        Ok(())
-    }
-    fn visit_u64<E>(self, v: u64) -> std::result::Result<(), E> {
-        (self.each)(Value::from(v));
-        Ok(())
-    }
-    fn visit_f64<E>(self, v: f64) -> std::result::Result<(), E> {
-        (self.each)(Value::from(v));
-        Ok(())
-    }
-    fn visit_str<E>(self, v: &str) -> std::result::Result<(), E> {
-        (self.each)(Value::from(v));
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> std::result::Result<(), E> {
-        (self.each)(Value::Null);
-        Ok(())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        let mut rest = Map::new();
-        let mut streamed = false;
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "items" {
-                map.next_value_seed(Items { each: self.each })?;
-                streamed = true;
-            } else {
-                let v: Value = map.next_value()?;
-                rest.insert(key, v);
-            }
-        }
-        if !streamed {
-            (self.each)(Value::Object(rest));
-        }
-        Ok(())
-    }
-}
-
-struct Items<'f, F> {
-    each: &'f mut F,
-}
-
-impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Items<'_, F> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, F: FnMut(Value)> Visitor<'de> for Items<'_, F> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of items")
-    }
-    fn visit_unit<E>(self) -> std::result::Result<(), E> {
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(v) = seq.next_element::<Value>()? {
-            (self.each)(v);
-        }
-        Ok(())
-    }
-}
-
-/// Node name → kubelet version, from Node objects (`status.nodeInfo.kubeletVersion`).
-/// A node whose version kubehash does not know is kept with the error, so its pods can be
-/// reported rather than silently skipped.
-#[derive(Debug, Default, Clone)]
-pub struct NodeVersions {
-    pub nodes: BTreeMap<String, std::result::Result<KubeletVersion, String>>,
-}
-
-impl NodeVersions {
-    pub fn add_node_object(&mut self, node: &Value) -> std::result::Result<(), String> {
-        if node.get("kind").and_then(Value::as_str) != Some("Node") {
-            return Err("not a Node object".into());
-        }
-        let name = node
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .ok_or("a Node without metadata.name")?
-            .to_string();
-        let version = match node
-            .pointer("/status/nodeInfo/kubeletVersion")
-            .and_then(Value::as_str)
-        {
-            None => Err(format!(
-                "node {name} reports no status.nodeInfo.kubeletVersion"
-            )),
-            Some(v) => v
-                .parse::<KubeletVersion>()
-                .map_err(|e| format!("node {name}: {e}")),
-        };
-        self.nodes.insert(name, version);
-        Ok(())
-    }
-
-    pub fn from_path(path: &Path) -> Result<NodeVersions> {
-        let mut nv = NodeVersions::default();
-        let mut problems = Vec::new();
-        for_each_object_in_path(path, |v| {
-            if let Err(e) = nv.add_node_object(&v) {
-                problems.push(e);
-            }
-        })?;
-        if nv.nodes.is_empty() {
-            return Err(Error::Input {
-                source_name: path.display().to_string(),
-                reason: format!(
-                    "no Node objects found{}",
-                    problems
-                        .first()
-                        .map(|p| format!(" ({p})"))
-                        .unwrap_or_default()
-                ),
-            });
-        }
-        Ok(nv)
-    }
-}
+use crate::error::Problem;
 
 /// What kind of container slot in the pod.
 #[derive(
@@ -593,10 +249,10 @@ impl ContainerStates {
     }
 }
 
-pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, String> {
+pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, Problem> {
     let kind = pod.get("kind").and_then(Value::as_str).unwrap_or("Pod");
     if kind != "Pod" {
-        return Err(format!("a {kind} is not a Pod"));
+        return Err(format!("a {kind} is not a Pod").into());
     }
     let meta = |k: &str| {
         pod.pointer(&format!("/metadata/{k}"))
@@ -621,12 +277,12 @@ pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, 
     for slot in take_container_slots(&mut pod) {
         let (list, i, c) = match slot {
             ContainerSlot::NotAList { list, .. } => {
-                return Err(format!("{id}: spec.{list} is not a list"))
+                return Err(format!("{id}: spec.{list} is not a list").into())
             }
             ContainerSlot::Container { list, index, json } => (list, index, json),
         };
         let Some(cname) = c.get("name").and_then(Value::as_str).map(str::to_string) else {
-            return Err(format!("{id}: spec.{list}[{i}] has no name"));
+            return Err(format!("{id}: spec.{list}[{i}] has no name").into());
         };
         let kind = match list {
             "initContainers"
@@ -652,7 +308,7 @@ pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, 
         });
     }
     if out.is_empty() {
-        return Err(format!("{id}: pod has no containers"));
+        return Err(format!("{id}: pod has no containers").into());
     }
     Ok(out)
 }
@@ -661,52 +317,6 @@ pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, 
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn streams_list_items_arrays_and_single_objects() {
-        let mut names = Vec::new();
-        let input = r#"{"kind":"List","metadata":{},"items":[{"a":1},{"a":2}]} [{"a":3}] {"a":4}"#;
-        for_each_object(input.as_bytes(), "t", |v| {
-            names.push(v["a"].as_i64().unwrap())
-        })
-        .unwrap();
-        assert_eq!(names, [1, 2, 3, 4]);
-        let err = for_each_object(&b"{\"items\":[{\"a\":1},"[..], "t", |_| {}).unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("t: not valid JSON: EOF while parsing"),
-            "{err}"
-        );
-        assert!(for_each_object(&b"  "[..], "t", |_| {}).is_err());
-    }
-
-    #[test]
-    fn yaml_documents_and_lists() {
-        let y = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n---\nkind: List\nitems:\n- {kind: Pod, metadata: {name: b}}\n- {kind: Pod, metadata: {name: c}}\n";
-        let mut names = Vec::new();
-        for_each_yaml_object(y.as_bytes(), "t.yaml", &mut |v| {
-            names.push(v["metadata"]["name"].as_str().unwrap().to_string())
-        })
-        .unwrap();
-        assert_eq!(names, ["a", "b", "c"]);
-        let err = for_each_yaml_object("a: [1".as_bytes(), "bad.yaml", &mut |_| {}).unwrap_err();
-        let deep = "{a: ".repeat(100_000);
-        let e = for_each_yaml_object(deep.as_bytes(), "deep.yaml", &mut |_| {}).unwrap_err();
-        assert!(e.to_string().contains("deeper than 256"), "{e}");
-        // Brackets in quoted scalars and comments do not count; a Pod-like depth passes the check.
-        let quoted = format!(
-            "a: \"{}\" # {}\nb: '{}'\n",
-            "[".repeat(300),
-            "{".repeat(300),
-            "{".repeat(300)
-        );
-        assert_eq!(flow_nesting_beyond(quoted.as_bytes(), 256), None);
-        assert_eq!(flow_nesting_beyond(b"x: don't [[[", 2), Some(1));
-        assert!(
-            err.to_string().starts_with("bad.yaml: YAML document 1: "),
-            "{err}"
-        );
-    }
 
     #[test]
     fn owner_chains() {

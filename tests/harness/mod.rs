@@ -2,7 +2,7 @@
 //! `.ci/run`), on its own root, state, socket and runc root under a temporary directory, with a
 //! locally built OCI image (busybox-static) as both the sandbox image and the container image, the
 //! `native` snapshotter and `restrict_oom_score_adj = true` (needed on these machines), and
-//! host-network pods without a hostname. See shared/docs/containerd-notes.md.
+//! host-network pods without a hostname. See docs/containerd-notes.md.
 //!
 //! Pods are created through the real CRI API the way a kubelet of a given version does: labels,
 //! annotations and the container hash computed by kubehash for that version.

@@ -1,0 +1,86 @@
+//! A scan's report: totals, per node, per workload, and every container (kept in a
+//! [`Details`], which spills to disk past a size).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::analysis::scan::{ContainerImpact, Impact};
+use crate::analysis::spill::Details;
+use crate::kubelet::version::KubeletVersion;
+
+/// Counts for a group of containers.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Counts {
+    pub containers: u64,
+    pub kept: u64,
+    pub restart: u64,
+    pub not_running: u64,
+    pub recreated: u64,
+    pub error: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, i: Impact) {
+        self.containers += 1;
+        match i {
+            Impact::Kept => self.kept += 1,
+            Impact::Restart => self.restart += 1,
+            Impact::NotRunning => self.not_running += 1,
+            Impact::Recreated => self.recreated += 1,
+            Impact::Error => self.error += 1,
+        }
+    }
+}
+
+/// A scan's result: totals, groupings, and every container.
+#[derive(Debug, Default, Serialize)]
+pub struct ScanReport {
+    pub to: String,
+    pub total: Counts,
+    /// Node → its kubelet version (or the problem with it) and counts.
+    pub nodes: BTreeMap<String, NodeSummary>,
+    /// `namespace/Kind/name` → counts.
+    pub workloads: BTreeMap<String, Counts>,
+    /// Objects that could not be read as pods, with the reason.
+    pub problems: Vec<String>,
+    /// Every container, in input order (last, so that JSON output can stream it).
+    pub containers: Details,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NodeSummary {
+    pub from: Option<String>,
+    /// Why the node's containers could not be assessed (its kubelet version is unknown or not
+    /// one kubehash knows). Not `error`: that key is the count of containers in error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
+impl ScanReport {
+    pub fn new(to: KubeletVersion) -> Self {
+        ScanReport {
+            to: to.to_string(),
+            ..ScanReport::default()
+        }
+    }
+
+    pub fn add(&mut self, c: ContainerImpact) -> std::io::Result<()> {
+        self.total.add(c.outcome.impact);
+        let node = self.nodes.entry(c.node.clone()).or_default();
+        node.counts.add(c.outcome.impact);
+        if node.from.is_none() {
+            node.from = c.from.clone();
+        }
+        if c.from.is_none() && node.problem.is_none() {
+            node.problem = c.outcome.error.clone();
+        }
+        self.workloads
+            .entry(format!("{}/{}", c.namespace, c.workload))
+            .or_default()
+            .add(c.outcome.impact);
+        self.containers.push(c)
+    }
+}

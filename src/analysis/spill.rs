@@ -1,0 +1,111 @@
+//! Per-container details kept in bounded memory: in memory up to a count, then in an anonymous
+//! temporary file.
+
+use std::io::{BufRead, Seek, Write};
+
+use serde::Serialize;
+
+use crate::analysis::scan::ContainerImpact;
+
+/// How many container details stay in memory before they go to a temporary file.
+pub const SPILL_AFTER: usize = 50_000;
+
+/// Per-container details in input order: in memory up to [`SPILL_AFTER`], then appended to an
+/// anonymous temporary file as JSON lines (removed by the OS when dropped), so that a scan of
+/// any size runs in bounded memory.
+#[derive(Debug)]
+pub struct Details {
+    memory: Vec<ContainerImpact>,
+    spill: Option<std::io::BufWriter<std::fs::File>>,
+    len: usize,
+    spill_after: usize,
+}
+
+impl Default for Details {
+    fn default() -> Self {
+        Details::with_spill_after(SPILL_AFTER)
+    }
+}
+
+impl Details {
+    /// Keeps at most `n` details in memory.
+    pub fn with_spill_after(n: usize) -> Self {
+        Details {
+            memory: Vec::new(),
+            spill: None,
+            len: 0,
+            spill_after: n,
+        }
+    }
+
+    pub fn push(&mut self, c: ContainerImpact) -> std::io::Result<()> {
+        self.len += 1;
+        if self.spill.is_none() && self.memory.len() < self.spill_after {
+            self.memory.push(c);
+            return Ok(());
+        }
+        if self.spill.is_none() {
+            self.spill = Some(std::io::BufWriter::new(tempfile::tempfile()?));
+        }
+        if let Some(w) = &mut self.spill {
+            serde_json::to_writer(&mut *w, &c)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether details went to disk.
+    pub fn spilled(&self) -> bool {
+        self.spill.is_some()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every container, in order. Reading back spilled details can fail (I/O).
+    pub fn iter(&self) -> impl Iterator<Item = std::io::Result<ContainerImpact>> + '_ {
+        let spilled = self.spill.as_ref().map(|w| {
+            let reader = w
+                .get_ref()
+                .try_clone()
+                .and_then(|mut f| f.rewind().map(|_| f))
+                .map(std::io::BufReader::new);
+            let lines: Box<dyn Iterator<Item = std::io::Result<ContainerImpact>>> = match reader {
+                Err(e) => Box::new(std::iter::once(Err(e))),
+                Ok(r) => Box::new(r.lines().map(|l| {
+                    l.and_then(|l| serde_json::from_str(&l).map_err(std::io::Error::other))
+                })),
+            };
+            lines
+        });
+        self.memory
+            .iter()
+            .cloned()
+            .map(Ok)
+            .chain(spilled.into_iter().flatten())
+    }
+
+    /// Flushes spilled details so that [`Details::iter`] sees all of them.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        match &mut self.spill {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Serialize for Details {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeSeq};
+        let mut seq = s.serialize_seq(Some(self.len))?;
+        for c in self.iter() {
+            seq.serialize_element(&c.map_err(S::Error::custom)?)?;
+        }
+        seq.end()
+    }
+}

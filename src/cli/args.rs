@@ -1,0 +1,391 @@
+//! The command line's arguments (clap): one struct per subcommand, shared groups flattened in.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::agent::kubelet_health::KubeletGuard;
+use crate::cli::output::Format;
+
+#[derive(Parser)]
+#[command(
+    name = "kubehash",
+    version,
+    args_override_self = true,
+    about = "Exact kubelet container hashes, and in-place kubelet upgrades without container restarts"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Compute the io.kubernetes.container.hash (and hashWithoutResources) that kubelet versions
+    /// store for each container.
+    ///
+    /// Reads a Pod, a PodList (kubectl get pods -o json), a container object, or JSON Lines of
+    /// {"id":…,"container":{…}} records.
+    Hash(HashArgs),
+
+    /// Report which containers a kubelet upgrade would restart, per node and workload.
+    ///
+    /// Pod specs come from saved JSON (kubectl get pods -A -o json, single pods, or a directory
+    /// of .json files). The source version is --from, or each node's kubeletVersion from --nodes
+    /// (kubectl get nodes -o json).
+    ///
+    /// Exit codes: 0 done; 1 unusable input or flags; 2 some containers could not be assessed;
+    /// 3 with --fail-on-restart, some container would restart.
+    Scan(ScanArgs),
+
+    /// The restart table for every upgrade step between the given versions, for a set of pods.
+    Matrix(MatrixArgs),
+
+    /// The node agent: make an in-place kubelet upgrade restart-free by rewriting verified
+    /// hashes in containerd (stop kubelet → apply → restart containerd → verify → new kubelet).
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
+
+    /// A CRI proxy for the new kubelet that shows it the hash it expects for every container that
+    /// provably runs its current spec: no writes to the runtime, no runtime restart.
+    ///
+    /// Point the kubelet at it with --container-runtime-endpoint=unix:///run/kubehash/cri.sock.
+    /// It plans once (like `node plan`) and keeps its decisions in --state, so a restart of the
+    /// shim or an API-server outage never changes what the kubelet sees. Remove it (point the
+    /// kubelet back at the runtime) after `node apply` has persisted the hashes, or when
+    /// `kubehash shim --status` reports that no translated container is left.
+    Shim(ShimArgs),
+
+    /// Run as a DaemonSet pod: plan when the Node gets the target-version annotation, apply while
+    /// the kubelet is down, verify when it is back. See deploy/.
+    Agent(AgentArgs),
+}
+
+#[derive(clap::Args)]
+pub struct AgentArgs {
+    /// This node's name (the downward API's spec.nodeName, in NODE_NAME).
+    #[arg(long, env = "NODE_NAME", value_name = "NAME")]
+    pub node_name: String,
+    /// Kubeconfig (default: in-cluster service account, or the usual kubeconfig).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub cri: String,
+    /// containerd's own API endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub containerd: String,
+    /// Where plans, pod specs, journals and the agent's state live.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/kubehash")]
+    pub state_dir: PathBuf,
+    /// The kubelet's healthz URL.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:10248/healthz"
+    )]
+    pub kubelet_healthz: String,
+    /// The kubelet binary on the host (mount it read-only): apply waits until it reports the
+    /// target version.
+    #[arg(long, value_name = "PATH", default_value = "/usr/bin/kubelet")]
+    pub kubelet_binary: PathBuf,
+    /// The static pod manifests (mount read-only): static pods are rewritten only where the
+    /// manifest pins the UID they run under.
+    #[arg(long, value_name = "DIR", default_value = crate::source::manifests::DEFAULT_DIR)]
+    pub manifests: PathBuf,
+    /// How long the kubelet must be down before apply runs.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    pub grace_seconds: u64,
+    /// How often to look at the Node and the kubelet.
+    #[arg(long, value_name = "MILLISECONDS", default_value_t = 2000)]
+    pub poll_ms: u64,
+    /// The Node annotation that carries the target kubelet version.
+    #[arg(long, default_value = crate::agent::reconcile::TARGET_ANNOTATION)]
+    pub annotation: String,
+    /// Restart containerd after apply with this command (e.g. `systemctl restart containerd`,
+    /// or `nsenter -t 1 -m -- systemctl restart containerd` from a pod with host PID).
+    #[arg(long, value_name = "COMMAND")]
+    pub restart_containerd: Option<String>,
+    /// How long --restart-containerd may take before it is killed (the agent then fails).
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    pub restart_timeout_seconds: u64,
+    /// /healthz answers 503 when the agent's loop has not turned for this long.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub stuck_seconds: u64,
+    /// Publish what would be done; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Address for /metrics and /healthz.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9808")]
+    pub listen: String,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+}
+
+#[derive(clap::Args)]
+pub struct ShimArgs {
+    /// Where the kubelet connects.
+    #[arg(
+        long,
+        value_name = "ENDPOINT",
+        default_value = "unix:///run/kubehash/cri.sock"
+    )]
+    pub listen: String,
+    /// The real runtime's CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub runtime_endpoint: String,
+    /// The new kubelet's version (needed to make the state; checked against an existing one).
+    #[arg(long, value_name = "VERSION")]
+    pub to: Option<String>,
+    /// The kubelet version that created the containers.
+    #[arg(long, value_name = "VERSION")]
+    pub from: Option<String>,
+    /// Where to plan from (only when there is no state file yet).
+    #[command(flatten)]
+    pub source: PodSource,
+    /// The shim's decisions (container id + stored hash → translated hash).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/lib/kubehash/shim-state.json"
+    )]
+    pub state: PathBuf,
+    /// Mode of the listening socket, in octal.
+    #[arg(long, value_name = "OCTAL", default_value = "600")]
+    pub socket_mode: String,
+    /// Kubelet connections served at once.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_connections: usize,
+    /// Close a connection that has not finished the HTTP/2 handshake after this long.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub handshake_timeout_seconds: u64,
+    /// Close a connection with no call for this long (the kubelet reconnects).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub idle_timeout_seconds: u64,
+    /// Without a plan yet, try to make one this often (serving pass-through meanwhile).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    pub plan_retry_seconds: u64,
+    /// Report how many translated containers are still running, and exit.
+    #[arg(long)]
+    pub status: bool,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Subcommand)]
+pub enum NodeCommand {
+    /// Read-only: this node's containers over CRI, joined to their pods, a verdict each.
+    Plan(NodePlanArgs),
+    /// Rewrite the stored hash of every `rewrite` container in containerd (kubelet stopped).
+    ///
+    /// Journals every old and new value first (fsync), validates every new value, reads every
+    /// record back, and is safe to run again. Then restart containerd and run `node verify`.
+    Apply(NodeApplyArgs),
+    /// Check a journal's containers: record as written, and CRI reporting the new hash.
+    Verify(NodeJournalArgs),
+    /// Restore the original values from a journal (only records still holding kubehash's value).
+    Rollback(NodeJournalArgs),
+}
+
+#[derive(clap::Args)]
+pub struct PodSource {
+    /// Pods: a PodList/List or Pod file (JSON or YAML), a directory of them, or `-` for stdin.
+    #[arg(
+        short = 'i',
+        long = "pods",
+        value_name = "PATH",
+        conflicts_with = "cluster"
+    )]
+    pub pods: Option<PathBuf>,
+    /// Read pods from the API server instead (with --cri and node commands only this node's; for
+    /// a cluster-wide scan without --from or --nodes, node versions too).
+    #[arg(long)]
+    pub cluster: bool,
+    /// Kubeconfig for --cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, value_name = "PATH", requires = "cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context for --cluster.
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    pub context: Option<String>,
+    /// With --cri and node commands: this node's name, to list only its pods (default: the
+    /// hostname).
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
+    /// With --cri and node commands: the static pod manifests, to know which static pods keep
+    /// their UID (a manifest that sets metadata.uid); the others are recreated by a new kubelet.
+    #[arg(long, value_name = "DIR", default_value = crate::source::manifests::DEFAULT_DIR)]
+    pub manifests: PathBuf,
+}
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("pod-source").args(["pods", "cluster"]).required(true)))]
+pub struct NodePlanArgs {
+    /// Target kubelet version.
+    #[arg(long, value_name = "VERSION")]
+    pub to: String,
+    /// The kubelet version running now (default with --cluster: the Node's kubeletVersion).
+    /// Without it nothing is provable: every container whose hash changes is `unprovable`.
+    #[arg(long, value_name = "VERSION")]
+    pub from: Option<String>,
+    /// CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub cri: String,
+    #[command(flatten)]
+    pub source: PodSource,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+}
+
+#[derive(clap::Args)]
+pub struct NodeApplyArgs {
+    #[command(flatten)]
+    pub plan: NodePlanArgs,
+    /// containerd's own API endpoint (usually the same socket as CRI).
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub containerd: String,
+    /// Journal file (default: JOURNAL_DIR/FROM-to-TO.jsonl, one per upgrade, continued by
+    /// every run).
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
+    /// Where journals live.
+    #[arg(long, value_name = "DIR", default_value = crate::rewrite::journal::DEFAULT_DIR)]
+    pub journal_dir: PathBuf,
+    #[command(flatten)]
+    pub kubelet: KubeletArgs,
+    /// Restart containerd afterwards through systemd (`systemctl restart containerd`).
+    #[arg(long)]
+    pub restart_containerd: bool,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How node commands that write make sure no kubelet runs.
+#[derive(clap::Args)]
+pub struct KubeletArgs {
+    /// Go on even though a kubelet is running.
+    #[arg(long)]
+    pub force: bool,
+    /// The kubelet's healthz URL: anything answering there counts as a running kubelet.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:10248/healthz"
+    )]
+    pub kubelet_healthz: String,
+}
+
+impl KubeletArgs {
+    pub fn guard(&self) -> KubeletGuard {
+        KubeletGuard {
+            healthz: Some(self.kubelet_healthz.clone()),
+            force: self.force,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct NodeJournalArgs {
+    /// The journal of the upgrade (default: in JOURNAL_DIR, the one whose last apply began last;
+    /// it holds every write of that upgrade).
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
+    /// Where journals live.
+    #[arg(long, value_name = "DIR", default_value = crate::rewrite::journal::DEFAULT_DIR)]
+    pub journal_dir: PathBuf,
+    #[command(flatten)]
+    pub kubelet: KubeletArgs,
+    /// CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub cri: String,
+    /// containerd's own API endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub containerd: String,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+pub const DEFAULT_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("pod-source").args(["pods", "cluster"]).required(true)))]
+pub struct ScanArgs {
+    /// Target kubelet version.
+    #[arg(long, value_name = "VERSION")]
+    pub to: String,
+
+    /// Source kubelet version for every node (instead of --nodes).
+    #[arg(long, value_name = "VERSION")]
+    pub from: Option<String>,
+
+    #[command(flatten)]
+    pub source: PodSource,
+
+    /// Nodes (kubectl get nodes -o json), for each node's kubelet version.
+    #[arg(long, value_name = "PATH")]
+    pub nodes: Option<PathBuf>,
+
+    /// Node-local mode: read this node's containers from the CRI runtime at this endpoint
+    /// (e.g. unix:///run/containerd/containerd.sock), join them to the pods, and give each one
+    /// a verdict: unchanged, rewrite, will-restart, no-pod or error.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub cri: Option<String>,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+
+    /// Exit with status 3 if any container would be restarted.
+    #[arg(long)]
+    pub fail_on_restart: bool,
+}
+
+#[derive(clap::Args)]
+pub struct MatrixArgs {
+    /// Pods: a PodList/List or Pod JSON file, a directory of .json files, or `-` for stdin.
+    #[arg(short = 'i', long = "pods", value_name = "PATH")]
+    pub pods: PathBuf,
+
+    /// Versions to compare: `all`, a list, or a range.
+    #[arg(long, default_value = "all", value_name = "SPEC")]
+    pub versions: String,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+}
+
+#[derive(clap::Args)]
+pub struct HashArgs {
+    /// Input file; `-` or nothing reads stdin.
+    #[arg(short, long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+
+    /// Kubelet versions: `all`, a list (`1.12,1.31`), a range (`1.16..1.30`), or a mix.
+    #[arg(long, default_value = "all", value_name = "SPEC")]
+    pub versions: String,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+
+    /// Print the exact text kubelet VERSION feeds to FNV-1a for each container, instead of the
+    /// hash table.
+    #[arg(long, value_name = "VERSION")]
+    pub explain: Option<String>,
+}

@@ -1,0 +1,162 @@
+//! `kubehash node plan|apply|verify|rollback`: this node's containers over CRI, and the write
+//! path with its journal.
+
+use anyhow::{Context, Result};
+
+use crate::analysis::plan::{plan, Verdict};
+use crate::cli::args::{NodeApplyArgs, NodeCommand, NodeJournalArgs, PodSource};
+use crate::cli::exit::ExitStatus;
+use crate::cli::node_pods;
+use crate::cli::output::{Checks, Format, NodePlan};
+use crate::cli::support::{
+    init_logs, optional_version, print, runtime, version_flag, warn_upgrade,
+};
+use crate::kubelet::version::KubeletVersion;
+use crate::rewrite::apply::{apply, Target};
+use crate::rewrite::journal;
+use crate::rewrite::outcome::Applied;
+use crate::rewrite::restart::RestartCommand;
+use crate::rewrite::rollback::rollback;
+use crate::rewrite::verify::verify;
+use crate::runtime::containerd::Store;
+use crate::runtime::cri::Cri;
+
+/// How long `--restart-containerd` may take.
+const RESTART_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+pub fn run(command: NodeCommand) -> Result<ExitStatus> {
+    match command {
+        NodeCommand::Plan(a) => {
+            let to = version_flag("--to", &a.to)?;
+            let from = optional_version("--from", a.from.as_deref())?;
+            print_plan(&a.cri, to, from, &a.source, a.output, false)
+        }
+        NodeCommand::Apply(a) => run_apply(a),
+        NodeCommand::Verify(a) => run_check(a, true),
+        NodeCommand::Rollback(a) => run_check(a, false),
+    }
+}
+
+/// `node plan` and `scan --cri`: this node's containers joined to their pods, a verdict each.
+pub fn print_plan(
+    endpoint: &str,
+    to: KubeletVersion,
+    from: Option<KubeletVersion>,
+    source: &PodSource,
+    output: Format,
+    fail_on_restart: bool,
+) -> Result<ExitStatus> {
+    let rt = runtime()?;
+    let (pods, node_version) = rt.block_on(node_pods::read(source))?;
+    let from = from.or(node_version);
+    if let Some(f) = from {
+        warn_upgrade(f, to);
+    }
+    let (containers, version) = rt.block_on(async {
+        let mut cri = Cri::connect(endpoint).await?;
+        let containers = cri.list_containers().await?;
+        Ok::<_, crate::Error>((containers, cri.runtime_version().clone()))
+    })?;
+    let manifests = node_pods::manifests(source)?;
+    let report = NodePlan {
+        to,
+        from,
+        runtime: (
+            version.runtime_name,
+            version.runtime_version,
+            version.runtime_api_version,
+        ),
+        containers: plan(&containers, &pods, &manifests, to, from),
+    };
+    print(output, &report)?;
+    let any = |v: Verdict| report.containers.iter().any(|p| p.verdict == v);
+    if fail_on_restart && any(Verdict::WillRestart) {
+        return Ok(ExitStatus::Restarts);
+    }
+    Ok(ExitStatus::unless_incomplete(!any(Verdict::Error)))
+}
+
+fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
+    init_logs(a.log_format);
+    let to = version_flag("--to", &a.plan.to)?;
+    let rt = runtime()?;
+    let (pods, node_version) = rt.block_on(node_pods::read(&a.plan.source))?;
+    let from = node_pods::old_kubelet(a.plan.from.as_deref(), node_version)?;
+    if let Some(f) = from {
+        warn_upgrade(f, to);
+    }
+    let journal = a.journal.clone().unwrap_or_else(|| {
+        journal::path_for(
+            &a.journal_dir,
+            from.map(|f| f.to_string()).as_deref(),
+            &to.to_string(),
+        )
+    });
+    let manifests = node_pods::manifests(&a.plan.source)?;
+    // Checked before anything is read from the runtime, and again before every write.
+    let restart = a
+        .restart_containerd
+        .then(|| RestartCommand::systemd("containerd"))
+        .transpose()?;
+    let report = rt.block_on(async {
+        let mut cri = Cri::connect(&a.plan.cri).await?;
+        let store = Store::connect(&a.containerd).await?;
+        let target = Target {
+            pods: &pods,
+            manifests: &manifests,
+            to,
+            from,
+            journal: &journal,
+        };
+        apply(&mut cri, &store, target, &mut a.kubelet.guard()).await
+    })?;
+    print(a.plan.output, &report)?;
+    let journal = &report.journal;
+    let written = report.count(Applied::Written);
+    if let Some(restart) = restart.filter(|_| report.stopped.is_none()) {
+        rt.block_on(restart.run(RESTART_TIMEOUT))
+            .with_context(|| format!("journal {journal}"))?;
+        eprintln!(
+            "kubehash: containerd restarted; now run: kubehash node verify --journal {journal}"
+        );
+    } else if written > 0 {
+        eprintln!(
+            "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the new hashes, \
+             run `kubehash node verify --journal {journal}`, then start kubelet {to}. To undo: kubehash node rollback --journal {journal}"
+        );
+    }
+    Ok(ExitStatus::unless_incomplete(
+        report.count(Applied::Error) == 0 && report.stopped.is_none(),
+    ))
+}
+
+fn run_check(a: NodeJournalArgs, verifying: bool) -> Result<ExitStatus> {
+    init_logs(a.log_format);
+    let journal = match &a.journal {
+        Some(j) => j.clone(),
+        None => journal::latest(&a.journal_dir)?,
+    };
+    // A journal that does not validate stops the command before the runtime is asked anything.
+    let contents = journal::read(&journal)?;
+    let rt = runtime()?;
+    let outcomes = rt.block_on(async {
+        let store = Store::connect(&a.containerd).await?;
+        if verifying {
+            let mut cri = Cri::connect(&a.cri).await?;
+            verify(&mut cri, &store, contents).await
+        } else {
+            rollback(&store, &journal, contents, &mut a.kubelet.guard()).await
+        }
+    })?;
+    let all_ok = outcomes.iter().all(|r| r.ok);
+    let report = Checks {
+        done: if verifying {
+            "verified"
+        } else {
+            "restored or already original"
+        },
+        outcomes,
+    };
+    print(a.output, &report)?;
+    Ok(ExitStatus::unless_incomplete(all_ok))
+}

@@ -1,0 +1,105 @@
+//! `kubehash scan`: which containers a kubelet upgrade would restart, per node and workload; with
+//! `--cri`, this node's containers with a verdict each (as `node plan`).
+
+use std::collections::BTreeSet;
+
+use anyhow::{bail, Context, Result};
+
+use crate::analysis::scan::{scan_path, scan_source, FromVersions};
+use crate::cli::args::ScanArgs;
+use crate::cli::exit::ExitStatus;
+use crate::cli::node::print_plan;
+use crate::cli::support::{optional_version, print, runtime, version_flag, warn_upgrade};
+use crate::kubelet::version::KubeletVersion;
+use crate::source::cluster::Cluster;
+use crate::source::nodes::NodeVersions;
+
+pub fn run(args: ScanArgs) -> Result<ExitStatus> {
+    let to = version_flag("--to", &args.to)?;
+    let fixed_from = optional_version("--from", args.from.as_deref())?;
+    if let Some(endpoint) = &args.cri {
+        return print_plan(
+            endpoint,
+            to,
+            fixed_from,
+            &args.source,
+            args.output,
+            args.fail_on_restart,
+        );
+    }
+    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let progress = |n| {
+        if show_progress {
+            eprint!("\rkubehash: read {n} objects…");
+        }
+    };
+    // --from, else --nodes; without either, the cluster's Node objects (for --cluster).
+    let given_from = match (fixed_from, &args.nodes) {
+        (Some(f), _) => Some(FromVersions::Fixed(f)),
+        (None, Some(path)) => Some(FromVersions::PerNode(NodeVersions::from_path(path)?)),
+        (None, None) => None,
+    };
+    let report = if args.source.cluster {
+        let rt = runtime()?;
+        let cluster = rt.block_on(Cluster::connect(
+            args.source.kubeconfig.as_deref(),
+            args.source.context.as_deref(),
+        ))?;
+        let from = match given_from {
+            Some(f) => f,
+            None => FromVersions::PerNode(rt.block_on(cluster.node_versions())?),
+        };
+        scan_source(to, from, progress, cluster.url().to_string(), |each| {
+            rt.block_on(cluster.for_each_pod(None, each)).map(|_| ())
+        })?
+    } else {
+        let Some(from) = given_from else {
+            bail!(
+                "say which kubelet version the nodes run now: --from VERSION, or --nodes FILE \
+                 (kubectl get nodes -o json)"
+            );
+        };
+        let pods = args
+            .source
+            .pods
+            .as_deref()
+            .context("--pods PATH or --cluster is needed")?;
+        scan_path(pods, to, from, progress)?
+    };
+    if show_progress {
+        eprint!("\r\x1b[K");
+    }
+    if report.total.containers == 0 {
+        let source = match &args.source.pods {
+            Some(p) if p.as_os_str() == "-" => "stdin".to_string(),
+            Some(p) => p.display().to_string(),
+            None => "the cluster".to_string(),
+        };
+        let why = match report.problems.first() {
+            Some(p) => format!(
+                " ({} objects not scanned, the first: {p})",
+                report.problems.len()
+            ),
+            None => String::new(),
+        };
+        bail!("no pods found in {source}{why}");
+    }
+    print(args.output, &report)?;
+    for p in &report.problems {
+        eprintln!("kubehash: not scanned: {p}");
+    }
+    let froms: BTreeSet<KubeletVersion> = report
+        .nodes
+        .values()
+        .filter_map(|n| n.from.as_deref()?.parse().ok())
+        .collect();
+    for from in froms {
+        warn_upgrade(from, to);
+    }
+    if args.fail_on_restart && report.total.restart > 0 {
+        return Ok(ExitStatus::Restarts);
+    }
+    Ok(ExitStatus::unless_incomplete(
+        report.total.error == 0 && report.problems.is_empty(),
+    ))
+}

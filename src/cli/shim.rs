@@ -1,0 +1,138 @@
+//! `kubehash shim`: the CRI proxy that shows the new kubelet translated hashes.
+
+use anyhow::{bail, Context, Result};
+
+use crate::analysis::plan::plan;
+use crate::cli::args::ShimArgs;
+use crate::cli::exit::ExitStatus;
+use crate::cli::node_pods;
+use crate::cli::support::{init_logs, optional_version, runtime, stop_requested};
+use crate::kubelet::version::KubeletVersion;
+use crate::runtime::cri::Cri;
+use crate::shim::proxy::ShimState;
+
+pub fn run(a: ShimArgs) -> Result<ExitStatus> {
+    init_logs(a.log_format);
+    let rt = runtime()?;
+    let existing = ShimState::load(&a.state)?;
+    if a.status {
+        let state = existing.with_context(|| format!("no shim state at {}", a.state.display()))?;
+        let listed = rt.block_on(async {
+            let mut cri = Cri::connect(&a.runtime_endpoint).await?;
+            cri.list_containers().await
+        })?;
+        let live = state
+            .translations
+            .iter()
+            .filter(|(id, t)| {
+                listed.iter().any(|c| {
+                    &c.id == *id
+                        && c.annotations.get(crate::runtime::cri::keys::HASH)
+                            == Some(&t.stored_hash)
+                })
+            })
+            .count();
+        println!(
+            "{live} of {} translated containers are still there (target kubelet {}); the shim can be removed when this is 0 or after `kubehash node apply`.",
+            state.translations.len(),
+            state.to
+        );
+        return Ok(ExitStatus::Success);
+    }
+    let to = optional_version("--to", a.to.as_deref())?;
+    let mode = u32::from_str_radix(&a.socket_mode, 8)
+        .context("--socket-mode takes an octal mode such as 600")?;
+    let limits = crate::shim::proxy::Limits {
+        max_connections: a.max_connections,
+        handshake_timeout: std::time::Duration::from_secs(a.handshake_timeout_seconds),
+        idle_timeout: std::time::Duration::from_secs(a.idle_timeout_seconds),
+    };
+    let existing = match existing {
+        Some(mut s) => {
+            if let Some(t) = to {
+                if s.to != t.to_string() {
+                    bail!(
+                        "the shim state {} was made for kubelet {}, not {t}; remove it to plan again",
+                        a.state.display(),
+                        s.to
+                    );
+                }
+            }
+            // A saved plan is proven again under today's rule; what fails is passed through.
+            for (id, why) in s.recheck() {
+                eprintln!("kubehash: shim state: not translating container {id}: {why}");
+            }
+            Some(s)
+        }
+        None => {
+            let to = to.context("--to VERSION is needed to plan (there is no shim state yet)")?;
+            if a.source.pods.is_none() && !a.source.cluster {
+                bail!("to plan, give --pods PATH or --cluster");
+            }
+            // Plan before serving when that works, so the kubelet never sees an untranslated
+            // moment; otherwise serve pass-through and keep trying (below).
+            match rt.block_on(plan_shim(&a, to)) {
+                Ok(state) => {
+                    state.save(&a.state)?;
+                    Some(state)
+                }
+                Err(e) => {
+                    eprintln!("kubehash: no shim plan yet (passing everything through): {e:#}");
+                    None
+                }
+            }
+        }
+    };
+    let planned = existing;
+    let shown = crate::shim::proxy::ShownPlan::new(planned.as_ref());
+    // Without a plan yet (first start), serve pure pass-through and plan until it works: the
+    // kubelet must never be left without a runtime because the API server or the runtime is
+    // not reachable yet.
+    let planner = {
+        let shown = shown.clone();
+        let a = &a;
+        async move {
+            let Some(to) = to.filter(|_| planned.is_none()) else {
+                return std::future::pending::<()>().await;
+            };
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(a.plan_retry_seconds)).await;
+                match plan_shim(a, to).await {
+                    Ok(state) => {
+                        match state.save(&a.state) {
+                            Ok(()) => {}
+                            Err(e) => eprintln!("kubehash: cannot save the shim state: {e}"),
+                        }
+                        eprintln!(
+                            "kubehash: shim plan made: {} containers translated for kubelet {to}",
+                            state.translations.len()
+                        );
+                        shown.set(&state);
+                        return std::future::pending::<()>().await;
+                    }
+                    Err(e) => {
+                        eprintln!("kubehash: no shim plan yet (passing everything through): {e:#}");
+                    }
+                }
+            }
+        }
+    };
+    rt.block_on(async {
+        tokio::select! {
+            r = crate::shim::proxy::serve(&a.listen, &a.runtime_endpoint, shown.clone(), mode, limits, stop_requested()) => r,
+            () = planner => Ok(()),
+        }
+    })?;
+    Ok(ExitStatus::Success)
+}
+
+/// The shim's plan: this node's containers and pods, proven for `from` → `to`.
+async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<ShimState> {
+    let (pods, node_version) = node_pods::read(&a.source).await?;
+    let from = node_pods::old_kubelet(a.from.as_deref(), node_version)?;
+    let mut cri = Cri::connect(&a.runtime_endpoint).await?;
+    let containers = cri.list_containers().await?;
+    let manifests = node_pods::manifests(&a.source)?;
+    let plans = plan(&containers, &pods, &manifests, to, from);
+    Ok(ShimState::from_plans(&plans, &pods, to, from))
+}

@@ -1,0 +1,73 @@
+//! What every subcommand needs around its work: the async runtime, logs, signals, standard
+//! output, and upgrade warnings.
+
+use std::io::{self, BufWriter, StdoutLock};
+
+use anyhow::{Context, Result};
+
+use crate::cli::args::LogFormat;
+use crate::cli::output::{emit, Format, Render};
+use crate::kubelet::version::KubeletVersion;
+
+/// A single-threaded async runtime: commands other than the agent make a few calls in turn.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Buffered standard output.
+pub fn stdout() -> BufWriter<StdoutLock<'static>> {
+    BufWriter::new(io::stdout().lock())
+}
+
+/// Prints a report on standard output.
+pub fn print(format: Format, report: &dyn Render) -> Result<()> {
+    emit(format, report, &mut stdout())?;
+    Ok(())
+}
+
+/// Logs on stderr, `RUST_LOG` filtered (default `info`).
+pub fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+/// Resolves on SIGTERM or Ctrl-C: when a long-running command (shim, agent) should stop
+/// gracefully. Never resolves if SIGTERM cannot be watched and Ctrl-C never comes.
+pub async fn stop_requested() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(t) => t,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Warnings about the upgrade itself (a downgrade, a jump beyond the version-skew policy), on
+/// stderr.
+pub fn warn_upgrade(from: KubeletVersion, to: KubeletVersion) {
+    for w in crate::kubelet::version::upgrade_warnings(from, to) {
+        eprintln!("kubehash: warning: {w}");
+    }
+}
+
+/// A `--to`/`--from`-style flag's version, with the flag named in the error.
+pub fn version_flag(flag: &str, value: &str) -> Result<KubeletVersion> {
+    value.parse().with_context(|| flag.to_string())
+}
+
+/// An optional version flag.
+pub fn optional_version(flag: &str, value: Option<&str>) -> Result<Option<KubeletVersion>> {
+    value.map(|v| version_flag(flag, v)).transpose()
+}

@@ -1,0 +1,181 @@
+//! `apply`: rewrites the stored hash of every container the plan proved (design §6).
+//!
+//! It writes only where the plan proved the container runs its current spec, checks the gate
+//! before every write, validates every new value before writing (the runtime's
+//! [`RecordFormat::set_hashes`]), journals the full old and new values (fsync) before each write,
+//! replaces with compare-and-swap and reads back, and is idempotent: a record that already holds
+//! the new hash is left alone, so an interrupted run can simply be run again.
+
+use std::path::Path;
+
+use tracing::{info, warn};
+
+use crate::analysis::plan::{plan, ContainerPlan, PodIndex, Verdict};
+use crate::error::{Error, Result};
+use crate::kubelet::version::KubeletVersion;
+use crate::rewrite::gate::WriteGate;
+use crate::rewrite::journal::{self, encode, Journal, Record};
+use crate::rewrite::outcome::{Applied, ApplyOutcome, ApplyReport};
+use crate::runtime::cri::Cri;
+use crate::runtime::record::{RecordFormat, RecordStore};
+use crate::source::manifests::Manifests;
+
+/// Test hook: milliseconds to sleep after each completed write (to kill `apply` mid-way).
+const PAUSE_ENV: &str = "KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS";
+
+/// What one `apply` run works on.
+pub struct Target<'a> {
+    pub pods: &'a PodIndex,
+    pub manifests: &'a Manifests,
+    pub to: KubeletVersion,
+    pub from: Option<KubeletVersion>,
+    pub journal: &'a Path,
+}
+
+/// Rewrites the stored hash of every `rewrite` container on this node to kubelet `to`'s hash.
+pub async fn apply(
+    cri: &mut Cri,
+    store: &impl RecordStore,
+    t: Target<'_>,
+    gate: &mut impl WriteGate,
+) -> Result<ApplyReport> {
+    gate.check().await.map_err(|e| Error::Unsafe {
+        what: "apply".into(),
+        reason: e.0,
+    })?;
+    let containers = cri.list_containers().await?;
+    let plans = plan(&containers, t.pods, t.manifests, t.to, t.from);
+
+    let (mut journal, torn) = Journal::open(t.journal)?;
+    if let Some(torn) = torn {
+        warn!(journal = %t.journal.display(), %torn, "the journal's last line was torn by a crash; moved it to .torn (no write followed it) and planning every container again");
+    }
+    let runtime = store.runtime();
+    journal.append(&Record::Begin {
+        at_unix: journal::now_unix(),
+        to: t.to.to_string(),
+        from: t.from.map(|f| f.to_string()),
+        runtime: runtime.clone(),
+    })?;
+    info!(journal = %t.journal.display(), %runtime, containers = plans.len(), "apply started");
+
+    let pause = std::env::var(PAUSE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    let mut outcomes = Vec::new();
+    let mut stopped: Option<String> = None;
+    let mut first = true;
+    for p in &plans {
+        let mut out = ApplyOutcome {
+            container_id: p.id.clone(),
+            pod: format!("{}/{}", p.namespace, p.pod),
+            container: p.container.clone(),
+            verdict: p.verdict,
+            result: Applied::LeftAlone,
+            detail: p.reason.clone(),
+        };
+        if p.verdict == Verdict::Rewrite && stopped.is_none() && !first {
+            // The evidence that made writing safe is checked again before every write.
+            if let Err(why) = gate.check().await {
+                warn!(reason = %why, "stopped writing");
+                stopped = Some(why.0);
+            }
+        }
+        if p.verdict == Verdict::Rewrite {
+            if let Some(why) = &stopped {
+                out.result = Applied::Stopped;
+                out.detail = format!("not written: {why}");
+            } else {
+                first = false;
+                match rewrite_one(store, &mut journal, p).await {
+                    Ok((result, detail)) => {
+                        out.result = result;
+                        out.detail = detail;
+                        if let (Applied::Written, Some(ms)) = (result, pause) {
+                            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                        }
+                    }
+                    Err(e) => {
+                        warn!(container = %p.id, error = %e, "not written");
+                        out.result = Applied::Error;
+                        out.detail = e.to_string();
+                    }
+                }
+            }
+        }
+        outcomes.push(out);
+    }
+    Ok(ApplyReport {
+        to: t.to.to_string(),
+        runtime,
+        journal: t.journal.display().to_string(),
+        outcomes,
+        stopped,
+    })
+}
+
+async fn rewrite_one(
+    store: &impl RecordStore,
+    journal: &mut Journal,
+    p: &ContainerPlan,
+) -> Result<(Applied, String)> {
+    let refuse = |reason: String| Error::Record {
+        id: p.id.clone(),
+        reason: format!("{reason}; not written"),
+    };
+    let new_hash = p
+        .new_hash
+        .clone()
+        .ok_or_else(|| refuse("no target hash".into()))?;
+    let raw = store.read(&p.id).await.map_err(|e| match e {
+        Error::Record { reason, .. } => refuse(reason),
+        other => other,
+    })?;
+    let format: &dyn RecordFormat = store.format();
+    let stored = format
+        .stored_hashes(&p.id, &raw)
+        .map_err(|e| refuse(e.0))?
+        .hash;
+    if stored.as_deref() == Some(new_hash.as_str()) {
+        return Ok((
+            Applied::AlreadyRewritten,
+            format!("the record already holds {new_hash}"),
+        ));
+    }
+    if stored != p.stored_hash {
+        return Err(refuse(format!(
+            "the record holds hash {:?} but CRI reports {:?}: changed behind kubehash's back",
+            stored, p.stored_hash
+        )));
+    }
+    // Set only for targets that read it (1.27 – 1.31), and written only where the record has it.
+    let new = format
+        .set_hashes(
+            &p.id,
+            &raw,
+            &new_hash,
+            p.new_hash_without_resources.as_deref(),
+        )
+        .map_err(|e| refuse(e.0))?;
+    let pod = format!("{}/{}", p.namespace, p.pod);
+    journal.append(&Record::Write {
+        at_unix: journal::now_unix(),
+        container_id: p.id.clone(),
+        pod: pod.clone(),
+        container: p.container.clone(),
+        verdict: p.verdict.as_str().into(),
+        old_hash: stored.unwrap_or_default(),
+        new_hash: new_hash.clone(),
+        old_value: encode(&raw),
+        new_value: encode(&new),
+    })?;
+    store.replace(&p.id, &raw, &new).await?;
+    journal.append(&Record::Written {
+        container_id: p.id.clone(),
+    })?;
+    info!(container = %p.id, %pod, name = %p.container, %new_hash, "rewritten");
+    Ok((
+        Applied::Written,
+        format!("{} → {new_hash}", p.stored_hash.clone().unwrap_or_default()),
+    ))
+}

@@ -1,0 +1,93 @@
+//! `rollback`: restores every journaled container's original value, each only if the record still
+//! holds exactly what kubehash wrote (compare-and-swap), and only a value proved as strictly as
+//! apply proves its writes: it loads, belongs to the same container, and is byte for byte the
+//! written value with the hash annotations set back to the original's. The whole journal is read
+//! and validated first; a line that does not decode or validate stops rollback before any write.
+
+use std::path::Path;
+
+use tracing::{info, warn};
+
+use crate::error::{Error, Result};
+use crate::rewrite::gate::WriteGate;
+use crate::rewrite::journal::{Contents, Journal, JournaledWrite, Record};
+use crate::rewrite::outcome::CheckOutcome;
+use crate::runtime::record::{RecordError, RecordFormat, RecordStore};
+
+/// Undoes the writes of one journal, newest first.
+pub async fn rollback(
+    store: &impl RecordStore,
+    journal_path: &Path,
+    contents: Contents,
+    gate: &mut impl WriteGate,
+) -> Result<Vec<CheckOutcome>> {
+    gate.check().await.map_err(|e| Error::Unsafe {
+        what: "rollback".into(),
+        reason: e.0,
+    })?;
+    let writes = contents.writes();
+    let (mut journal, torn) = Journal::continue_from(journal_path, &contents)?;
+    if let Some(torn) = torn {
+        warn!(journal = %journal_path.display(), %torn, "the journal's last line was torn by a crash; moved it to .torn (no write followed it)");
+    }
+    let mut out = Vec::new();
+    for w in writes.into_iter().rev() {
+        let (ok, detail) = match store.read(&w.id).await {
+            Err(e) => (false, format!("skipped: {e}")),
+            Ok(v) if v == w.original => (true, "already holds the original value".to_string()),
+            Ok(v) if v == w.written => match restorable(store.format(), &w) {
+                Err(e) => (
+                    false,
+                    format!(
+                        "not restored: the journaled original (line {}) {e}",
+                        w.first_line
+                    ),
+                ),
+                Ok(()) => match store.replace(&w.id, &w.written, &w.original).await {
+                    Ok(()) => (true, "restored".to_string()),
+                    Err(e) => (false, format!("not restored: {e}")),
+                },
+            },
+            Ok(_) => (
+                false,
+                "skipped: the record changed since kubehash wrote it".to_string(),
+            ),
+        };
+        journal.append(&Record::Rollback {
+            container_id: w.id.clone(),
+            result: detail.clone(),
+        })?;
+        info!(container = %w.id, result = %detail, "rollback");
+        out.push(CheckOutcome {
+            container_id: w.id,
+            name: w.name,
+            ok,
+            detail,
+        });
+    }
+    Ok(out)
+}
+
+/// Proves that the journaled original may replace the value kubehash wrote: it is exactly the
+/// written value with the hash annotations set back to the original's, and passes the same
+/// checks as an edit made by apply.
+fn restorable(format: &dyn RecordFormat, w: &JournaledWrite) -> Result<(), RecordError> {
+    let original = format
+        .stored_hashes(&w.id, &w.original)
+        .map_err(|e| RecordError(format!("does not load: {e}")))?;
+    let hash = original.hash.ok_or("has no hash annotation")?;
+    let written = format.stored_hashes(&w.id, &w.written)?;
+    if original.without_resources.is_some() != written.without_resources.is_some() {
+        return Err("differs in which hash annotations it holds".into());
+    }
+    let expected = format.set_hashes(
+        &w.id,
+        &w.written,
+        &hash,
+        original.without_resources.as_deref(),
+    )?;
+    if expected != w.original {
+        return Err("differs from the written value in more than the hash annotations".into());
+    }
+    format.check_edit(&w.id, &w.written, &w.original)
+}
