@@ -64,5 +64,37 @@ fn bench_scan(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_scan);
+/// Reading a PodList as every command reads it (`source::reader`: Go's byte rules, then serde),
+/// next to serde reading the same bytes directly (the reader before the byte rules; also the floor
+/// for any reader built on serde's `io::Read` path), in one run.
+fn bench_read(c: &mut Criterion) {
+    let templates = example_pods();
+    let items: Vec<Value> = (0..2_000)
+        .map(|i| templates[i % templates.len()].clone())
+        .collect();
+    let bytes =
+        serde_json::to_vec(&serde_json::json!({"kind": "List", "items": items})).expect("json");
+    let mut g = c.benchmark_group("read-podlist");
+    g.throughput(Throughput::Bytes(bytes.len() as u64));
+    g.sample_size(10);
+    g.bench_function("serde-ioread", |b| {
+        b.iter(|| {
+            let mut n = 0usize;
+            let read = serde_json::de::IoRead::new(std::io::BufReader::new(&bytes[..]));
+            kubehash::source::reader::for_each_value_raw(read, |_| n += 1).expect("read");
+            n
+        })
+    });
+    g.bench_function("reader", |b| {
+        b.iter(|| {
+            let mut n = 0usize;
+            kubehash::source::reader::for_each_object(&bytes[..], "bench", |_| n += 1)
+                .expect("read");
+            n
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_scan, bench_read);
 criterion_main!(benches);
