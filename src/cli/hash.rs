@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::cli::args::HashArgs;
 use crate::cli::exit::ExitStatus;
-use crate::cli::output::{HashRow, HashRows};
+use crate::cli::output::{write_explained, Explained, HashRow, HashRows};
 use crate::cli::support::{print, stdout};
 use crate::error::Problem;
 use crate::kubelet::hash::{hash_container, hashed_text, marshalled_json, Annotation};
@@ -101,16 +101,15 @@ fn explain_items(items: &[Item], v: KubeletVersion, out: &mut impl Write) -> Res
                     break;
                 }
             };
-            writeln!(
-                out,
-                "# {id}: kubelet {v} {key} = {}",
-                format_hash(Fnv32a::hash(&text))
-            )?;
-            if let Some(j) = marshalled_json(json, v, *a, path)? {
-                writeln!(out, "# json.Marshal: {j}")?;
-            }
-            out.write_all(&text)?;
-            out.write_all(b"\n")?;
+            let explained = Explained {
+                id,
+                version: v,
+                annotation: key,
+                hash: format_hash(Fnv32a::hash(&text)),
+                marshalled: marshalled_json(json, v, *a, path)?,
+                text,
+            };
+            write_explained(&explained, out)?;
         }
     }
     out.flush()?;

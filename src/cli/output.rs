@@ -111,6 +111,31 @@ impl Render for HashRows {
     }
 }
 
+/// One text of `hash --explain`: what kubelet `version` feeds to FNV-1a for one annotation.
+pub struct Explained<'a> {
+    pub id: &'a str,
+    pub version: KubeletVersion,
+    pub annotation: &'a str,
+    pub hash: String,
+    /// The `json.Marshal` output the text dumps (1.16 +).
+    pub marshalled: Option<String>,
+    pub text: Vec<u8>,
+}
+
+/// `# ID: kubelet V ANNOTATION = HASH`, the `json.Marshal` line where there is one, the text.
+pub fn write_explained(e: &Explained, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "# {}: kubelet {} {} = {}",
+        e.id, e.version, e.annotation, e.hash
+    )?;
+    if let Some(j) = &e.marshalled {
+        writeln!(out, "# json.Marshal: {j}")?;
+    }
+    out.write_all(&e.text)?;
+    out.write_all(b"\n")
+}
+
 /// A table with one line per run of versions that agree on both hashes:
 ///
 /// ```text
