@@ -5,7 +5,7 @@ mod harness;
 
 use std::process::Command;
 
-use harness::{create_pod, pod_json, Containerd, TestContainer};
+use harness::{create_pod, pod_json, Containerd, KubeletCalls, TestContainer};
 use kubehash::runtime::cri::Cri;
 use serde_json::{json, Value};
 

@@ -190,7 +190,10 @@ impl Cri {
             .map_err(CallError::Status)
     }
 
-    async fn rpc<Req, Resp>(&mut self, method: &str, req: Req) -> Result<Resp>
+    /// Any unary RuntimeService call by method name (`RunPodSandbox`), in the API version the
+    /// runtime speaks. kubehash itself only reads; tests create pods through this as a kubelet
+    /// does.
+    pub async fn rpc<Req, Resp>(&mut self, method: &str, req: Req) -> Result<Resp>
     where
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
@@ -221,6 +224,7 @@ impl Cri {
         .await
     }
 
+    /// Every pod sandbox the runtime knows (for preflight and static pods).
     pub async fn list_pod_sandboxes(&mut self) -> Result<Vec<proto::PodSandbox>> {
         let r: proto::ListPodSandboxResponse = self
             .rpc(
@@ -229,99 +233,6 @@ impl Cri {
             )
             .await?;
         Ok(r.items)
-    }
-
-    pub async fn run_pod_sandbox(&mut self, config: proto::PodSandboxConfig) -> Result<String> {
-        let r: proto::RunPodSandboxResponse = self
-            .rpc(
-                "RunPodSandbox",
-                proto::RunPodSandboxRequest {
-                    config: Some(config),
-                    runtime_handler: String::new(),
-                },
-            )
-            .await?;
-        Ok(r.pod_sandbox_id)
-    }
-
-    pub async fn create_container(
-        &mut self,
-        sandbox_id: &str,
-        config: proto::ContainerConfig,
-        sandbox: proto::PodSandboxConfig,
-    ) -> Result<String> {
-        let r: proto::CreateContainerResponse = self
-            .rpc(
-                "CreateContainer",
-                proto::CreateContainerRequest {
-                    pod_sandbox_id: sandbox_id.into(),
-                    config: Some(config),
-                    sandbox_config: Some(sandbox),
-                },
-            )
-            .await?;
-        Ok(r.container_id)
-    }
-
-    pub async fn start_container(&mut self, id: &str) -> Result<()> {
-        let _: proto::StartContainerResponse = self
-            .rpc(
-                "StartContainer",
-                proto::StartContainerRequest {
-                    container_id: id.into(),
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    pub async fn stop_container(&mut self, id: &str, timeout_s: i64) -> Result<()> {
-        let _: proto::StopContainerResponse = self
-            .rpc(
-                "StopContainer",
-                proto::StopContainerRequest {
-                    container_id: id.into(),
-                    timeout: timeout_s,
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    pub async fn remove_container(&mut self, id: &str) -> Result<()> {
-        let _: proto::RemoveContainerResponse = self
-            .rpc(
-                "RemoveContainer",
-                proto::RemoveContainerRequest {
-                    container_id: id.into(),
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    pub async fn stop_pod_sandbox(&mut self, id: &str) -> Result<()> {
-        let _: proto::StopPodSandboxResponse = self
-            .rpc(
-                "StopPodSandbox",
-                proto::StopPodSandboxRequest {
-                    pod_sandbox_id: id.into(),
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    pub async fn remove_pod_sandbox(&mut self, id: &str) -> Result<()> {
-        let _: proto::RemovePodSandboxResponse = self
-            .rpc(
-                "RemovePodSandbox",
-                proto::RemovePodSandboxRequest {
-                    pod_sandbox_id: id.into(),
-                },
-            )
-            .await?;
-        Ok(())
     }
 }
 

@@ -27,6 +27,124 @@ use kubehash::kubelet::version::KubeletVersion;
 use kubehash::runtime::cri::{keys, proto, Cri};
 use serde_json::Value;
 
+/// The calls a kubelet makes to create and remove pods, which kubehash itself never makes.
+#[allow(async_fn_in_trait, dead_code)]
+pub trait KubeletCalls {
+    async fn run_pod_sandbox(
+        &mut self,
+        config: proto::PodSandboxConfig,
+    ) -> kubehash::Result<String>;
+    async fn create_container(
+        &mut self,
+        sandbox_id: &str,
+        config: proto::ContainerConfig,
+        sandbox: proto::PodSandboxConfig,
+    ) -> kubehash::Result<String>;
+    async fn start_container(&mut self, id: &str) -> kubehash::Result<()>;
+    async fn stop_container(&mut self, id: &str, timeout_s: i64) -> kubehash::Result<()>;
+    async fn remove_container(&mut self, id: &str) -> kubehash::Result<()>;
+    async fn stop_pod_sandbox(&mut self, id: &str) -> kubehash::Result<()>;
+    async fn remove_pod_sandbox(&mut self, id: &str) -> kubehash::Result<()>;
+}
+
+impl KubeletCalls for Cri {
+    async fn run_pod_sandbox(
+        &mut self,
+        config: proto::PodSandboxConfig,
+    ) -> kubehash::Result<String> {
+        let r: proto::RunPodSandboxResponse = self
+            .rpc(
+                "RunPodSandbox",
+                proto::RunPodSandboxRequest {
+                    config: Some(config),
+                    runtime_handler: String::new(),
+                },
+            )
+            .await?;
+        Ok(r.pod_sandbox_id)
+    }
+
+    async fn create_container(
+        &mut self,
+        sandbox_id: &str,
+        config: proto::ContainerConfig,
+        sandbox: proto::PodSandboxConfig,
+    ) -> kubehash::Result<String> {
+        let r: proto::CreateContainerResponse = self
+            .rpc(
+                "CreateContainer",
+                proto::CreateContainerRequest {
+                    pod_sandbox_id: sandbox_id.into(),
+                    config: Some(config),
+                    sandbox_config: Some(sandbox),
+                },
+            )
+            .await?;
+        Ok(r.container_id)
+    }
+
+    async fn start_container(&mut self, id: &str) -> kubehash::Result<()> {
+        let _: proto::StartContainerResponse = self
+            .rpc(
+                "StartContainer",
+                proto::StartContainerRequest {
+                    container_id: id.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn stop_container(&mut self, id: &str, timeout_s: i64) -> kubehash::Result<()> {
+        let _: proto::StopContainerResponse = self
+            .rpc(
+                "StopContainer",
+                proto::StopContainerRequest {
+                    container_id: id.into(),
+                    timeout: timeout_s,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn remove_container(&mut self, id: &str) -> kubehash::Result<()> {
+        let _: proto::RemoveContainerResponse = self
+            .rpc(
+                "RemoveContainer",
+                proto::RemoveContainerRequest {
+                    container_id: id.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn stop_pod_sandbox(&mut self, id: &str) -> kubehash::Result<()> {
+        let _: proto::StopPodSandboxResponse = self
+            .rpc(
+                "StopPodSandbox",
+                proto::StopPodSandboxRequest {
+                    pod_sandbox_id: id.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&mut self, id: &str) -> kubehash::Result<()> {
+        let _: proto::RemovePodSandboxResponse = self
+            .rpc(
+                "RemovePodSandbox",
+                proto::RemovePodSandboxRequest {
+                    pod_sandbox_id: id.into(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+}
+
 /// The image every pod and sandbox uses; its default command sleeps.
 pub const IMAGE: &str = "docker.io/local/app:1";
 
