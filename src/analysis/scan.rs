@@ -86,6 +86,20 @@ pub struct ContainerImpact {
     pub outcome: Outcome,
 }
 
+impl Outcome {
+    /// A container that could not be assessed, and why.
+    fn undecided(error: String) -> Outcome {
+        Outcome {
+            impact: Impact::Error,
+            verdict: Verdict::Error,
+            hash_from: None,
+            hash_to: None,
+            reasons: vec![],
+            error: Some(error),
+        }
+    }
+}
+
 /// Assesses containers for an upgrade to one target version, caching identical specs.
 pub struct Scanner {
     to: KubeletVersion,
@@ -154,14 +168,7 @@ impl Scanner {
                         error: None,
                     },
                     (Ok(f), None) => self.assess(&c.json, *f, &path),
-                    (Err(e), None) => Outcome {
-                        impact: Impact::Error,
-                        verdict: Verdict::Error,
-                        hash_from: None,
-                        hash_to: None,
-                        reasons: vec![],
-                        error: Some(e.to_string()),
-                    },
+                    (Err(e), None) => Outcome::undecided(e.to_string()),
                 };
                 ContainerImpact {
                     from: from.as_ref().ok().map(|f| f.to_string()),
@@ -185,14 +192,7 @@ pub fn assess(container: &Value, from: KubeletVersion, to: KubeletVersion, path:
     versions.sort();
     versions.dedup();
     match hash_container(container, &versions, path) {
-        Err(e) => Outcome {
-            impact: Impact::Error,
-            verdict: Verdict::Error,
-            hash_from: None,
-            hash_to: None,
-            reasons: vec![],
-            error: Some(e.to_string()),
-        },
+        Err(e) => Outcome::undecided(e.to_string()),
         Ok(h) => {
             let (hf, ht) = (h.get(from), h.get(to));
             if hf == ht {
