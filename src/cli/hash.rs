@@ -3,12 +3,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use crate::cli::args::HashArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::output::{write_explained, Explained, HashRow, HashRows};
-use crate::cli::support::{print, stdout};
+use crate::cli::support::{optional_version, print, stdout};
 use crate::error::Problem;
 use crate::kubelet::hash::{hash_container, hashed_text, marshalled_json, Annotation};
 use crate::kubelet::sink::{format_hash, Fnv32a};
@@ -17,12 +17,7 @@ use crate::source::input::{for_each_item, Item};
 
 pub fn run(args: HashArgs) -> Result<ExitStatus> {
     let versions = parse_version_set(&args.versions)?;
-    let explain: Option<KubeletVersion> = args
-        .explain
-        .as_deref()
-        .map(str::parse)
-        .transpose()
-        .context("--explain")?;
+    let explain = optional_version("--explain", args.explain.as_deref())?;
     let input = args.input.unwrap_or_else(|| PathBuf::from("-"));
     if let Some(v) = explain {
         let mut items = Vec::new();

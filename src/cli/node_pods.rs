@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 
 use crate::analysis::plan::PodIndex;
 use crate::cli::args::PodSource;
+use crate::cli::support::optional_version;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
 use crate::source::manifests::Manifests;
@@ -53,10 +54,7 @@ pub fn old_kubelet(
     from: Option<&str>,
     node_version: Option<KubeletVersion>,
 ) -> Result<Option<KubeletVersion>> {
-    match from {
-        Some(f) => Ok(Some(f.parse().context("--from")?)),
-        None => Ok(node_version),
-    }
+    Ok(optional_version("--from", from)?.or(node_version))
 }
 
 /// This node's static pod manifests (`--manifests`); files that are not pods are said on stderr.

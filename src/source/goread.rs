@@ -5,11 +5,10 @@
 //! * a `\uXXXX` escape of a UTF-16 surrogate that is not the first half of a valid pair (serde
 //!   rejects those) becomes `\ufffd`.
 //!
-//! One rule, [`clean`], serves bytes in memory ([`go_clean_input`]) and streams ([`GoRead`]).
+//! One rule, [`clean`], serves every stream through [`GoRead`].
 //! Escapes are recognised by pairing backslashes, without tracking strings: outside a string a
 //! backslash is not JSON, and the parser rejects it either way.
 
-use std::borrow::Cow;
 use std::io::{self, Read};
 
 const REPLACEMENT: &[u8] = "\u{fffd}".as_bytes();
@@ -38,7 +37,7 @@ pub fn clean(input: &[u8], eof: bool, out: &mut Vec<u8>) -> usize {
             }
         } else {
             let len = utf8_len(b);
-            if len > rest.len() && !eof && rest.len() < 4 {
+            if len > rest.len() && !eof {
                 return i;
             }
             match rest.get(..len).map(std::str::from_utf8) {
@@ -108,19 +107,6 @@ fn hex4(b: &[u8]) -> Option<u32> {
         .filter(|_| s.bytes().all(|c| c.is_ascii_hexdigit()))
 }
 
-/// `input` as Go's decoder reads it; borrowed when nothing changes, which is the usual case.
-pub fn go_clean_input(input: &[u8]) -> Cow<'_, [u8]> {
-    let surrogate_escape = input
-        .windows(3)
-        .any(|w| w[0] == b'\\' && w[1] == b'u' && matches!(w[2], b'd' | b'D'));
-    if !surrogate_escape && std::str::from_utf8(input).is_ok() {
-        return Cow::Borrowed(input);
-    }
-    let mut out = Vec::with_capacity(input.len() + 16);
-    clean(input, true, &mut out);
-    Cow::Owned(out)
-}
-
 /// A reader whose bytes are cleaned by [`clean`] as they are read.
 pub struct GoRead<R> {
     inner: R,
@@ -183,7 +169,22 @@ impl<R: Read> Read for GoRead<R> {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use super::*;
+
+    /// `input` as Go's decoder reads it; borrowed when nothing changes, which is the usual case.
+    fn go_clean_input(input: &[u8]) -> Cow<'_, [u8]> {
+        let surrogate_escape = input
+            .windows(3)
+            .any(|w| w[0] == b'\\' && w[1] == b'u' && matches!(w[2], b'd' | b'D'));
+        if !surrogate_escape && std::str::from_utf8(input).is_ok() {
+            return Cow::Borrowed(input);
+        }
+        let mut out = Vec::with_capacity(input.len() + 16);
+        clean(input, true, &mut out);
+        Cow::Owned(out)
+    }
 
     fn cleaned(b: &[u8]) -> String {
         String::from_utf8(go_clean_input(b).into_owned()).unwrap()
