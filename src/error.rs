@@ -113,5 +113,15 @@ impl From<Error> for Problem {
     }
 }
 
+impl Error {
+    /// Container `id`'s record is not one kubehash will read or write, because of `why`.
+    pub fn record(id: &str, why: Problem) -> Error {
+        Error::Record {
+            id: id.to_string(),
+            reason: why.0,
+        }
+    }
+}
+
 /// Shorthand for results in this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -6,7 +6,8 @@ use crate::analysis::plan::plan;
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
-use crate::cli::support::{init_logs, optional_version, runtime, stop_requested};
+use crate::cli::output::{write_shim_status, ShimStatus};
+use crate::cli::support::{init_logs, optional_version, runtime, stdout, stop_requested};
 use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::Cri;
 use crate::shim::proxy::ShimState;
@@ -32,11 +33,12 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                 })
             })
             .count();
-        println!(
-            "{live} of {} translated containers are still there (target kubelet {}); the shim can be removed when this is 0 or after `kubehash node apply`.",
-            state.translations.len(),
-            state.to
-        );
+        let status = ShimStatus {
+            live,
+            translated: state.translations.len(),
+            to: state.to.clone(),
+        };
+        write_shim_status(&status, &mut stdout())?;
         return Ok(ExitStatus::Success);
     }
     let to = optional_version("--to", a.to.as_deref())?;

@@ -8,11 +8,11 @@ use std::path::Path;
 
 use tracing::{info, warn};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Problem, Result};
 use crate::rewrite::gate::WriteGate;
 use crate::rewrite::journal::{Contents, Journal, JournaledWrite, Record};
 use crate::rewrite::outcome::CheckOutcome;
-use crate::runtime::record::{RecordError, RecordFormat, RecordStore};
+use crate::runtime::record::{RecordFormat, RecordStore};
 
 /// Undoes the writes of one journal, newest first.
 pub async fn rollback(
@@ -71,10 +71,10 @@ pub async fn rollback(
 /// Proves that the journaled original may replace the value kubehash wrote: it is exactly the
 /// written value with the hash annotations set back to the original's, and passes the same
 /// checks as an edit made by apply.
-fn restorable(format: &dyn RecordFormat, w: &JournaledWrite) -> Result<(), RecordError> {
+fn restorable(format: &dyn RecordFormat, w: &JournaledWrite) -> Result<(), Problem> {
     let original = format
         .stored_hashes(&w.id, &w.original)
-        .map_err(|e| RecordError(format!("does not load: {e}")))?;
+        .map_err(|e| Problem(format!("does not load: {e}")))?;
     let hash = original.hash.ok_or("has no hash annotation")?;
     let written = format.stored_hashes(&w.id, &w.written)?;
     if original.without_resources.is_some() != written.without_resources.is_some() {

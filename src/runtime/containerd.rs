@@ -25,9 +25,9 @@ use serde_json::Value;
 use tonic::transport::Channel;
 use tonic::Request;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Problem, Result};
 use crate::runtime::cri::{keys, unix_channel};
-use crate::runtime::record::{RecordError, RecordFormat, RecordStore, StoredHashes};
+use crate::runtime::record::{RecordFormat, RecordStore, StoredHashes};
 
 /// The extension holding the CRI metadata of a container.
 pub const EXTENSION: &str = "io.cri-containerd.container.metadata";
@@ -148,11 +148,11 @@ impl Store {
 }
 
 /// The CRI metadata extension of a record: its raw bytes, after the checks of [`parse_metadata`].
-pub fn extension(record: &Container) -> std::result::Result<&[u8], RecordError> {
+pub fn extension(record: &Container) -> std::result::Result<&[u8], Problem> {
     let any = record
         .extensions
         .get(EXTENSION)
-        .ok_or_else(|| RecordError(format!("the record has no {EXTENSION} extension")))?;
+        .ok_or_else(|| Problem(format!("the record has no {EXTENSION} extension")))?;
     if any.type_url != TYPE_URL {
         return Err(format!(
             "extension type URL is {:?}, expected {TYPE_URL:?}",
@@ -165,7 +165,7 @@ pub fn extension(record: &Container) -> std::result::Result<&[u8], RecordError> 
 }
 
 /// Parses a metadata value and checks what the CRI plugin needs to load it.
-pub fn parse_metadata(value: &[u8], record_id: &str) -> std::result::Result<Value, RecordError> {
+pub fn parse_metadata(value: &[u8], record_id: &str) -> std::result::Result<Value, Problem> {
     let v: Value =
         serde_json::from_slice(value).map_err(|e| format!("metadata is not JSON: {e}"))?;
     if v["Version"] != "v1" {
@@ -195,11 +195,7 @@ pub fn stored_hashes(meta: &Value) -> (Option<String>, Option<String>) {
 
 /// Replaces the value of annotation `key` in the raw JSON, in place. The key must occur exactly
 /// once as a JSON key (`"key":"`); hash values are plain hex, so no escaping is involved.
-fn replace_annotation(
-    raw: &[u8],
-    key: &str,
-    new: &str,
-) -> std::result::Result<Vec<u8>, RecordError> {
+fn replace_annotation(raw: &[u8], key: &str, new: &str) -> std::result::Result<Vec<u8>, Problem> {
     let pat = format!("\"{key}\":\"");
     let starts: Vec<usize> = raw
         .windows(pat.len())
@@ -217,7 +213,7 @@ fn replace_annotation(
     let len = raw[start..]
         .iter()
         .position(|&c| c == b'"')
-        .ok_or_else(|| RecordError(format!("annotation {key} has no closing quote")))?;
+        .ok_or_else(|| Problem(format!("annotation {key} has no closing quote")))?;
     let old = &raw[start..start + len];
     if !old.iter().all(u8::is_ascii_hexdigit)
         || !new.bytes().all(|c| c.is_ascii_hexdigit())
@@ -239,7 +235,7 @@ pub fn rewrite_hashes(
     record_id: &str,
     new_hash: &str,
     new_without: Option<&str>,
-) -> std::result::Result<Vec<u8>, RecordError> {
+) -> std::result::Result<Vec<u8>, Problem> {
     let meta = parse_metadata(raw, record_id)?;
     let (_, without) = stored_hashes(&meta);
     let mut out = replace_annotation(raw, keys::HASH, new_hash)?;
@@ -252,11 +248,7 @@ pub fn rewrite_hashes(
 
 /// Proves that `new` may replace `old`: it loads in the CRI plugin, belongs to the same container,
 /// and differs from `old` only in the values of the two hash annotations.
-pub fn validate_edit(
-    old: &[u8],
-    new: &[u8],
-    record_id: &str,
-) -> std::result::Result<(), RecordError> {
+pub fn validate_edit(old: &[u8], new: &[u8], record_id: &str) -> std::result::Result<(), Problem> {
     let mut a = parse_metadata(old, record_id)?;
     let mut b = parse_metadata(new, record_id)?;
     for k in ["ID", "Name", "SandboxID"] {
@@ -289,11 +281,7 @@ pub struct Metadata;
 pub static METADATA: Metadata = Metadata;
 
 impl RecordFormat for Metadata {
-    fn stored_hashes(
-        &self,
-        id: &str,
-        value: &[u8],
-    ) -> std::result::Result<StoredHashes, RecordError> {
+    fn stored_hashes(&self, id: &str, value: &[u8]) -> std::result::Result<StoredHashes, Problem> {
         let (hash, without_resources) = stored_hashes(&parse_metadata(value, id)?);
         Ok(StoredHashes {
             hash,
@@ -307,11 +295,11 @@ impl RecordFormat for Metadata {
         value: &[u8],
         hash: &str,
         without_resources: Option<&str>,
-    ) -> std::result::Result<Vec<u8>, RecordError> {
+    ) -> std::result::Result<Vec<u8>, Problem> {
         rewrite_hashes(value, id, hash, without_resources)
     }
 
-    fn check_edit(&self, id: &str, old: &[u8], new: &[u8]) -> std::result::Result<(), RecordError> {
+    fn check_edit(&self, id: &str, old: &[u8], new: &[u8]) -> std::result::Result<(), Problem> {
         validate_edit(old, new, id)
     }
 }
@@ -329,7 +317,7 @@ impl RecordStore for Store {
         let record = self.get(id).await?;
         extension(&record)
             .map(<[u8]>::to_vec)
-            .map_err(|e| e.about(id))
+            .map_err(|e| Error::record(id, e))
     }
 
     async fn replace(&self, id: &str, expected: &[u8], new: &[u8]) -> Result<()> {
@@ -337,9 +325,10 @@ impl RecordStore for Store {
         match record.extensions.get(EXTENSION) {
             Some(a) if a.type_url == TYPE_URL && a.value == expected => {}
             _ => {
-                return Err(
-                    RecordError::from("the record changed since kubehash read it").about(id),
-                )
+                return Err(Error::record(
+                    id,
+                    "the record changed since kubehash read it".into(),
+                ))
             }
         }
         self.write(id, new).await.map(drop)

@@ -6,36 +6,7 @@
 
 use std::future::Future;
 
-use thiserror::Error;
-
-use crate::error::Result;
-
-/// Why a record's bytes are not ones kubehash will read or write.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{0}")]
-pub struct RecordError(pub String);
-
-impl RecordError {
-    /// The crate error naming container `id`.
-    pub fn about(self, id: &str) -> crate::Error {
-        crate::Error::Record {
-            id: id.to_string(),
-            reason: self.0,
-        }
-    }
-}
-
-impl From<String> for RecordError {
-    fn from(s: String) -> Self {
-        RecordError(s)
-    }
-}
-
-impl From<&str> for RecordError {
-    fn from(s: &str) -> Self {
-        RecordError(s.to_string())
-    }
-}
+use crate::error::{Problem, Result};
 
 /// The hash annotations a record holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,7 +22,7 @@ pub struct StoredHashes {
 pub trait RecordFormat {
     /// The hash annotations in `value`, after checking that the runtime would load it as the
     /// record of container `id`.
-    fn stored_hashes(&self, id: &str, value: &[u8]) -> Result<StoredHashes, RecordError>;
+    fn stored_hashes(&self, id: &str, value: &[u8]) -> Result<StoredHashes, Problem>;
 
     /// `value` with `hash` set, and `without_resources` set where given and already present
     /// (never added); every other byte kept. The result has passed [`RecordFormat::check_edit`].
@@ -61,11 +32,11 @@ pub trait RecordFormat {
         value: &[u8],
         hash: &str,
         without_resources: Option<&str>,
-    ) -> Result<Vec<u8>, RecordError>;
+    ) -> Result<Vec<u8>, Problem>;
 
     /// Proves that `new` may replace `old` in container `id`'s record: it loads, belongs to the
     /// same container and differs from `old` only in the hash annotations' values.
-    fn check_edit(&self, id: &str, old: &[u8], new: &[u8]) -> Result<(), RecordError>;
+    fn check_edit(&self, id: &str, old: &[u8], new: &[u8]) -> Result<(), Problem>;
 }
 
 /// Where the runtime keeps its records, read and written through its own API.
