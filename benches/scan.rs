@@ -49,6 +49,7 @@ fn bench_scan(c: &mut Criterion) {
                 let r = scan_source(
                     to,
                     from,
+                    kubehash::source::manifests::Manifests::none(),
                     |_| {},
                     "bench".into(),
                     |each| {

@@ -599,3 +599,49 @@ fn the_same_bad_container_in_two_pods_names_each_pod() {
     assert!(errors[0].starts_with("ns/first: c"), "{errors:?}");
     assert!(errors[1].starts_with("ns/second: c"), "{errors:?}");
 }
+
+/// A static pod whose manifest pins the UID it runs under is counted like any other pod by
+/// `scan --manifests`; without the manifests it is recreated.
+#[test]
+fn scan_counts_a_pinned_static_pod_like_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let pods = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/pods.json");
+    let nodes = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/nodes.json");
+    let etcd = |out: &std::process::Output| -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["pod"] == "etcd-node-a")
+            .unwrap()
+            .clone()
+    };
+    let scan = |manifests: &str| {
+        kubehash(
+            &[
+                "scan",
+                "--to",
+                "1.31",
+                "-i",
+                pods,
+                "--nodes",
+                nodes,
+                "-o",
+                "json",
+                "--manifests",
+                manifests,
+            ],
+            b"",
+        )
+    };
+    let unpinned = scan(&dir.path().display().to_string());
+    assert_eq!(etcd(&unpinned)["impact"], "recreated");
+    std::fs::write(
+        dir.path().join("etcd.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: etcd\n  namespace: kube-system\n  uid: \"3b1a9c2d8e7f6a5b4c3d2e1f0a9b8c7d\"\nspec: {}\n",
+    )
+    .unwrap();
+    let pinned = scan(&dir.path().display().to_string());
+    assert_eq!(etcd(&pinned)["impact"], "restart", "{}", etcd(&pinned));
+}

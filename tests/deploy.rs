@@ -189,6 +189,17 @@ fn kustomization_objects_fit_their_schemas_and_each_other() {
         .find(|m| m.mount_path == "/host/usr/bin")
         .expect("the kubelet binary's directory");
     assert_eq!(bin.read_only, Some(true));
+    // The static pod manifests, writable: apply pins static pods' UIDs.
+    let manifests = mounts
+        .iter()
+        .find(|m| m.mount_path == "/host/etc/kubernetes/manifests")
+        .expect("the manifests directory");
+    assert_ne!(manifests.read_only, Some(true));
+    assert!(pod.containers[0]
+        .args
+        .as_ref()
+        .unwrap()
+        .contains(&"--manifests=/host/etc/kubernetes/manifests".to_string()));
     assert!(pod.containers[0]
         .args
         .as_ref()

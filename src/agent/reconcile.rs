@@ -45,7 +45,7 @@ use tracing::{error, info, warn};
 
 use crate::agent::kubelet_health::binary_version;
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
-use crate::analysis::plan::{plan, PodIndex, Verdict};
+use crate::analysis::plan::{plan_node, PodIndex, Verdict};
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::apply::{apply, Target};
@@ -762,9 +762,11 @@ impl Agent {
             pods.add_pod(p);
         }
         let mut cri = Cri::connect(&self.cfg.cri).await?;
-        let containers = cri.list_containers().await?;
         let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
-        let plans = plan(&containers, &pods, &manifests, to, from);
+        let node = Some(self.cfg.node_name.as_str());
+        let plans = plan_node(&mut cri, &mut pods, &manifests, node, to, from)
+            .await?
+            .containers;
         crate::rewrite::durable::write_json(
             &self.cfg.state_dir.join(format!("plan-{to}.json")),
             &plans,
@@ -820,11 +822,13 @@ impl Agent {
         };
         let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
         let target = Target {
-            pods: &pods,
+            pods: &mut pods,
             manifests: &manifests,
+            node: Some(self.cfg.node_name.as_str()),
             to: to_v,
             from: from_v,
             journal: Path::new(journal),
+            pins_only: false,
         };
         let result = match self.connect().await {
             Ok((mut cri, store)) => apply(&mut cri, &store, target, &mut gate).await,

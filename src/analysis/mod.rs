@@ -1,6 +1,7 @@
 //! What a kubelet upgrade does to each container, and what kubehash can prove about it.
 
 pub mod coverage; // whether kubelet F's hash covers everything kubelet T's hash covers
+pub mod statics; // a node's static pods: manifest, running sandbox, pin action
 pub mod plan; // per-container verdicts for one node: rewrite, will-restart, unprovable, …
 pub mod spill; // per-container details in bounded memory
 pub mod scan; // upgrade impact per container: assessment, cache, sources

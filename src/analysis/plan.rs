@@ -28,11 +28,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::analysis::coverage::{coverage, Coverage};
-use crate::error::Problem;
+use crate::analysis::statics::{static_pods, PinAction, StaticPod};
+use crate::error::{Problem, Result};
+use crate::kubelet::defaults::default_pod;
 use crate::kubelet::hash::{hash_container, ContainerHashes};
 use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
-use crate::runtime::cri::{keys, proto};
+use crate::runtime::cri::{keys, proto, Cri};
 use crate::source::manifests::Manifests;
 use crate::source::pods::pod_containers;
 
@@ -98,6 +100,8 @@ pub struct PodIndex {
     statics: HashMap<String, (String, String, String)>,
     /// Pods saved without a UID, which can only be matched by namespace/name.
     by_name: HashMap<(String, String), HashMap<String, Value>>,
+    /// What happens to each static pod's manifest, by the UID it runs under.
+    pins: HashMap<String, PinAction>,
     /// Objects that could not be read as pods.
     pub problems: Vec<String>,
 }
@@ -143,6 +147,37 @@ impl PodIndex {
             .and_then(|cs| cs.get(name))
     }
 
+    /// Adds the static pods read from the node's manifests: their pin actions, and, for a pod
+    /// with no mirror pod in the index, its containers as the kubelet defaults them.
+    pub fn add_static_pods(&mut self, statics: &[StaticPod], manifests: &Manifests) {
+        for s in statics.iter().filter(|s| !s.uid.is_empty()) {
+            self.pins.insert(s.uid.clone(), s.action.clone());
+            if self.by_uid.contains_key(&s.uid) {
+                continue;
+            }
+            let Some(m) = manifests.get(&s.namespace, &s.name) else {
+                continue;
+            };
+            let mut pod = m.pod.clone();
+            default_pod(&mut pod);
+            match pod_containers(pod) {
+                Err(e) => self.problems.push(format!("{}: {e}", s.path)),
+                Ok(cs) => {
+                    let specs = self.by_uid.entry(s.uid.clone()).or_default();
+                    for c in cs {
+                        specs.insert(c.name, c.json);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What happens to the manifest of the static pod running under `uid`, when the node's
+    /// manifests and sandboxes were read.
+    pub fn pin_action(&self, uid: &str) -> Option<&PinAction> {
+        self.pins.get(uid)
+    }
+
     /// The static pod running under `uid`: (namespace, mirror pod name, node).
     pub fn static_pod(&self, uid: &str) -> Option<&(String, String, String)> {
         self.statics.get(uid)
@@ -185,6 +220,71 @@ fn state_name(s: i32) -> &'static str {
         Ok(proto::ContainerState::ContainerExited) => "exited",
         _ => "unknown",
     }
+}
+
+/// A node's plan: its static pods' manifests and a verdict for each of its containers.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeView {
+    pub statics: Vec<StaticPod>,
+    pub containers: Vec<ContainerPlan>,
+}
+
+/// Reads this node's containers and sandboxes over CRI, joins the static pods to their manifests
+/// (adding their specs to `pods`), and plans every container.
+pub async fn plan_node(
+    cri: &mut Cri,
+    pods: &mut PodIndex,
+    manifests: &Manifests,
+    node: Option<&str>,
+    to: KubeletVersion,
+    from: Option<KubeletVersion>,
+) -> Result<NodeView> {
+    let sandboxes = cri.list_pod_sandboxes().await?;
+    let mut statics = static_pods(&sandboxes, manifests, node);
+    pods.add_static_pods(&statics, manifests);
+    let containers = cri.list_containers().await?;
+    let mut plans = plan(&containers, pods, manifests, to, from);
+    // Pinning keeps the running pod only if the manifest is what runs: every running container
+    // of the pod must hash, under the old kubelet, to what it stored. Otherwise the manifest
+    // changed, the pod is left to the kubelet, and its containers are planned again as such.
+    let mut refused = false;
+    for s in statics.iter_mut().filter(|s| s.action == PinAction::Pin) {
+        if let Some(why) = unverified(&plans, &s.uid) {
+            s.action = PinAction::Refused(why);
+            pods.pins.insert(s.uid.clone(), s.action.clone());
+            refused = true;
+        }
+    }
+    if refused {
+        plans = plan(&containers, pods, manifests, to, from);
+    }
+    Ok(NodeView {
+        containers: plans,
+        statics,
+    })
+}
+
+/// Why the containers of the pod running under `uid` do not show that its manifest is what runs.
+fn unverified(plans: &[ContainerPlan], uid: &str) -> Option<String> {
+    let mine: Vec<&ContainerPlan> = plans.iter().filter(|p| p.pod_uid == uid).collect();
+    if mine.is_empty() {
+        return Some("no container of the pod is listed".into());
+    }
+    mine.iter()
+        .find(|p| {
+            !matches!(
+                p.verdict,
+                Verdict::Unchanged | Verdict::Rewrite | Verdict::NotRunning
+            )
+        })
+        .map(|p| {
+            format!(
+                "container {} does not verify against the manifest ({}: {}), so the manifest is not what runs",
+                p.container,
+                p.verdict.as_str(),
+                p.reason
+            )
+        })
 }
 
 /// The plan for every container, in the order given.
@@ -263,7 +363,19 @@ fn decide(
         return;
     };
     let same_kubelet = from == Some(to);
-    if let Some((namespace, name, node)) = pods.static_pod(&p.pod_uid).filter(|_| !same_kubelet) {
+    let pin = pods.pin_action(&p.pod_uid).filter(|_| !same_kubelet);
+    if let Some(PinAction::Refused(why)) = pin {
+        p.verdict = Verdict::Recreated;
+        p.reason = format!(
+            "a static pod whose UID kubelet {to} derives anew, and its manifest is left alone ({why}): the pod is recreated whatever its hashes say"
+        );
+        return;
+    }
+    if pin.is_some() {
+        // Pinned, or pinned by apply before any hash is rewritten.
+    } else if let Some((namespace, name, node)) =
+        pods.static_pod(&p.pod_uid).filter(|_| !same_kubelet)
+    {
         // pkg/kubelet/config/common.go applyDefaults: a static pod's UID is derived from the
         // kubelet's internal Pod type unless the manifest sets metadata.uid.
         let manifest = name.strip_suffix(&format!("-{node}")).unwrap_or(name);
@@ -315,6 +427,11 @@ fn decide(
     let (verdict, reason) = prove(spec, &stored, &p.provenance, &hashes, from, to, &path);
     p.verdict = verdict;
     p.reason = reason;
+    if pin == Some(&PinAction::Pin) {
+        p.reason.push_str(
+            "; apply first pins metadata.uid in the pod's manifest, so that it keeps its UID",
+        );
+    }
 }
 
 /// The proof rule for one spec and stored hash, alone (the shim proves a saved plan again with

@@ -35,6 +35,7 @@ use crate::kubelet::diff::why_changed;
 use crate::kubelet::hash::hash_container;
 use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
+use crate::source::manifests::Manifests;
 use crate::source::nodes::NodeVersions;
 use crate::source::pods::{pod_containers, ContainerKind, PodContainer, Workload};
 use crate::source::reader::for_each_object_in_path;
@@ -103,6 +104,8 @@ impl Outcome {
 /// Assesses containers for an upgrade to one target version, caching identical specs.
 pub struct Scanner {
     to: KubeletVersion,
+    /// Static pod manifests seen (`scan --manifests`): a static pod they pin keeps its UID.
+    manifests: Manifests,
     cache: HashMap<(KubeletVersion, String), Outcome>,
     /// How many assessments were answered from the cache.
     pub cache_hits: u64,
@@ -112,6 +115,7 @@ impl Scanner {
     pub fn new(to: KubeletVersion) -> Self {
         Scanner {
             to,
+            manifests: Manifests::none(),
             cache: HashMap::new(),
             cache_hits: 0,
         }
@@ -119,6 +123,25 @@ impl Scanner {
 
     pub fn to(&self) -> KubeletVersion {
         self.to
+    }
+
+    /// Takes the static pods these manifests pin as keeping their UID.
+    pub fn with_manifests(mut self, manifests: Manifests) -> Self {
+        self.manifests = manifests;
+        self
+    }
+
+    /// Whether the static pod of `c` keeps its UID: its manifest (named as the pod without the
+    /// `-<node>` suffix) pins the UID the pod runs under.
+    fn pinned(&self, c: &PodContainer) -> bool {
+        let Some(uid) = &c.static_uid else {
+            return false;
+        };
+        let name = c
+            .pod
+            .strip_suffix(&format!("-{}", c.node))
+            .unwrap_or(&c.pod);
+        self.manifests.pinned(&c.namespace, name, uid).is_ok()
     }
 
     /// The outcome of upgrading a kubelet `from` → `self.to()` for one container spec.
@@ -156,17 +179,21 @@ impl Scanner {
                         error: None,
                     },
                     // The same kubelet minor derives the same UID: only an upgrade recreates.
-                    (Ok(f), None) if c.static_uid.is_some() && *f != self.to => Outcome {
+                    (Ok(f), None)
+                        if c.static_uid.is_some() && *f != self.to && !self.pinned(&c) =>
+                    {
+                        Outcome {
                         impact: Impact::Recreated,
                         verdict: Verdict::Recreated,
                         hash_from: None,
                         hash_to: None,
                         reasons: vec![format!(
-                            "a static pod: kubelet {} derives its UID anew (pkg/kubelet/config/common.go) and recreates it unless its manifest pins metadata.uid (kubehash scan --cri or node plan reads the manifests)",
+                            "a static pod: kubelet {} derives its UID anew (pkg/kubelet/config/common.go) and recreates it unless its manifest pins metadata.uid (kubehash node apply pins it; give scan --manifests to count pinned pods)",
                             self.to
                         )],
                         error: None,
-                    },
+                        }
+                    }
                     (Ok(f), None) => self.assess(&c.json, *f, &path),
                     (Err(e), None) => Outcome::undecided(e.to_string()),
                 };
@@ -266,11 +293,17 @@ pub fn scan_path(
     path: &Path,
     to: KubeletVersion,
     from: FromVersions,
+    manifests: Manifests,
     progress: impl FnMut(u64),
 ) -> Result<ScanReport> {
-    scan_source(to, from, progress, path.display().to_string(), |each| {
-        for_each_object_in_path(path, each)
-    })
+    scan_source(
+        to,
+        from,
+        manifests,
+        progress,
+        path.display().to_string(),
+        |each| for_each_object_in_path(path, each),
+    )
 }
 
 /// Scans the pods that `produce` hands over (one at a time, to the callback it is given).
@@ -281,6 +314,7 @@ pub fn scan_path(
 pub fn scan_source(
     to: KubeletVersion,
     from: FromVersions,
+    manifests: Manifests,
     mut progress: impl FnMut(u64),
     source_name: String,
     produce: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()>,
@@ -290,7 +324,7 @@ pub fn scan_source(
     const BATCH: usize = 128;
     let (tx, rx) = mpsc::sync_channel::<Vec<Value>>(8);
     let worker = thread::spawn(move || {
-        let mut scanner = Scanner::new(to);
+        let mut scanner = Scanner::new(to).with_manifests(manifests);
         let mut report = ScanReport::new(to);
         for object in rx.into_iter().flatten() {
             match pod_containers(object) {

@@ -91,8 +91,8 @@ pub struct AgentArgs {
     /// target version.
     #[arg(long, value_name = "PATH", default_value = "/usr/bin/kubelet")]
     pub kubelet_binary: PathBuf,
-    /// The static pod manifests (mount read-only): static pods are rewritten only where the
-    /// manifest pins the UID they run under.
+    /// The static pod manifests (mount read-write): apply pins each static pod's running UID
+    /// into its manifest (`metadata.uid`, nothing else) before rewriting its containers' hashes.
     #[arg(long, value_name = "DIR", default_value = crate::source::manifests::DEFAULT_DIR)]
     pub manifests: PathBuf,
     /// How long the kubelet must be down before apply runs.
@@ -215,8 +215,9 @@ pub struct PodSource {
     /// hostname).
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
-    /// With --cri and node commands: the static pod manifests, to know which static pods keep
-    /// their UID (a manifest that sets metadata.uid); the others are recreated by a new kubelet.
+    /// The static pod manifests: node commands pin the UID of each static pod they run (apply
+    /// writes `metadata.uid`, nothing else); scan counts a static pod whose manifest here pins its
+    /// UID like any other pod (others are recreated by a new kubelet).
     #[arg(long, value_name = "DIR", default_value = crate::source::manifests::DEFAULT_DIR)]
     pub manifests: PathBuf,
 }
@@ -258,8 +259,12 @@ pub struct NodeApplyArgs {
     #[command(flatten)]
     pub kubelet: KubeletArgs,
     /// Restart containerd afterwards through systemd (`systemctl restart containerd`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "pins_only")]
     pub restart_containerd: bool,
+    /// Only pin static pods' UIDs in their manifests; rewrite no hash. Harmless to a running
+    /// kubelet (it derives the very UID pinned), so it runs while the kubelet does.
+    #[arg(long)]
+    pub pins_only: bool,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 
-use crate::analysis::plan::{plan, Verdict};
+use crate::analysis::plan::{plan_node, Verdict};
 use crate::cli::args::{NodeApplyArgs, NodeCommand, NodeJournalArgs, PodSource};
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
@@ -13,6 +13,7 @@ use crate::cli::support::{
 };
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::apply::{apply, Target};
+use crate::rewrite::gate::Open;
 use crate::rewrite::journal;
 use crate::rewrite::outcome::Applied;
 use crate::rewrite::restart::RestartCommand;
@@ -47,17 +48,18 @@ pub fn print_plan(
     fail_on_restart: bool,
 ) -> Result<ExitStatus> {
     let rt = runtime()?;
-    let (pods, node_version) = rt.block_on(node_pods::read(source))?;
+    let (mut pods, node_version) = rt.block_on(node_pods::read(source))?;
     let from = from.or(node_version);
     if let Some(f) = from {
         warn_upgrade(f, to);
     }
-    let (containers, version) = rt.block_on(async {
-        let mut cri = Cri::connect(endpoint).await?;
-        let containers = cri.list_containers().await?;
-        Ok::<_, crate::Error>((containers, cri.runtime_version().clone()))
-    })?;
     let manifests = node_pods::manifests(source)?;
+    let node = node_pods::node_name(source);
+    let (view, version) = rt.block_on(async {
+        let mut cri = Cri::connect(endpoint).await?;
+        let view = plan_node(&mut cri, &mut pods, &manifests, node.as_deref(), to, from).await?;
+        Ok::<_, crate::Error>((view, cri.runtime_version().clone()))
+    })?;
     let report = NodePlan {
         to,
         from,
@@ -66,7 +68,8 @@ pub fn print_plan(
             version.runtime_version,
             version.runtime_api_version,
         ),
-        containers: plan(&containers, &pods, &manifests, to, from),
+        statics: view.statics,
+        containers: view.containers,
     };
     print(output, &report)?;
     let any = |v: Verdict| report.containers.iter().any(|p| p.verdict == v);
@@ -80,7 +83,8 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
     init_logs(a.log_format);
     let to = version_flag("--to", &a.plan.to)?;
     let rt = runtime()?;
-    let (pods, node_version) = rt.block_on(node_pods::read(&a.plan.source))?;
+    let (mut pods, node_version) = rt.block_on(node_pods::read(&a.plan.source))?;
+    let node = node_pods::node_name(&a.plan.source);
     let from = node_pods::old_kubelet(a.plan.from.as_deref(), node_version)?;
     if let Some(f) = from {
         warn_upgrade(f, to);
@@ -102,13 +106,20 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
         let mut cri = Cri::connect(&a.plan.cri).await?;
         let store = Store::connect(&a.containerd).await?;
         let target = Target {
-            pods: &pods,
+            pods: &mut pods,
             manifests: &manifests,
+            node: node.as_deref(),
             to,
             from,
             journal: &journal,
+            pins_only: a.pins_only,
         };
-        apply(&mut cri, &store, target, &mut a.kubelet.guard()).await
+        if a.pins_only {
+            // Pinning keeps the UID the running kubelet derives: no kubelet check.
+            apply(&mut cri, &store, target, &mut Open).await
+        } else {
+            apply(&mut cri, &store, target, &mut a.kubelet.guard()).await
+        }
     })?;
     print(a.plan.output, &report)?;
     let journal = &report.journal;
@@ -121,7 +132,7 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
         eprintln!(
             "kubehash: containerd restarted; now run: kubehash node verify --journal {journal}"
         );
-    } else if written > 0 {
+    } else if written > 0 && !a.pins_only {
         eprintln!(
             "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the new hashes, \
              run `kubehash node verify --journal {journal}`, then start kubelet {to}. To undo: kubehash node rollback --journal {journal}"

@@ -66,6 +66,12 @@ pub fn manifests(source: &PodSource) -> Result<Manifests> {
     Ok(m)
 }
 
+/// This node's name: `--node-name`, else the hostname (the kubelet's default); `None` when
+/// neither can be had (static pods are then matched by name prefix).
+pub fn node_name(source: &PodSource) -> Option<String> {
+    source.node_name.clone().or_else(|| hostname().ok())
+}
+
 /// This machine's hostname (the kubelet's default node name).
 fn hostname() -> Result<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")

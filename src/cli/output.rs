@@ -15,6 +15,7 @@ use serde_json::{json, Map, Value};
 use crate::analysis::matrix::RestartMatrix;
 use crate::analysis::plan::{ContainerPlan, Verdict};
 use crate::analysis::scan::{ContainerImpact, Counts, Impact, ScanReport};
+use crate::analysis::statics::{PinAction, StaticPod};
 use crate::error::Problem;
 use crate::kubelet::hash::ContainerHashes;
 use crate::kubelet::version::KubeletVersion;
@@ -412,6 +413,8 @@ pub struct NodePlan {
     pub from: Option<KubeletVersion>,
     /// What CRI's Version call reports: name, version, API version.
     pub runtime: (String, String, String),
+    /// Static pod manifests and what apply does with them.
+    pub statics: Vec<StaticPod>,
     pub containers: Vec<ContainerPlan>,
 }
 
@@ -437,6 +440,7 @@ impl Render for NodePlan {
             "from": self.from.map(|f| f.to_string()),
             "runtime": {"name": name, "version": version, "api_version": api},
             "counts": counts,
+            "static_pods": to_value(&self.statics),
             "containers": to_value(&self.containers),
         })
     }
@@ -449,6 +453,28 @@ impl Render for NodePlan {
             .collect();
         writeln!(out, "{}: {}.", self.heading(), counts.join(", "))?;
         writeln!(out)?;
+        if !self.statics.is_empty() {
+            let mut rows = vec![["STATIC POD", "MANIFEST", "UID", "ACTION"]
+                .map(String::from)
+                .to_vec()];
+            for p in &self.statics {
+                rows.push(vec![
+                    format!("{}/{}", p.namespace, p.name),
+                    p.path.clone(),
+                    if p.uid.is_empty() { "-".into() } else { p.uid.clone() },
+                    match &p.action {
+                        PinAction::AlreadyPinned => "already pinned".into(),
+                        PinAction::Pin => {
+                            "pin metadata.uid (harmless to the running kubelet: it derives this very UID)"
+                                .into()
+                        }
+                        PinAction::Refused(why) => format!("left alone: {why}"),
+                    },
+                ]);
+            }
+            write_columns(&rows, out)?;
+            writeln!(out)?;
+        }
         let mut rows = vec![[
             "CONTAINER",
             "POD",
@@ -489,6 +515,21 @@ impl Render for ApplyReport {
     }
 
     fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        if !self.pins.is_empty() {
+            let mut rows = vec![["MANIFEST", "UID", "RESULT", "DETAIL"]
+                .map(String::from)
+                .to_vec()];
+            for p in &self.pins {
+                rows.push(vec![
+                    p.path.clone(),
+                    p.uid.clone(),
+                    p.result.as_str().into(),
+                    p.detail.clone(),
+                ]);
+            }
+            write_columns(&rows, out)?;
+            writeln!(out)?;
+        }
         let mut rows = vec![["CONTAINER", "POD", "NAME", "VERDICT", "RESULT", "DETAIL"]
             .map(String::from)
             .to_vec()];

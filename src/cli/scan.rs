@@ -9,6 +9,7 @@ use crate::analysis::scan::{scan_path, scan_source, FromVersions};
 use crate::cli::args::ScanArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node::print_plan;
+use crate::cli::node_pods;
 use crate::cli::support::{optional_version, print, runtime, version_flag, warn_upgrade};
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
@@ -39,6 +40,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         (None, Some(path)) => Some(FromVersions::PerNode(NodeVersions::from_path(path)?)),
         (None, None) => None,
     };
+    let manifests = node_pods::manifests(&args.source)?;
     let report = if args.source.cluster {
         let rt = runtime()?;
         let cluster = rt.block_on(Cluster::connect(
@@ -49,9 +51,14 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             Some(f) => f,
             None => FromVersions::PerNode(rt.block_on(cluster.node_versions())?),
         };
-        scan_source(to, from, progress, cluster.url().to_string(), |each| {
-            rt.block_on(cluster.for_each_pod(None, each)).map(|_| ())
-        })?
+        scan_source(
+            to,
+            from,
+            manifests,
+            progress,
+            cluster.url().to_string(),
+            |each| rt.block_on(cluster.for_each_pod(None, each)).map(|_| ()),
+        )?
     } else {
         let Some(from) = given_from else {
             bail!(
@@ -64,7 +71,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             .pods
             .as_deref()
             .context("--pods PATH or --cluster is needed")?;
-        scan_path(pods, to, from, progress)?
+        scan_path(pods, to, from, manifests, progress)?
     };
     if show_progress {
         eprint!("\r\x1b[K");

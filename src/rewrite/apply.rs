@@ -10,26 +10,35 @@ use std::path::Path;
 
 use tracing::{info, warn};
 
-use crate::analysis::plan::{plan, ContainerPlan, PodIndex, Verdict};
+use crate::analysis::plan::{plan_node, ContainerPlan, PodIndex, Verdict};
+use crate::analysis::statics::{PinAction, StaticPod};
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
+use crate::rewrite::durable::write_atomically;
 use crate::rewrite::gate::WriteGate;
 use crate::rewrite::journal::{self, encode, Journal, Record};
-use crate::rewrite::outcome::{Applied, ApplyOutcome, ApplyReport};
+use crate::rewrite::outcome::{Applied, ApplyOutcome, ApplyReport, PinOutcome};
+use crate::rewrite::pin::pin_text;
 use crate::runtime::cri::Cri;
 use crate::runtime::record::{RecordFormat, RecordStore};
 use crate::source::manifests::Manifests;
 
 /// Test hook: milliseconds to sleep after each completed write (to kill `apply` mid-way).
 const PAUSE_ENV: &str = "KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS";
+/// Test hook: milliseconds to sleep between journaling a pin and putting it in place.
+const PIN_PAUSE_ENV: &str = "KUBEHASH_TEST_PAUSE_BEFORE_PIN_MS";
 
 /// What one `apply` run works on.
 pub struct Target<'a> {
-    pub pods: &'a PodIndex,
+    pub pods: &'a mut PodIndex,
     pub manifests: &'a Manifests,
+    /// This node's name, to find its static pods' sandboxes (`<name>-<node>`).
+    pub node: Option<&'a str>,
     pub to: KubeletVersion,
     pub from: Option<KubeletVersion>,
     pub journal: &'a Path,
+    /// Pin static pods' manifests only; write no container record.
+    pub pins_only: bool,
 }
 
 /// Rewrites the stored hash of every `rewrite` container on this node to kubelet `to`'s hash.
@@ -43,8 +52,8 @@ pub async fn apply(
         what: "apply".into(),
         reason: e.0,
     })?;
-    let containers = cri.list_containers().await?;
-    let plans = plan(&containers, t.pods, t.manifests, t.to, t.from);
+    let view = plan_node(cri, t.pods, t.manifests, t.node, t.to, t.from).await?;
+    let plans = view.containers;
 
     let (mut journal, torn) = Journal::open(t.journal)?;
     if let Some(torn) = torn {
@@ -62,9 +71,46 @@ pub async fn apply(
     let pause = std::env::var(PAUSE_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
-    let mut outcomes = Vec::new();
     let mut stopped: Option<String> = None;
     let mut first = true;
+    // Static pods' UIDs first: a container is rewritten only once its pod keeps its UID.
+    let mut pins = Vec::new();
+    let mut unpinned: Vec<&str> = Vec::new();
+    for s in view.statics.iter().filter(|s| s.action == PinAction::Pin) {
+        let mut out = PinOutcome {
+            path: s.path.clone(),
+            uid: s.uid.clone(),
+            result: Applied::Stopped,
+            detail: String::new(),
+        };
+        if stopped.is_none() && !first {
+            if let Err(why) = gate.check().await {
+                warn!(reason = %why, "stopped writing");
+                stopped = Some(why.0);
+            }
+        }
+        first = false;
+        if let Some(why) = &stopped {
+            out.detail = format!("not written: {why}");
+        } else {
+            match pin_one(&mut journal, s, t.manifests) {
+                Ok(detail) => {
+                    out.result = Applied::Written;
+                    out.detail = detail;
+                }
+                Err(e) => {
+                    warn!(manifest = %s.path, error = %e, "not pinned");
+                    out.result = Applied::Error;
+                    out.detail = e.to_string();
+                }
+            }
+        }
+        if out.result != Applied::Written {
+            unpinned.push(&s.uid);
+        }
+        pins.push(out);
+    }
+    let mut outcomes = Vec::new();
     for p in &plans {
         let mut out = ApplyOutcome {
             container_id: p.id.clone(),
@@ -74,6 +120,18 @@ pub async fn apply(
             result: Applied::LeftAlone,
             detail: p.reason.clone(),
         };
+        if p.verdict == Verdict::Rewrite && t.pins_only {
+            out.result = Applied::LeftAlone;
+            out.detail = "not written: --pins-only".into();
+            outcomes.push(out);
+            continue;
+        }
+        if p.verdict == Verdict::Rewrite && unpinned.contains(&p.pod_uid.as_str()) {
+            out.result = Applied::LeftAlone;
+            out.detail = "not written: its static pod's manifest was not pinned".into();
+            outcomes.push(out);
+            continue;
+        }
         if p.verdict == Verdict::Rewrite && stopped.is_none() && !first {
             // The evidence that made writing safe is checked again before every write.
             if let Err(why) = gate.check().await {
@@ -109,9 +167,47 @@ pub async fn apply(
         to: t.to.to_string(),
         runtime,
         journal: t.journal.display().to_string(),
+        pins,
         outcomes,
         stopped,
     })
+}
+
+/// Pins one static pod's manifest: the file must still hold what the plan read, the pinned text
+/// is proven ([`pin_text`]), journaled, then put in place atomically.
+fn pin_one(journal: &mut Journal, s: &StaticPod, manifests: &Manifests) -> Result<String> {
+    let refuse = |reason: String| Error::Input {
+        source_name: s.path.clone(),
+        reason: format!("{reason}; not pinned"),
+    };
+    let path = Path::new(&s.path);
+    let read = manifests
+        .get(&s.namespace, &s.name)
+        .ok_or_else(|| refuse("no longer among the manifests read".into()))?;
+    let now = std::fs::read(path).map_err(|e| refuse(e.to_string()))?;
+    if now != read.bytes {
+        return Err(refuse("the manifest changed since kubehash read it".into()));
+    }
+    let new = pin_text(&now, &s.uid).map_err(|e| refuse(e.0))?;
+    journal.append(&Record::Pin {
+        at_unix: journal::now_unix(),
+        path: s.path.clone(),
+        uid: s.uid.clone(),
+        old_value: encode(&now),
+        new_value: encode(&new),
+    })?;
+    if let Some(ms) = std::env::var(PIN_PAUSE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+    write_atomically(path, &new)?;
+    journal.append(&Record::Pinned {
+        path: s.path.clone(),
+    })?;
+    info!(manifest = %s.path, uid = %s.uid, "pinned");
+    Ok(format!("metadata.uid: {}", s.uid))
 }
 
 async fn rewrite_one(

@@ -1,6 +1,8 @@
 //! Files that must survive a crash whole: written to a temporary file, synced, renamed over the
 //! old one, and the directory synced, so a reader sees the old content or the new, never half.
-//! Files are created with mode 0600.
+//! The temporary file is dot-named in the same directory (the kubelet's file source ignores dot
+//! files, so a manifest being replaced is never read half-made), and the replaced file's mode is
+//! kept; new files get mode 0600.
 
 use std::io::Write;
 use std::path::Path;
@@ -18,18 +20,26 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io)?;
-    let tmp = path.with_extension("tmp");
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.kubehash-tmp"));
     {
-        use std::os::unix::fs::OpenOptionsExt;
-        // Owner only: plans, pod specs and states are the node's business.
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        // Owner only for new files: plans, pod specs and states are the node's business.
+        let mode = std::fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
         let _ = std::fs::remove_file(&tmp);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(mode)
             .open(&tmp)
             .map_err(io)?;
-        f.write_all(bytes).and_then(|_| f.sync_all()).map_err(io)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .and_then(|_| f.write_all(bytes))
+            .and_then(|_| f.sync_all())
+            .map_err(io)?;
     }
     std::fs::rename(&tmp, path).map_err(io)?;
     std::fs::File::open(dir)

@@ -10,7 +10,10 @@
 //! * `{"kind":"write", "container_id", "old_value", "new_value", …}` just before a write (values
 //!   base64, exactly as stored);
 //! * `{"kind":"written", "container_id"}` once the record was read back holding the new value;
-//! * `{"kind":"rollback", "container_id", "result"}` for each container `rollback` handled.
+//! * `{"kind":"rollback", "container_id", "result"}` for each container `rollback` handled;
+//! * `{"kind":"pin", "path", "uid", "old_value", "new_value"}` just before a static pod's
+//!   manifest is replaced with its pinned text, `{"kind":"pinned", "path"}` once it is in place,
+//!   and `{"kind":"unpinned", "path", "result"}` for each manifest `rollback` handled.
 //!
 //! Reading is strict, because rollback writes what the journal says: a file whose first line is
 //! not a `begin` record is not a journal; a complete line that does not parse, bad base64, or a
@@ -66,6 +69,24 @@ pub enum Record {
     },
     Rollback {
         container_id: String,
+        result: String,
+    },
+    /// Just before a static pod's manifest is replaced by its pinned text.
+    Pin {
+        at_unix: u64,
+        path: String,
+        uid: String,
+        /// base64 of the manifest before and after.
+        old_value: String,
+        new_value: String,
+    },
+    /// The pinned manifest is in place (renamed and synced).
+    Pinned {
+        path: String,
+    },
+    /// What rollback did with a pinned manifest.
+    Unpinned {
+        path: String,
         result: String,
     },
 }
@@ -287,6 +308,48 @@ impl Contents {
     }
 }
 
+impl Contents {
+    /// Per manifest, in order of first pin: the text before kubehash's first pin and the pinned
+    /// text (both validated when read).
+    pub fn pins(&self) -> Vec<JournaledPin> {
+        let mut out: Vec<JournaledPin> = Vec::new();
+        for (line, r) in &self.records {
+            let Record::Pin {
+                path,
+                uid,
+                old_value,
+                new_value,
+                ..
+            } = r
+            else {
+                continue;
+            };
+            if out.iter().any(|p| &p.path == path) {
+                continue;
+            }
+            out.push(JournaledPin {
+                path: path.clone(),
+                uid: uid.clone(),
+                original: decode(old_value).unwrap_or_default(),
+                written: decode(new_value).unwrap_or_default(),
+                line: *line,
+            });
+        }
+        out
+    }
+}
+
+/// What a journal says about one manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournaledPin {
+    pub path: String,
+    pub uid: String,
+    pub original: Vec<u8>,
+    pub written: Vec<u8>,
+    /// The journal line of its `pin` record.
+    pub line: usize,
+}
+
 /// What a journal says about one container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournaledWrite {
@@ -378,6 +441,19 @@ pub fn read(path: &Path) -> Result<Contents> {
                     "container {container_id}: the values do not hold the hashes the record names"
                 )));
             }
+        }
+        if let Record::Pin {
+            path: manifest,
+            uid,
+            old_value,
+            new_value,
+            ..
+        } = &record
+        {
+            let old = decode(old_value).map_err(|e| at(format!("old_value: {e}")))?;
+            let new = decode(new_value).map_err(|e| at(format!("new_value: {e}")))?;
+            crate::rewrite::pin::check_pin(&old, &new, uid)
+                .map_err(|e| at(format!("manifest {manifest}: {e}")))?;
         }
         out.records.push((line_no, record));
     }

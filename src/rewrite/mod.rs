@@ -5,6 +5,7 @@
 pub mod durable; // files that survive a crash whole
 pub mod journal; // the per-upgrade journal: every original before it is replaced
 pub mod gate; // what must hold before each write
+pub mod pin; // a static pod's UID written into its manifest, proven
 pub mod outcome; // typed per-container results
 pub mod apply; // rewrite what the plan proved
 pub mod verify; // check the records and what CRI reports

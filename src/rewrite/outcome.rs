@@ -50,6 +50,8 @@ pub struct ApplyReport {
     /// The runtime, as the journal names it (`containerd 1.7.24`).
     pub runtime: String,
     pub journal: String,
+    /// Static pods' manifests pinned (or not).
+    pub pins: Vec<PinOutcome>,
     pub outcomes: Vec<ApplyOutcome>,
     /// Why apply stopped before writing everything it planned (the gate's reason).
     pub stopped: Option<String>,
@@ -61,10 +63,23 @@ impl ApplyReport {
     }
 }
 
+/// What `apply` did to one static pod's manifest.
+#[derive(Debug, Clone, Serialize)]
+pub struct PinOutcome {
+    pub path: String,
+    pub uid: String,
+    pub result: Applied,
+    pub detail: String,
+}
+
 /// One line of `verify` or `rollback`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckOutcome {
+    /// Empty for a manifest.
     pub container_id: String,
+    /// The static pod manifest this line is about, if it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
     pub name: String,
     pub ok: bool,
     pub detail: String,

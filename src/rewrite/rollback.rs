@@ -3,15 +3,18 @@
 //! apply proves its writes: it loads, belongs to the same container, and is byte for byte the
 //! written value with the hash annotations set back to the original's. The whole journal is read
 //! and validated first; a line that does not decode or validate stops rollback before any write.
+//! Pinned static pod manifests are restored last, byte for byte, on the same terms.
 
 use std::path::Path;
 
 use tracing::{info, warn};
 
 use crate::error::{Error, Problem, Result};
+use crate::rewrite::durable::write_atomically;
 use crate::rewrite::gate::WriteGate;
-use crate::rewrite::journal::{Contents, Journal, JournaledWrite, Record};
+use crate::rewrite::journal::{Contents, Journal, JournaledPin, JournaledWrite, Record};
 use crate::rewrite::outcome::CheckOutcome;
+use crate::rewrite::pin::check_pin;
 use crate::runtime::record::{RecordFormat, RecordStore};
 
 /// Undoes the writes of one journal, newest first.
@@ -59,13 +62,58 @@ pub async fn rollback(
         })?;
         info!(container = %w.id, result = %detail, "rollback");
         out.push(CheckOutcome {
+            manifest: None,
             container_id: w.id,
             name: w.name,
             ok,
             detail,
         });
     }
+    for pin in contents.pins().into_iter().rev() {
+        let (ok, detail) = unpin(&pin);
+        journal.append(&Record::Unpinned {
+            path: pin.path.clone(),
+            result: detail.clone(),
+        })?;
+        info!(manifest = %pin.path, result = %detail, "rollback");
+        out.push(CheckOutcome {
+            container_id: String::new(),
+            name: format!("manifest {}", pin.path),
+            manifest: Some(pin.path),
+            ok,
+            detail,
+        });
+    }
     Ok(out)
+}
+
+/// Restores a pinned manifest's original text, only while it holds exactly the pinned text, and
+/// only an original that [`check_pin`] proves (the journal was validated the same way).
+fn unpin(pin: &JournaledPin) -> (bool, String) {
+    let path = Path::new(&pin.path);
+    match std::fs::read(path) {
+        Err(e) => (false, format!("skipped: {e}")),
+        Ok(now) if now == pin.original => (true, "already holds the original text".into()),
+        Ok(now) if now == pin.written => {
+            if let Err(e) = check_pin(&pin.original, &pin.written, &pin.uid) {
+                return (
+                    false,
+                    format!(
+                        "not restored: the journaled original (line {}) {e}",
+                        pin.line
+                    ),
+                );
+            }
+            match write_atomically(path, &pin.original) {
+                Ok(()) => (true, "restored".into()),
+                Err(e) => (false, format!("not restored: {e}")),
+            }
+        }
+        Ok(_) => (
+            false,
+            "skipped: the manifest changed since kubehash pinned it".into(),
+        ),
+    }
 }
 
 /// Proves that the journaled original may replace the value kubehash wrote: it is exactly the

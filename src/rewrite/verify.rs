@@ -1,5 +1,6 @@
 //! `verify`: every journaled container's record still holds exactly the value written, and CRI
-//! reports the new hash (after the runtime reloaded its records).
+//! reports the new hash (after the runtime reloaded its records); every pinned manifest holds
+//! the text written.
 
 use crate::error::Result;
 use crate::rewrite::journal::{Contents, JournaledWrite};
@@ -41,6 +42,7 @@ pub async fn verify(
             },
         }
         out.push(CheckOutcome {
+            manifest: None,
             ok: problems.is_empty(),
             detail: if problems.is_empty() {
                 format!("CRI reports {new_hash}; record as written")
@@ -49,6 +51,20 @@ pub async fn verify(
             },
             container_id: id,
             name,
+        });
+    }
+    for pin in contents.pins() {
+        let ok = std::fs::read(&pin.path).is_ok_and(|now| now == pin.written);
+        out.push(CheckOutcome {
+            container_id: String::new(),
+            name: format!("manifest {}", pin.path),
+            ok,
+            detail: if ok {
+                format!("pins metadata.uid {} as written", pin.uid)
+            } else {
+                "the manifest no longer holds the text kubehash wrote".into()
+            },
+            manifest: Some(pin.path),
         });
     }
     Ok(out)

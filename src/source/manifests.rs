@@ -19,14 +19,21 @@ use crate::error::{Error, Problem, Result};
 /// Where kubeadm and most distributions keep static pod manifests.
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/manifests";
 
-/// One manifest as far as pinning goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One manifest.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     pub path: PathBuf,
+    pub namespace: String,
+    /// `metadata.name`: the static pod runs as `<name>-<node>`.
+    pub name: String,
     /// `metadata.uid`, if the manifest sets it.
     pub uid: Option<String>,
     /// The file holds more than one document (the kubelet reads only the first pod of it).
     pub several: bool,
+    /// The file as read.
+    pub bytes: Vec<u8>,
+    /// The pod of its first document.
+    pub pod: Value,
 }
 
 /// The static pod manifests of a node, by (namespace, name).
@@ -74,13 +81,20 @@ impl Manifests {
         paths.sort();
         for path in paths {
             match read_manifest(&path) {
-                Ok((namespace, name, m)) => {
-                    out.by_name.insert((namespace, name), m);
+                Ok(m) => {
+                    out.by_name.insert((m.namespace.clone(), m.name.clone()), m);
                 }
                 Err(why) => out.problems.push(format!("{}: {why}", path.display())),
             }
         }
         Ok(out)
+    }
+
+    /// Every manifest, by path.
+    pub fn all(&self) -> impl Iterator<Item = &Manifest> {
+        let mut all: Vec<&Manifest> = self.by_name.values().collect();
+        all.sort_by(|a, b| a.path.cmp(&b.path));
+        all.into_iter()
     }
 
     /// The manifest of the static pod `namespace/name` (its name without the `-<node>` suffix).
@@ -119,16 +133,25 @@ impl Manifests {
     }
 }
 
-fn read_manifest(path: &Path) -> std::result::Result<(String, String, Manifest), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+/// The documents of a manifest's text (YAML or JSON), empty ones left out, as the kubelet's file
+/// source reads them.
+pub fn documents(bytes: &[u8]) -> std::result::Result<Vec<Value>, Problem> {
+    let text = std::str::from_utf8(bytes).map_err(|_| Problem::from("not UTF-8"))?;
     let mut docs = Vec::new();
-    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-        let v = Value::deserialize(doc).map_err(|e| format!("not YAML or JSON: {e}"))?;
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let v = Value::deserialize(doc).map_err(|e| Problem(format!("not YAML or JSON: {e}")))?;
         if !v.is_null() {
             docs.push(v);
         }
     }
-    let first = docs.first().ok_or("an empty file")?;
+    Ok(docs)
+}
+
+fn read_manifest(path: &Path) -> std::result::Result<Manifest, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let docs = documents(&bytes).map_err(|e| e.0)?;
+    let several = docs.len() > 1;
+    let first = docs.into_iter().next().ok_or("an empty file")?;
     if first.get("kind").and_then(Value::as_str) != Some("Pod") {
         return Err("not a Pod".into());
     }
@@ -140,15 +163,19 @@ fn read_manifest(path: &Path) -> std::result::Result<(String, String, Manifest),
             .map(str::to_string)
     };
     let name = meta("name").ok_or("a pod without metadata.name")?;
-    Ok((
+    let (namespace, uid) = (
         meta("namespace").unwrap_or_else(|| "default".into()),
+        meta("uid"),
+    );
+    Ok(Manifest {
+        path: path.to_path_buf(),
+        namespace,
         name,
-        Manifest {
-            path: path.to_path_buf(),
-            uid: meta("uid"),
-            several: docs.len() > 1,
-        },
-    ))
+        uid,
+        several,
+        bytes,
+        pod: first,
+    })
 }
 
 #[cfg(test)]

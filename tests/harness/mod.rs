@@ -516,6 +516,47 @@ pub async fn create_pod(
     containers: &[TestContainer],
     version: KubeletVersion,
 ) -> CreatedPod {
+    let source = [("kubernetes.io/config.source", "api")];
+    create_pod_from(
+        cri, logs, namespace, name, uid, containers, version, &source,
+    )
+    .await
+}
+
+/// A static pod as the kubelet runs one read from a manifest file: its sandbox is named
+/// `<manifest name>-<node>`, carries `kubernetes.io/config.source: file` and the UID the kubelet
+/// derived as `kubernetes.io/config.hash`.
+#[allow(dead_code)]
+pub async fn create_static_pod(
+    cri: &mut Cri,
+    logs: &Path,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    containers: &[TestContainer],
+    version: KubeletVersion,
+) -> CreatedPod {
+    let source = [
+        ("kubernetes.io/config.source", "file"),
+        ("kubernetes.io/config.hash", uid),
+    ];
+    create_pod_from(
+        cri, logs, namespace, name, uid, containers, version, &source,
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn create_pod_from(
+    cri: &mut Cri,
+    logs: &Path,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    containers: &[TestContainer],
+    version: KubeletVersion,
+    source: &[(&str, &str)],
+) -> CreatedPod {
     let mut labels = HashMap::new();
     labels.insert(keys::POD_UID.to_string(), uid.to_string());
     labels.insert(keys::POD_NAMESPACE.to_string(), namespace.to_string());
@@ -533,14 +574,10 @@ pub async fn create_pod(
             .display()
             .to_string(),
         labels: labels.clone(),
-        annotations: [
-            (
-                "kubernetes.io/config.seen".to_string(),
-                "2026-01-01T00:00:00Z".to_string(),
-            ),
-            ("kubernetes.io/config.source".to_string(), "api".to_string()),
-        ]
-        .into(),
+        annotations: std::iter::once(("kubernetes.io/config.seen", "2026-01-01T00:00:00Z"))
+            .chain(source.iter().copied())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         linux: Some(proto::LinuxPodSandboxConfig {
             cgroup_parent: String::new(),
             security_context: Some(proto::LinuxSandboxSecurityContext {

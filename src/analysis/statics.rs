@@ -1,0 +1,107 @@
+//! A node's static pods: each manifest joined to the sandbox the kubelet runs it in, and what
+//! kubehash does about its UID.
+//!
+//! The kubelet names a static pod's sandbox `<metadata.name>-<node>` in the manifest's namespace,
+//! and gives it the pod's annotations, among them `kubernetes.io/config.source: file` and
+//! `kubernetes.io/config.hash` (the UID it derived). A manifest that already sets `metadata.uid`
+//! keeps its pod across kubelet versions; one that does not is pinned to the UID its running
+//! sandbox has ([`crate::rewrite::pin`]). A manifest that does not parse, holds several documents,
+//! or has no ready sandbox is reported and left alone, and its pod is recreated by a new kubelet.
+
+use serde::Serialize;
+
+use crate::runtime::cri::{keys, proto};
+use crate::source::manifests::Manifests;
+
+/// The annotation the kubelet puts on a pod read from a manifest file.
+pub const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
+
+/// What kubehash does with one static pod's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "action", content = "reason")]
+pub enum PinAction {
+    /// The manifest sets the UID the pod runs under: nothing to do.
+    AlreadyPinned,
+    /// Write the running UID into the manifest.
+    Pin,
+    /// Left alone, for this reason; a new kubelet recreates the pod.
+    Refused(String),
+}
+
+/// One static pod manifest and its running sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StaticPod {
+    pub path: String,
+    pub namespace: String,
+    /// The manifest's `metadata.name` (the pod runs as `<name>-<node>`).
+    pub name: String,
+    /// The UID of its ready sandbox (empty when none).
+    pub uid: String,
+    #[serde(flatten)]
+    pub action: PinAction,
+}
+
+/// Joins every manifest to the ready sandbox of its pod. With `node`, the sandbox must be named
+/// `<name>-<node>`; without, any `<name>-…` sandbox of a file-sourced pod, if there is one only.
+pub fn static_pods(
+    sandboxes: &[proto::PodSandbox],
+    manifests: &Manifests,
+    node: Option<&str>,
+) -> Vec<StaticPod> {
+    manifests
+        .all()
+        .map(|m| {
+            let ready: Vec<&proto::PodSandbox> = sandboxes
+                .iter()
+                .filter(|s| s.state == proto::PodSandboxState::SandboxReady as i32)
+                .filter(|s| s.annotations.get(CONFIG_SOURCE).map(String::as_str) == Some("file"))
+                .filter(|s| {
+                    let Some(md) = &s.metadata else { return false };
+                    md.namespace == m.namespace
+                        && match node {
+                            Some(n) => md.name == format!("{}-{n}", m.name),
+                            None => md
+                                .name
+                                .strip_prefix(&m.name)
+                                .is_some_and(|r| r.starts_with('-')),
+                        }
+                })
+                .collect();
+            let uid = match ready.as_slice() {
+                [one] => one
+                    .metadata
+                    .as_ref()
+                    .map(|md| md.uid.clone())
+                    .filter(|u| !u.is_empty())
+                    .or_else(|| one.labels.get(keys::POD_UID).cloned())
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            let action = if m.several {
+                PinAction::Refused("the file holds several documents".into())
+            } else if ready.len() > 1 {
+                PinAction::Refused(format!(
+                    "{} ready sandboxes match it; give --node-name",
+                    ready.len()
+                ))
+            } else if uid.is_empty() {
+                PinAction::Refused("no ready sandbox runs it".into())
+            } else {
+                match &m.uid {
+                    Some(u) if *u == uid => PinAction::AlreadyPinned,
+                    Some(u) => PinAction::Refused(format!(
+                        "it pins metadata.uid {u}, but the pod runs as {uid}"
+                    )),
+                    None => PinAction::Pin,
+                }
+            };
+            StaticPod {
+                path: m.path.display().to_string(),
+                namespace: m.namespace.clone(),
+                name: m.name.clone(),
+                uid,
+                action,
+            }
+        })
+        .collect()
+}

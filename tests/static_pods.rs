@@ -1,0 +1,462 @@
+//! Static pods on a real containerd (tests/harness): sandboxes and containers created as a
+//! kubelet creates a static pod read from a manifest file (sandbox `<name>-<node>`,
+//! `kubernetes.io/config.source: file`, the derived UID as `kubernetes.io/config.hash`), a
+//! manifests directory with comments, and no API server (so the specs come from the manifests
+//! with the kubelet's defaults). The kubelet's UID derivation itself cannot run here; the test
+//! picks the UID, as the kubelet would have derived one.
+
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{create_static_pod, hash, kubehash, text, Containerd, TestContainer};
+use kubehash::kubelet::defaults::default_container;
+use kubehash::runtime::containerd::{Store, EXTENSION};
+use kubehash::runtime::cri::{keys, Cri};
+use serde_json::{json, Value};
+
+const NODE: &str = "node-1";
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// The manifest's container as the kubelet defaults it (what it hashed when it created it).
+fn defaulted(c: &Value) -> Value {
+    let mut c = c.clone();
+    default_container(&mut c);
+    c
+}
+
+struct Node {
+    ctrd: Containerd,
+    manifests: PathBuf,
+    pods_file: PathBuf,
+    journal: PathBuf,
+}
+
+impl Node {
+    fn new() -> Node {
+        let ctrd = Containerd::start();
+        let manifests = ctrd.dir.join("manifests");
+        std::fs::create_dir_all(&manifests).unwrap();
+        // No API server: no mirror pods, an empty pod list.
+        let pods_file = ctrd.dir.join("pods.json");
+        std::fs::write(&pods_file, r#"{"kind":"List","items":[]}"#).unwrap();
+        let journal = ctrd.dir.join("journal.jsonl");
+        Node {
+            ctrd,
+            manifests,
+            pods_file,
+            journal,
+        }
+    }
+
+    fn write(&self, file: &str, text: &str) -> PathBuf {
+        let p = self.manifests.join(file);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Runs a static pod of `containers` (stored hashes from kubelet 1.30 over `ran`).
+    async fn run(&self, name: &str, uid: &str, ran: &[Value]) -> Vec<String> {
+        let mut cri = Cri::connect(&self.ctrd.endpoint()).await.unwrap();
+        let tcs: Vec<TestContainer> = ran
+            .iter()
+            .map(|c| TestContainer {
+                spec: defaulted(c),
+                stored_hash: Some(hash(&defaulted(c), "1.30")),
+            })
+            .collect();
+        let pod = create_static_pod(
+            &mut cri,
+            &self.ctrd.dir.join("pods"),
+            "kube-system",
+            &format!("{name}-{NODE}"),
+            uid,
+            &tcs,
+            "1.30".parse().unwrap(),
+        )
+        .await;
+        pod.container_ids
+    }
+
+    fn node(&self, command: &str, extra: &[&str]) -> Output {
+        let ep = self.ctrd.endpoint();
+        let mut args = vec!["node", command, "--cri", &ep, "-o", "json"];
+        let journal = s(&self.journal);
+        let (manifests, pods) = (s(&self.manifests), s(&self.pods_file));
+        match command {
+            "plan" | "apply" => args.extend([
+                "--to",
+                "1.31",
+                "--from",
+                "1.30",
+                "-i",
+                &pods,
+                "--manifests",
+                &manifests,
+                "--node-name",
+                NODE,
+            ]),
+            _ => {}
+        }
+        if command != "plan" {
+            args.extend(["--containerd", &ep, "--journal", &journal]);
+        }
+        args.extend(extra);
+        kubehash(&args)
+    }
+
+    fn json(&self, command: &str) -> Value {
+        let out = self.node(command, &[]);
+        assert!(
+            out.status.success(),
+            "node {command}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+async fn extension(ep: &str, id: &str) -> Vec<u8> {
+    let store = Store::connect(ep).await.unwrap();
+    store.get(id).await.unwrap().extensions[EXTENSION]
+        .value
+        .clone()
+}
+
+fn etcd() -> Value {
+    json!({"name": "etcd", "image": "registry.k8s.io/etcd:3.5.15-0",
+           "command": ["etcd", "--data-dir=/var/lib/etcd"],
+           "livenessProbe": {"httpGet": {"port": 2381, "path": "/health"}},
+           "resources": {"requests": {"cpu": "100m"}}})
+}
+
+const ETCD_YAML: &str = "# etcd, as kubeadm wrote it, then edited by hand\napiVersion: v1\nkind: Pod\nmetadata:\n  # kubeadm labels\n  labels:\n    component: etcd\n  name: etcd\n  namespace: kube-system\nspec:\n  containers:\n  - command: [etcd, --data-dir=/var/lib/etcd]   # flow style on purpose\n    image: registry.k8s.io/etcd:3.5.15-0\n    livenessProbe:\n      httpGet: {port: 2381, path: /health}\n    name: etcd\n    resources:\n      requests:\n        cpu: 100m\n  hostNetwork: true\n";
+
+const UID: &str = "2f8c5e0b7a1d4c3e9f6a5b4c3d2e1f00";
+
+/// plan → apply → containerd restart → verify → rollback, for one static pod: the manifest gains
+/// only `metadata.uid`, the container keeps its id and PID, CRI reports kubelet 1.31's hash, and
+/// rollback restores the manifest and the record byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_pod_is_pinned_rewritten_verified_and_rolled_back() {
+    let mut n = Node::new();
+    let ep = n.ctrd.endpoint();
+    let manifest = n.write("etcd.yaml", ETCD_YAML);
+    let ids = n.run("etcd", UID, &[etcd()]).await;
+    let id = &ids[0];
+    let (record_before, pid_before) = (extension(&ep, id).await, n.ctrd.task_pid(id));
+
+    let plan = n.json("plan");
+    assert_eq!(plan["static_pods"][0]["action"], "pin", "{plan}");
+    assert_eq!(plan["static_pods"][0]["uid"], UID);
+    assert_eq!(plan["containers"][0]["verdict"], "rewrite", "{plan}");
+
+    let applied = n.json("apply");
+    assert_eq!(applied["pins"][0]["result"], "written", "{applied}");
+    assert_eq!(applied["outcomes"][0]["result"], "written", "{applied}");
+    let pinned = std::fs::read_to_string(&manifest).unwrap();
+    assert_eq!(
+        pinned,
+        ETCD_YAML.replace("metadata:\n", &format!("metadata:\n  uid: \"{UID}\"\n")),
+        "only metadata.uid is added"
+    );
+
+    n.ctrd.restart();
+    let verified = n.json("verify");
+    assert!(
+        verified.as_array().unwrap().iter().all(|r| r["ok"] == true),
+        "{verified}"
+    );
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    let c = cri
+        .list_containers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| &c.id == id)
+        .expect("the container keeps its id");
+    assert_eq!(c.annotations[keys::HASH], hash(&defaulted(&etcd()), "1.31"));
+    assert_eq!(n.ctrd.task_pid(id), pid_before, "and its PID");
+
+    // Applying again changes nothing: the manifest is pinned, the record rewritten.
+    let again = n.json("apply");
+    assert!(again["pins"].as_array().unwrap().is_empty(), "{again}");
+    assert_eq!(again["outcomes"][0]["verdict"], "unchanged", "{again}");
+
+    let rolled = n.json("rollback");
+    assert!(
+        rolled.as_array().unwrap().iter().all(|r| r["ok"] == true),
+        "{rolled}"
+    );
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), ETCD_YAML);
+    assert_eq!(extension(&ep, id).await, record_before);
+}
+
+/// Each manifest kubehash must not pin is reported and left byte for byte, and its containers are
+/// not rewritten: several documents, already pinned, not parsable, no running sandbox, and a spec
+/// that no longer verifies against what runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifests_that_cannot_be_pinned_are_left_alone() {
+    let n = Node::new();
+    let ep = n.ctrd.endpoint();
+    let pod = |name: &str, extra_meta: &str, image: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: kube-system\n{extra_meta}spec:\n  containers:\n  - name: c\n    image: {image}\n"
+        )
+    };
+    let c = |image: &str| json!({"name": "c", "image": image});
+    let files = [
+        (
+            "several.yaml",
+            format!(
+                "{}---\n{}",
+                pod("several", "", "a:1"),
+                pod("other", "", "a:1")
+            ),
+        ),
+        (
+            "pinned.yaml",
+            pod(
+                "pinned",
+                "  uid: \"11111111111111111111111111111111\"\n",
+                "a:1",
+            ),
+        ),
+        ("junk.yaml", "kind: Pod\nmetadata: [\n".to_string()),
+        ("lonely.yaml", pod("lonely", "", "a:1")),
+        // Runs a:1, but the manifest now says a:2.
+        ("changed.yaml", pod("changed", "", "a:2")),
+    ];
+    let mut before = Vec::new();
+    for (f, t) in &files {
+        before.push((n.write(f, t), t.clone()));
+    }
+    let several = n
+        .run("several", "22222222222222222222222222222222", &[c("a:1")])
+        .await;
+    let pinned = n
+        .run("pinned", "11111111111111111111111111111111", &[c("a:1")])
+        .await;
+    let changed = n
+        .run("changed", "33333333333333333333333333333333", &[c("a:1")])
+        .await;
+    let records = [
+        extension(&ep, &several[0]).await,
+        extension(&ep, &changed[0]).await,
+    ];
+
+    let plan = n.json("plan");
+    let action = |name: &str| {
+        plan["static_pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| (p["action"].clone(), p["reason"].clone()))
+    };
+    assert!(action("several")
+        .unwrap()
+        .1
+        .as_str()
+        .unwrap()
+        .contains("several documents"));
+    assert_eq!(action("pinned").unwrap().0, "already-pinned");
+    assert!(action("lonely")
+        .unwrap()
+        .1
+        .as_str()
+        .unwrap()
+        .contains("no ready sandbox"));
+    assert!(
+        action("changed")
+            .unwrap()
+            .1
+            .as_str()
+            .unwrap()
+            .contains("does not verify"),
+        "{plan}"
+    );
+    assert!(
+        action("junk").is_none(),
+        "an unparsable manifest is not a static pod"
+    );
+    let verdict = |id: &str| {
+        plan["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()["verdict"]
+            .clone()
+    };
+    assert_eq!(verdict(&several[0]), "recreated");
+    assert_eq!(verdict(&changed[0]), "recreated");
+    assert_eq!(
+        verdict(&pinned[0]),
+        "rewrite",
+        "a pinned static pod is like any other pod"
+    );
+
+    let out = n.node("apply", &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("junk.yaml"),
+        "the unparsable file is reported"
+    );
+    for (path, text_before) in &before {
+        assert_eq!(
+            &std::fs::read_to_string(path).unwrap(),
+            text_before,
+            "{path:?}"
+        );
+    }
+    assert_eq!(extension(&ep, &several[0]).await, records[0]);
+    assert_eq!(extension(&ep, &changed[0]).await, records[1]);
+}
+
+/// A crash between journaling a pin and putting it in place leaves the manifest as it was; the
+/// next apply pins it, and rollback restores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_journal_and_rename_converges() {
+    let n = Node::new();
+    let manifest = n.write("etcd.yaml", ETCD_YAML);
+    n.run("etcd", UID, &[etcd()]).await;
+
+    let ep = n.ctrd.endpoint();
+    let (journal, manifests, pods) = (s(&n.journal), s(&n.manifests), s(&n.pods_file));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args([
+            "node",
+            "apply",
+            "--cri",
+            &ep,
+            "--containerd",
+            &ep,
+            "--journal",
+            &journal,
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+            &pods,
+            "--manifests",
+            &manifests,
+            "--node-name",
+            NODE,
+        ])
+        .env("KUBEHASH_TEST_PAUSE_BEFORE_PIN_MS", "60000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&n.journal).is_ok_and(|j| j.contains("\"kind\":\"pin\"")) {
+        assert!(Instant::now() < deadline, "apply never journaled the pin");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), ETCD_YAML);
+    let dots: Vec<_> = std::fs::read_dir(&n.manifests)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(dots.is_empty(), "nothing half-made beside the manifest");
+
+    let applied = n.json("apply");
+    assert_eq!(applied["pins"][0]["result"], "written", "{applied}");
+    assert!(std::fs::read_to_string(&manifest)
+        .unwrap()
+        .contains(&format!("uid: \"{UID}\"")));
+    let rolled = n.json("rollback");
+    assert!(
+        rolled.as_array().unwrap().iter().all(|r| r["ok"] == true),
+        "{rolled}"
+    );
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), ETCD_YAML);
+}
+
+/// `apply --pins-only` pins while a kubelet runs (pinning keeps the UID the running kubelet
+/// derives) and writes no container record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pins_only_runs_beside_a_kubelet_and_writes_no_record() {
+    let n = Node::new();
+    let ep = n.ctrd.endpoint();
+    let manifest = n.write("etcd.yaml", ETCD_YAML);
+    let ids = n.run("etcd", UID, &[etcd()]).await;
+    let record = extension(&ep, &ids[0]).await;
+    let bin = n.ctrd.dir.join("kubelet-1.30");
+    std::fs::copy("/bin/sleep", &bin).unwrap();
+    let mut kubelet = Command::new(&bin).arg("60").spawn().unwrap();
+
+    let refused = n.node("apply", &[]);
+    let pinned = n.node("apply", &["--pins-only"]);
+    let _ = kubelet.kill();
+    let _ = kubelet.wait();
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+    assert!(pinned.status.success(), "{}", text(&pinned.stderr));
+    let report: Value = serde_json::from_slice(&pinned.stdout).unwrap();
+    assert_eq!(report["pins"][0]["result"], "written", "{report}");
+    assert_eq!(report["outcomes"][0]["result"], "left-alone", "{report}");
+    assert!(std::fs::read_to_string(&manifest)
+        .unwrap()
+        .contains(&format!("uid: \"{UID}\"")));
+    assert_eq!(extension(&ep, &ids[0]).await, record);
+}
+
+/// A forged journal cannot make rollback write a manifest: a `pin` whose original differs from
+/// the pinned text in more than `metadata.uid` (here, another image) stops rollback before it
+/// writes anything, and so does a `pin` whose text sets another UID than its record names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_refuses_a_forged_pin() {
+    use base64::Engine;
+    let n = Node::new();
+    let ep = n.ctrd.endpoint();
+    let manifest = n.write("etcd.yaml", ETCD_YAML);
+    let ids = n.run("etcd", UID, &[etcd()]).await;
+    n.json("apply");
+    let (pinned, record) = (
+        std::fs::read_to_string(&manifest).unwrap(),
+        extension(&ep, &ids[0]).await,
+    );
+    let journal = std::fs::read_to_string(&n.journal).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let forge = |field: &str, text: &str| -> String {
+        journal
+            .lines()
+            .map(|l| {
+                let mut v: Value = serde_json::from_str(l).unwrap();
+                if v["kind"] == "pin" {
+                    v[field] = b64.encode(text).into();
+                }
+                v.to_string() + "\n"
+            })
+            .collect()
+    };
+    for forged in [
+        forge("old_value", &ETCD_YAML.replace("etcd:3.5.15-0", "evil:1")),
+        forge(
+            "new_value",
+            &pinned.replace(UID, "00000000000000000000000000000000"),
+        ),
+    ] {
+        std::fs::write(&n.journal, forged).unwrap();
+        let out = n.node("rollback", &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+        assert!(
+            text(&out.stderr).contains("manifest"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert_eq!(std::fs::read_to_string(&manifest).unwrap(), pinned);
+        assert_eq!(extension(&ep, &ids[0]).await, record);
+    }
+}
