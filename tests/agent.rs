@@ -318,6 +318,60 @@ async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() 
     assert_eq!(*rig.api.used.lock().unwrap(), harness::rbac::agent_grants());
 }
 
+/// The agent pins a static pod's manifest at the moment it rewrites hashes (kubelet down, binary
+/// swapped), and rewrites that pod's container, whose spec it takes from the manifest (the test
+/// API server has no mirror pod for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_pins_static_pods_when_it_rewrites() {
+    let mut rig = Rig::new(1).await;
+    let manifests = rig.ctrd.dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let yaml = "# node-local proxy\napiVersion: v1\nkind: Pod\nmetadata:\n  name: proxy\n  namespace: kube-system\nspec:\n  containers:\n  - name: proxy\n    image: haproxy:2.9\n";
+    std::fs::write(manifests.join("proxy.yaml"), yaml).unwrap();
+    let mut spec = json!({"name": "proxy", "image": "haproxy:2.9"});
+    kubehash::kubelet::defaults::default_container(&mut spec);
+    let uid = "7d0c9b8a7f6e5d4c3b2a19080706f5e4";
+    let mut cri = Cri::connect(&rig.ctrd.endpoint()).await.unwrap();
+    let pod = harness::create_static_pod(
+        &mut cri,
+        &rig.ctrd.dir.join("pods"),
+        "kube-system",
+        "proxy-test-node",
+        uid,
+        &[harness::TestContainer {
+            spec: spec.clone(),
+            stored_hash: None,
+        }],
+        "1.30".parse().unwrap(),
+    )
+    .await;
+    let mut agent = rig.start_agent(&["--manifests", &manifests.display().to_string()]);
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+    assert_eq!(
+        std::fs::read_to_string(manifests.join("proxy.yaml")).unwrap(),
+        yaml
+    );
+    rig.swap_and_stop("v1.31.0");
+    wait("apply", Duration::from_secs(30), || {
+        phase(&rig.state_dir) == "applied"
+    });
+    Rig::stop_agent(&mut agent);
+    assert_eq!(
+        std::fs::read_to_string(manifests.join("proxy.yaml")).unwrap(),
+        yaml.replace("metadata:\n", &format!("metadata:\n  uid: \"{uid}\"\n"))
+    );
+    let store = Store::connect(&rig.ctrd.endpoint()).await.unwrap();
+    let id = &pod.container_ids[0];
+    let after = store.get(id).await.unwrap().extensions[EXTENSION]
+        .value
+        .clone();
+    assert_eq!(
+        stored_hashes(&parse_metadata(&after, id).unwrap()).0,
+        Some(hash(&spec, "1.31"))
+    );
+}
+
 /// 1. The operator aborts the swap and kubelet 1.30 starts again: hash checks would pass, but
 ///    the Node says 1.30, so the agent rolls back at once instead of reporting success.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
