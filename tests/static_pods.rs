@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{create_static_pod, hash, kubehash, text, Containerd, TestContainer};
+use harness::{create_static_pod, hash, text, Containerd, TestContainer};
 use kubehash::kubelet::defaults::default_container;
 use kubehash::runtime::containerd::{Store, EXTENSION};
 use kubehash::runtime::cri::{keys, Cri};
@@ -83,31 +83,28 @@ impl Node {
         pod.container_ids
     }
 
-    fn node(&self, command: &str, extra: &[&str]) -> Output {
+    /// The arguments of `kubehash node COMMAND` on this node, JSON out.
+    fn args(&self, command: &str, extra: &[&str]) -> Vec<String> {
         let ep = self.ctrd.endpoint();
         let mut args = vec!["node", command, "--cri", &ep, "-o", "json"];
         let journal = s(&self.journal);
         let (manifests, pods) = (s(&self.manifests), s(&self.pods_file));
-        match command {
-            "plan" | "apply" => args.extend([
-                "--to",
-                "1.31",
-                "--from",
-                "1.30",
-                "-i",
-                &pods,
-                "--manifests",
-                &manifests,
-                "--node-name",
-                NODE,
-            ]),
-            _ => {}
+        if command == "plan" || command == "apply" {
+            args.extend(["--to", "1.31", "--from", "1.30", "-i", &pods]);
+            args.extend(["--manifests", &manifests, "--node-name", NODE]);
         }
         if command != "plan" {
             args.extend(["--containerd", &ep, "--journal", &journal]);
         }
         args.extend(extra);
-        kubehash(&args)
+        args.into_iter().map(String::from).collect()
+    }
+
+    fn node(&self, command: &str, extra: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(self.args(command, extra))
+            .output()
+            .unwrap()
     }
 
     fn json(&self, command: &str) -> Value {
@@ -328,29 +325,8 @@ async fn a_crash_between_journal_and_rename_converges() {
     let manifest = n.write("etcd.yaml", ETCD_YAML);
     n.run("etcd", UID, &[etcd()]).await;
 
-    let ep = n.ctrd.endpoint();
-    let (journal, manifests, pods) = (s(&n.journal), s(&n.manifests), s(&n.pods_file));
     let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args([
-            "node",
-            "apply",
-            "--cri",
-            &ep,
-            "--containerd",
-            &ep,
-            "--journal",
-            &journal,
-            "--to",
-            "1.31",
-            "--from",
-            "1.30",
-            "-i",
-            &pods,
-            "--manifests",
-            &manifests,
-            "--node-name",
-            NODE,
-        ])
+        .args(n.args("apply", &[]))
         .env("KUBEHASH_TEST_PAUSE_BEFORE_PIN_MS", "60000")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
