@@ -75,6 +75,8 @@ pub struct AgentConfig {
     /// The static pod manifests (mounted read-only): a static pod is rewritten only where its
     /// manifest pins the UID it runs under.
     pub manifests: PathBuf,
+    /// Where preflight reads the node's cgroups and kubelet files (mounted from the host).
+    pub host: crate::source::host::HostPaths,
     pub grace: Duration,
     pub poll: Duration,
     pub annotation: String,
@@ -758,10 +760,24 @@ impl Agent {
             &serde_json::json!({"kind": "List", "apiVersion": "v1", "items": pods_json}),
         )?;
         let mut pods = PodIndex::default();
-        for p in pods_json {
-            pods.add_pod(p);
+        for p in &pods_json {
+            pods.add_pod(p.clone());
         }
         let mut cri = Cri::connect(&self.cfg.cri).await?;
+        let node_object = self.watched_node();
+        let (checks, _) = crate::analysis::preflight::check_node(
+            &mut cri,
+            &self.cfg.host,
+            Some(pods_json),
+            node_object,
+            to,
+            from,
+        )
+        .await?;
+        crate::rewrite::durable::write_json(
+            &self.cfg.state_dir.join(format!("preflight-{to}.json")),
+            &checks,
+        )?;
         let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
         let node = Some(self.cfg.node_name.as_str());
         let plans = plan_node(&mut cri, &mut pods, &manifests, node, to, from)
@@ -784,16 +800,31 @@ impl Agent {
             .iter()
             .filter(|p| p.verdict == Verdict::Rewrite)
             .count();
+        let failing: Vec<&str> = checks
+            .iter()
+            .filter(|c| c.status == crate::analysis::preflight::Status::Fail)
+            .map(|c| c.name)
+            .collect();
         let msg = format!(
-            "plan for kubelet {to}{}: {}",
+            "plan for kubelet {to}{}: {}; preflight: {}",
             if self.cfg.dry_run { " (dry run)" } else { "" },
             counts
                 .iter()
                 .map(|(v, n)| format!("{n} {v}"))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if failing.is_empty() {
+                "no check fails".to_string()
+            } else {
+                format!(
+                    "{} fail, drain needed (see {}/preflight-{to}.json)",
+                    failing.join(", "),
+                    self.cfg.state_dir.display()
+                )
+            }
         );
-        self.event("KubehashPlanned", &msg, false).await;
+        self.event("KubehashPlanned", &msg, !failing.is_empty())
+            .await;
         self.down_since = None;
         let seen = self.look().await;
         self.set(Phase::Planned {

@@ -6,4 +6,5 @@ pub mod plan; // per-container verdicts for one node: rewrite, will-restart, unp
 pub mod spill; // per-container details in bounded memory
 pub mod scan; // upgrade impact per container: assessment, cache, sources
 pub mod report; // a scan's totals and groupings
+pub mod preflight; // every other reason a new kubelet kills pods, checked before the swap
 pub mod matrix; // restarts for every pair of versions

@@ -23,6 +23,7 @@ pub fn run(a: AgentArgs) -> Result<ExitStatus> {
         kubelet_healthz: a.kubelet_healthz,
         kubelet_binary: a.kubelet_binary,
         manifests: a.manifests,
+        host: a.host.paths(),
         restart_timeout: std::time::Duration::from_secs(a.restart_timeout_seconds),
         stuck_after: std::time::Duration::from_secs(a.stuck_seconds),
         grace: std::time::Duration::from_secs(a.grace_seconds),

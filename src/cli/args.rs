@@ -95,6 +95,9 @@ pub struct AgentArgs {
     /// into its manifest (`metadata.uid`, nothing else) before rewriting its containers' hashes.
     #[arg(long, value_name = "DIR", default_value = crate::source::manifests::DEFAULT_DIR)]
     pub manifests: PathBuf,
+    /// Where preflight reads the node's cgroups and kubelet files (mount them from the host).
+    #[command(flatten)]
+    pub host: HostArgs,
     /// How long the kubelet must be down before apply runs.
     #[arg(long, value_name = "SECONDS", default_value_t = 15)]
     pub grace_seconds: u64,
@@ -189,6 +192,79 @@ pub enum NodeCommand {
     Verify(NodeJournalArgs),
     /// Restore the original values from a journal (only records still holding kubehash's value).
     Rollback(NodeJournalArgs),
+    /// Read-only: every other reason kubelet TO would kill or recreate this node's pods (cgroups,
+    /// admission, sandboxes, resize, checkpoints, refusing to start, eviction), one check each.
+    ///
+    /// Exit codes: 0 no check at or above --fail-on; 1 unusable input; 3 a check at or above it.
+    Preflight(NodePreflightArgs),
+}
+
+/// Where preflight reads the node's own files.
+#[derive(clap::Args)]
+pub struct HostArgs {
+    /// The cgroup mount.
+    #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup")]
+    pub cgroup_root: PathBuf,
+    /// The kubelet's root directory (its checkpoints).
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/kubelet")]
+    pub kubelet_root: PathBuf,
+    /// The kubelet's config file.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/lib/kubelet/config.yaml"
+    )]
+    pub kubelet_config: PathBuf,
+    /// A file of kubelet flags (kubeadm's `KUBELET_KUBEADM_ARGS="…"`).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/lib/kubelet/kubeadm-flags.env"
+    )]
+    pub kubelet_flags: PathBuf,
+}
+
+impl HostArgs {
+    pub fn paths(&self) -> crate::source::host::HostPaths {
+        crate::source::host::HostPaths {
+            cgroup_root: self.cgroup_root.clone(),
+            kubelet_root: self.kubelet_root.clone(),
+            kubelet_config: self.kubelet_config.clone(),
+            kubelet_flags: self.kubelet_flags.clone(),
+        }
+    }
+}
+
+/// The lowest check result that makes `preflight` exit 3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    Fail,
+    Warn,
+    Unknown,
+}
+
+#[derive(clap::Args)]
+pub struct NodePreflightArgs {
+    /// Target kubelet version.
+    #[arg(long, value_name = "VERSION")]
+    pub to: String,
+    /// The kubelet version running now (default with --cluster: the Node's kubeletVersion).
+    #[arg(long, value_name = "VERSION")]
+    pub from: Option<String>,
+    /// CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub cri: String,
+    /// This node's pods and Node object: optional; checks that need them say `unknown` without.
+    #[command(flatten)]
+    pub source: PodSource,
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// Exit 3 when a check is at least this bad.
+    #[arg(long, value_enum, default_value_t = FailOn::Fail)]
+    pub fail_on: FailOn,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
 }
 
 #[derive(clap::Args)]
@@ -237,6 +313,9 @@ pub struct NodePlanArgs {
     pub cri: String,
     #[command(flatten)]
     pub source: PodSource,
+    /// Where the preflight checks in the plan read the node's files.
+    #[command(flatten)]
+    pub host: HostArgs,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     pub output: Format,

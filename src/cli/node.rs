@@ -4,10 +4,13 @@
 use anyhow::{Context, Result};
 
 use crate::analysis::plan::{plan_node, Verdict};
-use crate::cli::args::{NodeApplyArgs, NodeCommand, NodeJournalArgs, PodSource};
+use crate::analysis::preflight::{check_node, worst, Status};
+use crate::cli::args::{
+    FailOn, NodeApplyArgs, NodeCommand, NodeJournalArgs, NodePreflightArgs, PodSource,
+};
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
-use crate::cli::output::{Checks, Format, NodePlan};
+use crate::cli::output::{Checks, Format, NodePlan, Preflight};
 use crate::cli::support::{
     init_logs, optional_version, print, runtime, version_flag, warn_upgrade,
 };
@@ -21,6 +24,7 @@ use crate::rewrite::rollback::rollback;
 use crate::rewrite::verify::verify;
 use crate::runtime::containerd::Store;
 use crate::runtime::cri::Cri;
+use crate::source::host::HostPaths;
 
 /// How long `--restart-containerd` may take.
 const RESTART_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -30,8 +34,17 @@ pub fn run(command: NodeCommand) -> Result<ExitStatus> {
         NodeCommand::Plan(a) => {
             let to = version_flag("--to", &a.to)?;
             let from = optional_version("--from", a.from.as_deref())?;
-            print_plan(&a.cri, to, from, &a.source, a.output, false)
+            print_plan(
+                &a.cri,
+                to,
+                from,
+                &a.source,
+                &a.host.paths(),
+                a.output,
+                false,
+            )
         }
+        NodeCommand::Preflight(a) => run_preflight(a),
         NodeCommand::Apply(a) => run_apply(a),
         NodeCommand::Verify(a) => run_check(a, true),
         NodeCommand::Rollback(a) => run_check(a, false),
@@ -44,21 +57,24 @@ pub fn print_plan(
     to: KubeletVersion,
     from: Option<KubeletVersion>,
     source: &PodSource,
+    host: &HostPaths,
     output: Format,
     fail_on_restart: bool,
 ) -> Result<ExitStatus> {
     let rt = runtime()?;
-    let (mut pods, node_version) = rt.block_on(node_pods::read(source))?;
-    let from = from.or(node_version);
+    let mut inputs = rt.block_on(node_pods::read(source))?;
+    let mut pods = std::mem::take(&mut inputs.index);
+    let from = from.or(inputs.version);
     if let Some(f) = from {
         warn_upgrade(f, to);
     }
     let manifests = node_pods::manifests(source)?;
     let node = node_pods::node_name(source);
-    let (view, version) = rt.block_on(async {
+    let (view, version, checks) = rt.block_on(async {
         let mut cri = Cri::connect(endpoint).await?;
         let view = plan_node(&mut cri, &mut pods, &manifests, node.as_deref(), to, from).await?;
-        Ok::<_, crate::Error>((view, cri.runtime_version().clone()))
+        let checks = preflight(&mut cri, host, &inputs, to, from).await?;
+        Ok::<_, crate::Error>((view, cri.runtime_version().clone(), checks))
     })?;
     let report = NodePlan {
         to,
@@ -68,6 +84,7 @@ pub fn print_plan(
             version.runtime_version,
             version.runtime_api_version,
         ),
+        checks,
         statics: view.statics,
         containers: view.containers,
     };
@@ -79,11 +96,59 @@ pub fn print_plan(
     Ok(ExitStatus::unless_incomplete(!any(Verdict::Error)))
 }
 
+/// The preflight checks for this node; problems reading its files are said on stderr.
+async fn preflight(
+    cri: &mut Cri,
+    host: &HostPaths,
+    inputs: &node_pods::NodeInputs,
+    to: KubeletVersion,
+    from: Option<KubeletVersion>,
+) -> crate::Result<Vec<crate::analysis::preflight::Check>> {
+    let (checks, problems) = check_node(
+        cri,
+        host,
+        inputs.pods.clone(),
+        inputs.node.clone(),
+        to,
+        from,
+    )
+    .await?;
+    for p in problems {
+        eprintln!("kubehash: preflight: {p}");
+    }
+    Ok(checks)
+}
+
+/// `node preflight`: the checks alone.
+fn run_preflight(a: NodePreflightArgs) -> Result<ExitStatus> {
+    let to = version_flag("--to", &a.to)?;
+    let rt = runtime()?;
+    let inputs = rt.block_on(node_pods::read(&a.source))?;
+    let from = optional_version("--from", a.from.as_deref())?.or(inputs.version);
+    let checks = rt.block_on(async {
+        let mut cri = Cri::connect(&a.cri).await?;
+        preflight(&mut cri, &a.host.paths(), &inputs, to, from).await
+    })?;
+    let worst = worst(&checks);
+    print(a.output, &Preflight { to, checks })?;
+    let limit = match a.fail_on {
+        FailOn::Fail => Status::Fail,
+        FailOn::Warn => Status::Warn,
+        FailOn::Unknown => Status::Unknown,
+    };
+    Ok(if worst >= limit {
+        ExitStatus::Restarts
+    } else {
+        ExitStatus::Success
+    })
+}
+
 fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
     init_logs(a.log_format);
     let to = version_flag("--to", &a.plan.to)?;
     let rt = runtime()?;
-    let (mut pods, node_version) = rt.block_on(node_pods::read(&a.plan.source))?;
+    let inputs = rt.block_on(node_pods::read(&a.plan.source))?;
+    let (mut pods, node_version) = (inputs.index, inputs.version);
     let node = node_pods::node_name(&a.plan.source);
     let from = node_pods::old_kubelet(a.plan.from.as_deref(), node_version)?;
     if let Some(f) = from {

@@ -11,27 +11,45 @@ use crate::source::cluster::Cluster;
 use crate::source::manifests::Manifests;
 use crate::source::reader::for_each_object_in_path;
 
+/// What a node command knows of this node from outside the runtime.
+pub struct NodeInputs {
+    /// The pods, indexed for planning.
+    pub index: PodIndex,
+    /// The kubelet version the Node reports (with `--cluster`).
+    pub version: Option<KubeletVersion>,
+    /// This node's pod objects (with `--cluster`, or those of a file scheduled here).
+    pub pods: Option<Vec<serde_json::Value>>,
+    /// This node's Node object (with `--cluster`).
+    pub node: Option<serde_json::Value>,
+}
+
 /// This node's pods, from a file or from the API server (filtered to this node), and with
-/// `--cluster` the kubelet version the Node reports (the old kubelet's, before the swap). Pods
-/// that cannot be used are said on stderr.
-pub async fn read(source: &PodSource) -> Result<(PodIndex, Option<KubeletVersion>)> {
-    let mut pods = PodIndex::default();
-    let mut node_version = None;
+/// `--cluster` the Node object and the kubelet version it reports (the old kubelet's, before the
+/// swap). Pods that cannot be used are said on stderr.
+pub async fn read(source: &PodSource) -> Result<NodeInputs> {
+    let mut index = PodIndex::default();
+    let mut objects = Vec::new();
+    let mut node_object = None;
+    let mut version = None;
+    let mut keep = |p: serde_json::Value, objects: &mut Vec<serde_json::Value>| {
+        objects.push(p.clone());
+        index.add_pod(p);
+    };
+    let name = node_name(source);
     match &source.pods {
-        Some(path) => for_each_object_in_path(path, |p| pods.add_pod(p))?,
-        None => {
-            let node = match &source.node_name {
-                Some(n) => n.clone(),
-                None => hostname()?,
-            };
+        Some(path) => for_each_object_in_path(path, |p| keep(p, &mut objects))?,
+        None if source.cluster => {
+            let node = name
+                .clone()
+                .context("cannot read the hostname; pass --node-name")?;
             let cluster =
                 Cluster::connect(source.kubeconfig.as_deref(), source.context.as_deref()).await?;
             let selector = format!("spec.nodeName={node}");
             cluster
-                .for_each_pod(Some(&selector), &mut |p| pods.add_pod(p))
+                .for_each_pod(Some(&selector), &mut |p| keep(p, &mut objects))
                 .await?;
             let reported = cluster.node(&node).await?;
-            node_version = match reported
+            version = match reported
                 .pointer("/status/nodeInfo/kubeletVersion")
                 .and_then(serde_json::Value::as_str)
             {
@@ -41,12 +59,27 @@ pub async fn read(source: &PodSource) -> Result<(PodIndex, Option<KubeletVersion
                 ),
                 None => None,
             };
+            node_object = Some(reported);
         }
+        None => {}
     }
-    for p in &pods.problems {
+    for p in &index.problems {
         eprintln!("kubehash: not a usable pod: {p}");
     }
-    Ok((pods, node_version))
+    let here = |p: &serde_json::Value| {
+        let on = p
+            .pointer("/spec/nodeName")
+            .and_then(serde_json::Value::as_str);
+        name.is_none() || on.is_none() || on == name.as_deref()
+    };
+    let pods = (source.pods.is_some() || source.cluster)
+        .then(|| objects.into_iter().filter(here).collect());
+    Ok(NodeInputs {
+        index,
+        version,
+        pods,
+        node: node_object,
+    })
 }
 
 /// The old kubelet F of the proof rule: `--from`, else the version the Node reports.

@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 
 use crate::analysis::matrix::RestartMatrix;
 use crate::analysis::plan::{ContainerPlan, Verdict};
+use crate::analysis::preflight::{worst, Check, Status};
 use crate::analysis::scan::{ContainerImpact, Counts, Impact, ScanReport};
 use crate::analysis::statics::{PinAction, StaticPod};
 use crate::error::Problem;
@@ -413,6 +414,8 @@ pub struct NodePlan {
     pub from: Option<KubeletVersion>,
     /// What CRI's Version call reports: name, version, API version.
     pub runtime: (String, String, String),
+    /// The preflight checks.
+    pub checks: Vec<Check>,
     /// Static pod manifests and what apply does with them.
     pub statics: Vec<StaticPod>,
     pub containers: Vec<ContainerPlan>,
@@ -440,6 +443,8 @@ impl Render for NodePlan {
             "from": self.from.map(|f| f.to_string()),
             "runtime": {"name": name, "version": version, "api_version": api},
             "counts": counts,
+            "in_place": worst(&self.checks) < Status::Fail,
+            "checks": to_value(&self.checks),
             "static_pods": to_value(&self.statics),
             "containers": to_value(&self.containers),
         })
@@ -452,6 +457,8 @@ impl Render for NodePlan {
             .map(|(v, n)| format!("{n} {v}"))
             .collect();
         writeln!(out, "{}: {}.", self.heading(), counts.join(", "))?;
+        writeln!(out)?;
+        write_checks(&self.checks, out)?;
         writeln!(out)?;
         if !self.statics.is_empty() {
             let mut rows = vec![["STATIC POD", "MANIFEST", "UID", "ACTION"]
@@ -604,6 +611,53 @@ impl Render for Checks {
             self.done
         )
     }
+}
+
+/// `node preflight`: the checks for an upgrade to `to`.
+pub struct Preflight {
+    pub to: KubeletVersion,
+    pub checks: Vec<Check>,
+}
+
+impl Render for Preflight {
+    fn document(&self) -> Value {
+        json!({
+            "to": self.to.to_string(),
+            "in_place": worst(&self.checks) < Status::Fail,
+            "checks": to_value(&self.checks),
+        })
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        self.checks.iter().map(to_value).collect()
+    }
+
+    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "Preflight for kubelet {}:", self.to)?;
+        write_checks(&self.checks, out)
+    }
+}
+
+/// One row per check, what to do under it, and the conclusion.
+fn write_checks(checks: &[Check], out: &mut dyn Write) -> io::Result<()> {
+    let mut rows = vec![["CHECK", "RESULT", "EVIDENCE"].map(String::from).to_vec()];
+    for c in checks {
+        rows.push(vec![
+            c.name.to_string(),
+            format!("{:?}", c.status).to_lowercase(),
+            c.evidence.clone(),
+        ]);
+    }
+    write_columns(&rows, out)?;
+    for c in checks.iter().filter(|c| !c.action.is_empty()) {
+        writeln!(out, "  {}: {}", c.name, c.action)?;
+    }
+    let verdict = if worst(checks) >= Status::Fail {
+        "drain needed: a check fails (a hash rewrite alone would not keep these pods)"
+    } else {
+        "in place: no check fails"
+    };
+    writeln!(out, "Preflight: {verdict}.")
 }
 
 /// `shim --status`: how many containers the shim still translates.

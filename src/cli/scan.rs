@@ -24,6 +24,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             to,
             fixed_from,
             &args.source,
+            &crate::source::host::HostPaths::default(),
             args.output,
             args.fail_on_restart,
         );

@@ -130,7 +130,8 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
 
 /// The shim's plan: this node's containers and pods, proven for `from` → `to`.
 async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<ShimState> {
-    let (pods, node_version) = node_pods::read(&a.source).await?;
+    let inputs = node_pods::read(&a.source).await?;
+    let (pods, node_version) = (inputs.index, inputs.version);
     let from = node_pods::old_kubelet(a.from.as_deref(), node_version)?;
     let mut cri = Cri::connect(&a.runtime_endpoint).await?;
     let containers = cri.list_containers().await?;

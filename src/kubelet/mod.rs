@@ -11,4 +11,5 @@ pub mod gojson; // Go encoding/json writer (kubelet 1.16 +)
 pub mod sink; // FNV-1a 32 and byte sinks, lanes
 pub mod hash; // one function per epoch: the hashes a kubelet stores
 pub mod diff; // why two kubelets' hashes of a container differ
+pub mod facts; // version facts other than the hash: checkpoints, flags, cgroups
 pub mod defaults; // the v1 defaults a kubelet applies to a static pod's containers

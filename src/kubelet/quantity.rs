@@ -220,7 +220,33 @@ pub fn parse(str: &str) -> Result<Quantity, QuantityError> {
     })
 }
 
+/// `ParseQuantity(s).MilliValue()`, for comparing amounts (`None` past the i128 range).
+pub fn parse_quantity_milli(s: &str) -> Result<i128, QuantityError> {
+    parse(s)?.milli_value().ok_or(QuantityError::TooLarge)
+}
+
 impl Quantity {
+    /// The amount in thousandths, rounded up as `MilliValue` rounds.
+    pub fn milli_value(&self) -> Option<i128> {
+        let (unscaled, scale): (BigInt, i32) = match &self.dec {
+            Some(d) => (d.unscaled.clone(), -d.scale),
+            None => (BigInt::from(self.value), self.scale),
+        };
+        let shift = scale + 3;
+        let v = if shift >= 0 {
+            unscaled * BigInt::from(10).pow(shift.unsigned_abs())
+        } else {
+            let d = BigInt::from(10).pow(shift.unsigned_abs());
+            let (q, r) = unscaled.div_rem(&d);
+            if r.sign() == num_bigint::Sign::Plus {
+                q + 1
+            } else {
+                q
+            }
+        };
+        i128::try_from(v).ok()
+    }
+
     /// What `MarshalJSON` puts between the quotes: the cached `s`, else the canonical form.
     pub fn json_text(&self) -> std::borrow::Cow<'_, str> {
         if self.s.is_empty() {

@@ -224,6 +224,41 @@ impl Cri {
         .await
     }
 
+    /// A sandbox's status: state, network namespace mode and IP (what `PodSandboxChanged` reads).
+    pub async fn pod_sandbox_status(&mut self, id: &str) -> Result<proto::PodSandboxStatus> {
+        let r: proto::PodSandboxStatusResponse = self
+            .rpc(
+                "PodSandboxStatus",
+                proto::PodSandboxStatusRequest {
+                    pod_sandbox_id: id.into(),
+                    verbose: false,
+                },
+            )
+            .await?;
+        r.status.ok_or_else(|| Error::Cri {
+            endpoint: self.endpoint.clone(),
+            reason: format!("PodSandboxStatus {id}: empty answer"),
+        })
+    }
+
+    /// The cgroup driver the runtime reports (`systemd`, `cgroupfs`), or `None` where the runtime
+    /// does not implement `RuntimeConfig` (containerd before 2.0, CRI-O before 1.28).
+    pub async fn cgroup_driver(&mut self) -> Result<Option<String>> {
+        let r: std::result::Result<proto::RuntimeConfigResponse, CallError> = self
+            .call("RuntimeConfig", proto::RuntimeConfigRequest {})
+            .await;
+        match r {
+            Ok(r) => Ok(r
+                .linux
+                .map(|l| match proto::CgroupDriver::try_from(l.cgroup_driver) {
+                    Ok(proto::CgroupDriver::Cgroupfs) => "cgroupfs".to_string(),
+                    _ => "systemd".to_string(),
+                })),
+            Err(CallError::Status(s)) if s.code() == tonic::Code::Unimplemented => Ok(None),
+            Err(e) => Err(self.error("RuntimeConfig", e)),
+        }
+    }
+
     /// Every pod sandbox the runtime knows (for preflight and static pods).
     pub async fn list_pod_sandboxes(&mut self) -> Result<Vec<proto::PodSandbox>> {
         let r: proto::ListPodSandboxResponse = self

@@ -7,4 +7,5 @@ pub mod input; // what `hash` hashes: containers, pods, lists, golden records
 pub mod pods; // pod splitting, container slots, states, workloads
 pub mod nodes; // node name → kubelet version
 pub mod cluster; // the API server: kubeconfig, pods, nodes
+pub mod host; // the node's cgroups, kubelet checkpoints, config and flags (read only)
 pub mod manifests; // static-pod manifests as the kubelet reads them

@@ -85,8 +85,10 @@ impl TestApi {
                     None => json!({}),
                 };
                 json!({"kind":"Node","apiVersion":"v1","metadata":{"name":"test-node","uid":"node-uid-1",
-                    "resourceVersion":"100","annotations":annotations},
+                    "resourceVersion":"100","annotations":annotations,
+                    "labels":{"kubernetes.io/hostname":"test-node","disk":"ssd"}},
                     "status":{"nodeInfo":{"kubeletVersion":s.kubelet_version},
+                        "allocatable":{"cpu":"2","memory":"4Gi","pods":"110"},
                         "conditions":[{"type":"Ready","status":"True","lastHeartbeatTime":s.heartbeat}]}})
             };
             if method == "GET" && target.starts_with("/api/v1/nodes/test-node") {

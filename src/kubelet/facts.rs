@@ -1,0 +1,151 @@
+//! Version-specific kubelet behaviour that decides whether a new kubelet keeps running pods,
+//! other than the container hash: one row per fact, each citing where upstream it lives. The
+//! preflight checks (`analysis/preflight.rs`) read only this table for version facts.
+
+use crate::kubelet::version::KubeletVersion;
+
+/// One fact: from kubelet 1.`since` on, `what` holds (upstream: `source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fact {
+    pub id: FactId,
+    pub since: u8,
+    pub what: &'static str,
+    pub source: &'static str,
+}
+
+/// The facts preflight asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactId {
+    /// The dockershim and its flags are gone: the kubelet refuses `--container-runtime=docker`
+    /// and the network-plugin flags.
+    DockershimRemoved,
+    /// `--node-labels` may not set `kubernetes.io`/`k8s.io` labels outside the allowed set.
+    NodeLabelsRestricted,
+    /// The CPU manager's checkpoint keys entries by pod UID and container name.
+    CpuManagerCheckpointByPod,
+    /// The device manager's checkpoint lists device IDs per NUMA node.
+    DeviceCheckpointByNuma,
+    /// CRI v1alpha2 is no longer spoken: the runtime must serve runtime.v1.
+    CriV1Alpha2Dropped,
+    /// `--container-runtime` is removed.
+    ContainerRuntimeFlagRemoved,
+    /// The kubelet takes the cgroup driver from the runtime when the runtime reports one.
+    CgroupDriverFromRuntime,
+    /// The DRA manager's checkpoint format changed; an old one stops the kubelet.
+    DraCheckpointV2,
+    /// In-place pod resize is on by default; actuated resources are kept in a checkpoint.
+    InPlaceResizeDefault,
+    /// `failCgroupV1` defaults to true: the kubelet refuses to start on cgroup v1.
+    FailCgroupV1Default,
+}
+
+/// The table, oldest first.
+pub const FACTS: &[Fact] = &[
+    Fact {
+        id: FactId::NodeLabelsRestricted,
+        since: 16,
+        what: "--node-labels may set kubernetes.io / k8s.io labels only in the allowed set",
+        source: "cmd/kubelet/app/options/options.go ValidateKubeletFlags",
+    },
+    Fact {
+        id: FactId::CpuManagerCheckpointByPod,
+        since: 18,
+        what: "cpu_manager_state entries are keyed by pod UID, then container name",
+        source: "pkg/kubelet/cm/cpumanager/state/checkpoint.go CPUManagerCheckpointV2",
+    },
+    Fact {
+        id: FactId::DeviceCheckpointByNuma,
+        since: 20,
+        what: "the device-plugin checkpoint lists device IDs per NUMA node",
+        source: "pkg/kubelet/cm/devicemanager/checkpoint/checkpoint.go PodDevicesEntry (DevicesPerNUMA)",
+    },
+    Fact {
+        id: FactId::DockershimRemoved,
+        since: 24,
+        what: "the dockershim and its flags (--network-plugin, --cni-*, --docker-endpoint, …) are removed",
+        source: "pkg/kubelet/dockershim removed; cmd/kubelet/app/options/options.go",
+    },
+    Fact {
+        id: FactId::CriV1Alpha2Dropped,
+        since: 26,
+        what: "the kubelet speaks only CRI runtime.v1",
+        source: "pkg/kubelet/cri/remote/remote_runtime.go",
+    },
+    Fact {
+        id: FactId::ContainerRuntimeFlagRemoved,
+        since: 27,
+        what: "--container-runtime is removed",
+        source: "cmd/kubelet/app/options/options.go",
+    },
+    Fact {
+        id: FactId::CgroupDriverFromRuntime,
+        since: 31,
+        what: "the cgroup driver is taken from the runtime's RuntimeConfig when it reports one",
+        source: "pkg/kubelet/kubelet.go getCgroupDriverFromCRI",
+    },
+    Fact {
+        id: FactId::DraCheckpointV2,
+        since: 31,
+        what: "dra_manager_state has a new format; the DRA manager fails on the old one",
+        source: "pkg/kubelet/cm/dra/state/checkpoint.go",
+    },
+    Fact {
+        id: FactId::InPlaceResizeDefault,
+        since: 33,
+        what: "in-place pod resize is on by default; actuated resources are checkpointed",
+        source: "pkg/kubelet/allocation/allocation_manager.go",
+    },
+    Fact {
+        id: FactId::FailCgroupV1Default,
+        since: 35,
+        what: "failCgroupV1 defaults to true: the kubelet refuses to start on cgroup v1",
+        source: "pkg/kubelet/apis/config/v1beta1/defaults.go",
+    },
+];
+
+/// The row of `id`.
+pub fn fact(id: FactId) -> &'static Fact {
+    FACTS.iter().find(|f| f.id == id).unwrap_or(&FACTS[0])
+}
+
+/// Whether `id` holds for kubelet `v`.
+pub fn holds(id: FactId, v: KubeletVersion) -> bool {
+    v.minor() >= fact(id).since
+}
+
+/// Whether the upgrade `from` → `to` crosses `id` (it holds for `to` and not for `from`; with
+/// `from` unknown, whether it holds for `to`).
+pub fn crosses(id: FactId, from: Option<KubeletVersion>, to: KubeletVersion) -> bool {
+    holds(id, to) && !from.is_some_and(|f| holds(id, f))
+}
+
+/// Flags the dockershim removal took away (1.24).
+pub const DOCKERSHIM_FLAGS: &[&str] = &[
+    "--network-plugin",
+    "--network-plugin-mtu",
+    "--cni-bin-dir",
+    "--cni-conf-dir",
+    "--cni-cache-dir",
+    "--docker-endpoint",
+    "--image-pull-progress-deadline",
+    "--experimental-dockershim-root-directory",
+    "--non-masquerade-cidr",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fact_is_in_the_table_once_and_in_order() {
+        let v = |m: u8| -> KubeletVersion { format!("1.{m}").parse().unwrap() };
+        assert!(FACTS.windows(2).all(|w| w[0].since <= w[1].since));
+        for f in FACTS {
+            assert_eq!(fact(f.id), f);
+            assert!(holds(f.id, v(f.since)) && !holds(f.id, v(f.since - 1)));
+        }
+        assert!(crosses(FactId::CriV1Alpha2Dropped, Some(v(25)), v(26)));
+        assert!(!crosses(FactId::CriV1Alpha2Dropped, Some(v(26)), v(27)));
+        assert!(crosses(FactId::CriV1Alpha2Dropped, None, v(27)));
+    }
+}

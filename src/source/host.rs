@@ -1,0 +1,210 @@
+//! What the node's own files say, for preflight: the cgroup hierarchy (version, controllers, the
+//! pod cgroups and which driver's layout they follow), the kubelet's checkpoints under its root
+//! directory, its config file and the flags kubeadm gives it. Only read, never written.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::source::manifests::documents;
+
+/// Where to look.
+#[derive(Debug, Clone)]
+pub struct HostPaths {
+    /// The cgroup mount (`/sys/fs/cgroup`).
+    pub cgroup_root: PathBuf,
+    /// The kubelet's root directory (`/var/lib/kubelet`).
+    pub kubelet_root: PathBuf,
+    /// The kubelet's config file (`/var/lib/kubelet/config.yaml`).
+    pub kubelet_config: PathBuf,
+    /// A file of kubelet flags (`/var/lib/kubelet/kubeadm-flags.env`, `KUBELET_KUBEADM_ARGS="…"`).
+    pub kubelet_flags: PathBuf,
+}
+
+impl Default for HostPaths {
+    fn default() -> Self {
+        HostPaths {
+            cgroup_root: "/sys/fs/cgroup".into(),
+            kubelet_root: "/var/lib/kubelet".into(),
+            kubelet_config: "/var/lib/kubelet/config.yaml".into(),
+            kubelet_flags: "/var/lib/kubelet/kubeadm-flags.env".into(),
+        }
+    }
+}
+
+/// The checkpoint files preflight reads, relative to the kubelet's root directory.
+pub const CHECKPOINTS: &[&str] = &[
+    "cpu_manager_state",
+    "memory_manager_state",
+    "dra_manager_state",
+    "device-plugins/kubelet_internal_checkpoint",
+    "allocated_pods_state",
+    "actuated_pods_state",
+];
+
+/// The node's files, as read.
+#[derive(Debug, Clone, Default)]
+pub struct Host {
+    /// cgroup v2 (unified): `cgroup.controllers` at the root.
+    pub cgroup_v2: bool,
+    /// Controllers available at the root (v2) or mounted hierarchies (v1).
+    pub root_controllers: Vec<String>,
+    /// The controllers enabled for pods, in the `kubepods` cgroup (v2), by layout.
+    pub kubepods_controllers: Option<Vec<String>>,
+    /// Pod UID (with `-`) → the driver whose layout its cgroup follows (`systemd`, `cgroupfs`).
+    pub pod_cgroups: BTreeMap<String, &'static str>,
+    /// The kubelet's config file, parsed (`None` when absent).
+    pub kubelet_config: Option<Value>,
+    /// Flags from the flags file.
+    pub kubelet_flags: Vec<String>,
+    /// Checkpoint name → its JSON, or why it could not be read as JSON.
+    pub checkpoints: BTreeMap<String, Result<Value, String>>,
+    /// Files that exist but could not be read, with why.
+    pub problems: Vec<String>,
+}
+
+impl Host {
+    /// Reads what exists; what is missing stays empty.
+    pub fn read(paths: &HostPaths) -> Host {
+        let mut h = Host::default();
+        let root = &paths.cgroup_root;
+        match std::fs::read_to_string(root.join("cgroup.controllers")) {
+            Ok(text) => {
+                h.cgroup_v2 = true;
+                h.root_controllers = words(&text);
+            }
+            Err(_) => {
+                h.root_controllers = std::fs::read_dir(root)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .flat_map(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .split(',')
+                            .map(str::to_string)
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
+            }
+        }
+        // v1 keeps one tree per controller; the memory tree has every pod cgroup.
+        let base = if h.cgroup_v2 {
+            root.clone()
+        } else {
+            root.join("memory")
+        };
+        for (driver, top) in [("systemd", "kubepods.slice"), ("cgroupfs", "kubepods")] {
+            let top = base.join(top);
+            if !top.is_dir() {
+                continue;
+            }
+            if h.cgroup_v2 && h.kubepods_controllers.is_none() {
+                h.kubepods_controllers = std::fs::read_to_string(top.join("cgroup.controllers"))
+                    .ok()
+                    .map(|t| words(&t));
+            }
+            for dir in subdirs(&top).into_iter().chain(
+                subdirs(&top)
+                    .iter()
+                    .flat_map(|d| subdirs(d))
+                    .collect::<Vec<_>>(),
+            ) {
+                if let Some(uid) = pod_uid(&dir) {
+                    h.pod_cgroups.insert(uid, driver);
+                }
+            }
+        }
+        h.kubelet_config = read_config(&paths.kubelet_config, &mut h.problems);
+        h.kubelet_flags = std::fs::read_to_string(&paths.kubelet_flags)
+            .map(|t| flags(&t))
+            .unwrap_or_default();
+        for name in CHECKPOINTS {
+            let path = paths.kubelet_root.join(name);
+            if let Ok(bytes) = std::fs::read(&path) {
+                let parsed = serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string());
+                h.checkpoints.insert(name.to_string(), parsed);
+            }
+        }
+        h
+    }
+
+    /// The kubelet config's `cgroupDriver` (the kubelet's default is `cgroupfs`).
+    pub fn configured_driver(&self) -> &str {
+        self.kubelet_config
+            .as_ref()
+            .and_then(|c| c.get("cgroupDriver"))
+            .and_then(Value::as_str)
+            .unwrap_or("cgroupfs")
+    }
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
+/// `kubepods-burstable-pod1234_5678.slice` or `pod1234-5678` → `1234-5678`.
+fn pod_uid(dir: &Path) -> Option<String> {
+    let name = dir.file_name()?.to_string_lossy().into_owned();
+    let name = name.strip_suffix(".slice").unwrap_or(&name);
+    let at = name.rfind("pod")?;
+    let uid = &name[at + 3..];
+    (!uid.is_empty()
+        && uid
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b'-' || b == b'_'))
+    .then(|| uid.replace('_', "-"))
+}
+
+fn read_config(path: &Path, problems: &mut Vec<String>) -> Option<Value> {
+    let bytes = std::fs::read(path).ok()?;
+    match documents(&bytes) {
+        Ok(mut docs) if !docs.is_empty() => Some(docs.remove(0)),
+        Ok(_) => None,
+        Err(e) => {
+            problems.push(format!("{}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// The flags of a kubeadm flags file: the words inside `KUBELET_KUBEADM_ARGS="…"` (or of every
+/// `KEY="…"` line).
+fn flags(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .flat_map(|(_, v)| words(v.trim().trim_matches('"')))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_cgroup_names_of_both_drivers() {
+        let uid = |s: &str| pod_uid(Path::new(s));
+        assert_eq!(
+            uid("kubepods-burstable-pod12ab_34cd.slice").as_deref(),
+            Some("12ab-34cd")
+        );
+        assert_eq!(uid("pod12ab-34cd").as_deref(), Some("12ab-34cd"));
+        assert_eq!(uid("kubepods-burstable.slice"), None);
+        assert_eq!(
+            flags("KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --node-labels=a=b\"\n"),
+            ["--container-runtime-endpoint=unix:///run/containerd/containerd.sock", "--node-labels=a=b"]
+        );
+    }
+}

@@ -1,0 +1,152 @@
+//! `kubehash node preflight` on a real containerd (tests/harness): sandboxes created over CRI as a
+//! kubelet creates them, then made to look changed the way the kubelet's PodSandboxChanged sees
+//! it; the node's files are laid out in a temporary directory.
+
+mod harness;
+
+use harness::{create_pod, text, Containerd, KubeletCalls};
+use kubehash::runtime::cri::Cri;
+use serde_json::Value;
+
+fn preflight(ctrd: &Containerd, files: &std::path::Path) -> (Option<i32>, Value) {
+    let ep = ctrd.endpoint();
+    let f = |rel: &str| files.join(rel).display().to_string();
+    let out = harness::kubehash(&[
+        "node",
+        "preflight",
+        "--to",
+        "1.31",
+        "--from",
+        "1.30",
+        "--cri",
+        &ep,
+        "--cgroup-root",
+        &f("cgroup"),
+        "--kubelet-root",
+        &f("kubelet"),
+        "--kubelet-config",
+        &f("kubelet/config.yaml"),
+        "--kubelet-flags",
+        &f("kubelet/kubeadm-flags.env"),
+        "-o",
+        "json",
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    (out.status.code(), v)
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+/// Two ready sandboxes for one pod, then the newest not ready: each fails `sandboxes` (and the
+/// exit status says so); with the extra sandbox gone it passes. Nothing is changed by preflight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_sandboxes_fail_and_settled_ones_pass() {
+    let ctrd = Containerd::start();
+    let files = ctrd.dir.join("node-files");
+    std::fs::create_dir_all(files.join("cgroup")).unwrap();
+    std::fs::write(
+        files.join("cgroup/cgroup.controllers"),
+        "cpuset cpu memory pids\n",
+    )
+    .unwrap();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let logs = ctrd.dir.join("pods");
+    let v130 = "1.30".parse().unwrap();
+    create_pod(&mut cri, &logs, "shop", "web-1", "uid-web", &[], v130).await;
+    let (code, report) = preflight(&ctrd, &files);
+    assert_eq!(check(&report, "sandboxes")["status"], "pass", "{report}");
+    assert_eq!(code, Some(0), "{report}");
+
+    // A second ready sandbox for the same pod, as after a half-finished restart.
+    let second = create_pod(&mut cri, &logs, "shop", "web-1-again", "uid-web", &[], v130).await;
+    let (code, report) = preflight(&ctrd, &files);
+    let c = check(&report, "sandboxes");
+    assert_eq!(c["status"], "fail", "{report}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("2 ready sandboxes"),
+        "{c}"
+    );
+    assert_eq!(code, Some(3));
+    assert_eq!(report["in_place"], false);
+
+    // The newest stops: still changed.
+    cri.stop_pod_sandbox(&second.sandbox_id).await.unwrap();
+    let (_, report) = preflight(&ctrd, &files);
+    let c = check(&report, "sandboxes");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("newest sandbox is not ready"),
+        "{c}"
+    );
+
+    // Gone: settled.
+    cri.remove_pod_sandbox(&second.sandbox_id).await.unwrap();
+    let (code, report) = preflight(&ctrd, &files);
+    assert_eq!(check(&report, "sandboxes")["status"], "pass", "{report}");
+    assert_eq!(code, Some(0));
+    // Without pods or a Node, the checks that need them say so.
+    assert_eq!(check(&report, "admission")["status"], "unknown");
+    assert_eq!(
+        cri.list_pod_sandboxes().await.unwrap().len(),
+        1,
+        "preflight changes nothing"
+    );
+}
+
+/// Admission against the test API server's Node (labels `disk: ssd`, 2 CPUs allocatable): a pod
+/// whose nodeSelector the Node no longer satisfies fails; one it satisfies passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_reads_the_node_from_the_api_server() {
+    let ctrd = Containerd::start();
+    let files = ctrd.dir.join("node-files");
+    std::fs::create_dir_all(&files).unwrap();
+    let pod = |name: &str, disk: &str| {
+        serde_json::json!({"kind": "Pod", "metadata": {"namespace": "shop", "name": name, "uid": name},
+            "spec": {"nodeName": "test-node", "nodeSelector": {"disk": disk},
+                     "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running"}})
+    };
+    for (disk, status) in [("ssd", "pass"), ("hdd", "fail")] {
+        let api = harness::apiserver::TestApi::start(
+            "v1.30.2",
+            serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
+                               "items": [pod("web", disk)]}),
+        );
+        let kubeconfig = api.kubeconfig(&ctrd.dir);
+        let out = harness::kubehash(&[
+            "node",
+            "preflight",
+            "--to",
+            "1.31",
+            "--cri",
+            &ctrd.endpoint(),
+            "--cluster",
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--node-name",
+            "test-node",
+            "--cgroup-root",
+            &files.display().to_string(),
+            "-o",
+            "json",
+        ]);
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+        let c = check(&report, "admission");
+        assert_eq!(c["status"], status, "{c}");
+        assert_eq!(check(&report, "eviction")["status"], "pass", "{report}");
+    }
+}
