@@ -645,3 +645,58 @@ fn scan_counts_a_pinned_static_pod_like_any_other() {
     let pinned = scan(&dir.path().display().to_string());
     assert_eq!(etcd(&pinned)["impact"], "restart", "{}", etcd(&pinned));
 }
+
+/// A cluster-wide scan makes the preflight checks Node objects and pods decide, per node: a pod
+/// whose nodeSelector its Node no longer satisfies fails admission on that node only.
+#[test]
+fn scan_runs_admission_and_eviction_per_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = |name: &str, disk: &str| {
+        serde_json::json!({"kind": "Node", "metadata": {"name": name, "labels": {"disk": disk}},
+            "status": {"nodeInfo": {"kubeletVersion": "v1.30.4"}, "allocatable": {"cpu": "4"}}})
+    };
+    let pod = |name: &str, node: &str| {
+        serde_json::json!({"kind": "Pod", "metadata": {"namespace": "ns", "name": name, "uid": name},
+            "spec": {"nodeName": node, "nodeSelector": {"disk": "ssd"},
+                     "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}})
+    };
+    let nodes = dir.path().join("nodes.json");
+    let pods = dir.path().join("pods.json");
+    std::fs::write(
+        &nodes,
+        serde_json::json!({"kind": "List", "items": [node("a", "ssd"), node("b", "hdd")]})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        &pods,
+        serde_json::json!({"kind": "List", "items": [pod("p", "a"), pod("q", "b")]}).to_string(),
+    )
+    .unwrap();
+    let (n, p) = (nodes.display().to_string(), pods.display().to_string());
+    let out = kubehash(
+        &[
+            "scan", "--to", "1.31", "-i", &p, "--nodes", &n, "-o", "json",
+        ],
+        b"",
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let admission = |node: &str| {
+        v["nodes"][node]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "admission")
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(admission("a"), "pass", "{v}");
+    assert_eq!(admission("b"), "fail", "{v}");
+    let table = kubehash(&["scan", "--to", "1.31", "-i", &p, "--nodes", &n], b"");
+    assert!(
+        text(&table.stdout).contains("Preflight on b: admission fail: ns/q: nodeSelector disk=ssd"),
+        "{}",
+        text(&table.stdout)
+    );
+}

@@ -193,34 +193,67 @@ fn cgroups(f: &Facts, to: KubeletVersion) -> Check {
 /// `HandlePodAdditions` runs `canAdmitPod` for running pods too: a pod the new kubelet rejects
 /// is set Failed and killed.
 fn admission(f: &Facts) -> Check {
-    let mut c = check(
-        "admission",
-        "a running pod the new kubelet does not admit again is set Failed and killed (HandlePodAdditions → canAdmitPod)",
-    );
     let (Some(pods), Some(node)) = (&f.pods, &f.node) else {
+        let mut c = check(ADMISSION.0, ADMISSION.1);
         c.status = Status::Unknown;
         c.evidence = "no Node object or pods (give --cluster)".into();
         c.action = "run with --cluster to check labels, allocatable and devices".into();
         return c;
     };
-    let labels = node
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let label = |k: &str| labels.get(k).and_then(Value::as_str);
-    let mut refused = Vec::new();
-    let mut devices = Vec::new();
-    let mut requested: BTreeMap<String, i128> = BTreeMap::new();
-    for pod in pods.iter().filter(|p| running(p)) {
+    let mut tally = Admission::new(node);
+    pods.iter().for_each(|p| tally.add(p));
+    tally.check()
+}
+
+const ADMISSION: (&str, &str) = (
+    "admission",
+    "a running pod the new kubelet does not admit again is set Failed and killed (HandlePodAdditions → canAdmitPod)",
+);
+
+/// The admission check, one pod at a time (a cluster-wide scan streams pods).
+#[derive(Debug, Clone)]
+pub struct Admission {
+    labels: serde_json::Map<String, Value>,
+    allocatable: serde_json::Map<String, Value>,
+    pods: usize,
+    refused: Vec<String>,
+    devices: Vec<String>,
+    requested: BTreeMap<String, i128>,
+}
+
+impl Admission {
+    /// Against this Node object.
+    pub fn new(node: &Value) -> Admission {
+        let map = |ptr: &str| {
+            node.pointer(ptr)
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default()
+        };
+        Admission {
+            labels: map("/metadata/labels"),
+            allocatable: map("/status/allocatable"),
+            pods: 0,
+            refused: Vec::new(),
+            devices: Vec::new(),
+            requested: BTreeMap::new(),
+        }
+    }
+
+    /// One of the node's pods (pods that do not run are not admitted again).
+    pub fn add(&mut self, pod: &Value) {
+        if !running(pod) {
+            return;
+        }
+        self.pods += 1;
         let name = pod_name(pod);
+        let label = |k: &str| self.labels.get(k).and_then(Value::as_str);
         if let Some(sel) = pod.pointer("/spec/nodeSelector").and_then(Value::as_object) {
             for (k, v) in sel {
                 if label(k) != v.as_str() {
-                    refused.push(format!(
-                        "{name}: nodeSelector {k}={}",
-                        v.as_str().unwrap_or("")
-                    ));
+                    let want = v.as_str().unwrap_or("");
+                    self.refused
+                        .push(format!("{name}: nodeSelector {k}={want}"));
                 }
             }
         }
@@ -228,58 +261,58 @@ fn admission(f: &Facts) -> Check {
             .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
             .and_then(Value::as_array);
         if let Some(terms) = terms {
-            if !terms.iter().any(|t| term_matches(t, &labels)) {
-                refused.push(format!("{name}: required node affinity"));
+            if !terms.iter().any(|t| term_matches(t, &self.labels)) {
+                self.refused.push(format!("{name}: required node affinity"));
             }
         }
         for c in containers(pod, &["containers", "initContainers"]) {
             if let Some(req) = c.pointer("/resources/requests").and_then(Value::as_object) {
                 for (k, v) in req {
                     if k.contains('/') && !k.starts_with("hugepages-") {
-                        devices.push(format!("{name}: {k}"));
+                        self.devices.push(format!("{name}: {k}"));
                     }
                     if let Some(m) = v.as_str().and_then(|q| parse_quantity_milli(q).ok()) {
-                        *requested.entry(k.clone()).or_default() += m;
+                        *self.requested.entry(k.clone()).or_default() += m;
                     }
                 }
             }
         }
     }
-    let allocatable = node
-        .pointer("/status/allocatable")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    for (k, total) in &requested {
-        let cap = allocatable
-            .get(k)
-            .and_then(Value::as_str)
-            .and_then(|q| parse_quantity_milli(q).ok());
-        if let Some(cap) = cap {
-            if *total > cap {
+
+    /// The check's result for the pods added.
+    pub fn check(&self) -> Check {
+        let mut c = check(ADMISSION.0, ADMISSION.1);
+        let mut refused = self.refused.clone();
+        for (k, total) in &self.requested {
+            let cap = self
+                .allocatable
+                .get(k)
+                .and_then(Value::as_str)
+                .and_then(|q| parse_quantity_milli(q).ok());
+            if cap.is_some_and(|cap| *total > cap) {
                 refused.push(format!(
                     "running pods request more {k} than the node's allocatable"
                 ));
             }
         }
-    }
-    c.evidence = format!(
-        "{} running pods against the Node's labels and allocatable",
-        pods.iter().filter(|p| running(p)).count()
-    );
-    if !refused.is_empty() {
-        c.status = Status::Fail;
-        c.evidence = refused.join("; ");
-        c.action = "restore the node labels / allocatable these pods need before the swap, or move the pods".into();
-    } else if !devices.is_empty() {
-        c.status = Status::Warn;
         c.evidence = format!(
-            "pods use device-plugin resources ({}): they are admitted only once the device plugin registers again",
-            devices.join(", ")
+            "{} running pods against the Node's labels and allocatable",
+            self.pods
         );
-        c.action = "avoid kubelet 1.25.10, 1.26.5 and 1.27.2, which rejected such pods at restart (fixed upstream by #118635 and its backports)".into();
+        if !refused.is_empty() {
+            c.status = Status::Fail;
+            c.evidence = refused.join("; ");
+            c.action = "restore the node labels / allocatable these pods need before the swap, or move the pods".into();
+        } else if !self.devices.is_empty() {
+            c.status = Status::Warn;
+            c.evidence = format!(
+                "pods use device-plugin resources ({}): they are admitted only once the device plugin registers again",
+                self.devices.join(", ")
+            );
+            c.action = "avoid kubelet 1.25.10, 1.26.5 and 1.27.2, which rejected such pods at restart (fixed upstream by #118635 and its backports)".into();
+        }
+        c
     }
-    c
 }
 
 fn term_matches(term: &Value, labels: &serde_json::Map<String, Value>) -> bool {
@@ -657,17 +690,34 @@ fn restricted_label(key: &str) -> bool {
 /// While the kubelet is down the node gets NoExecute not-ready/unreachable taints, and pods go
 /// after their `tolerationSeconds`.
 fn eviction(f: &Facts) -> Check {
-    let mut c = check(
-        "eviction",
-        "pods are evicted once the kubelet has been down longer than the node-monitor grace period plus their tolerationSeconds",
-    );
     let Some(pods) = &f.pods else {
+        let mut c = check(EVICTION.0, EVICTION.1);
         c.status = Status::Unknown;
         c.evidence = "no pods (give -i or --cluster)".into();
         return c;
     };
-    let mut shortest: Option<(i64, String)> = None;
-    for p in pods.iter().filter(|p| running(p)) {
+    let mut tally = Eviction::default();
+    pods.iter().for_each(|p| tally.add(p));
+    tally.check(f.node.as_ref())
+}
+
+const EVICTION: (&str, &str) = (
+    "eviction",
+    "pods are evicted once the kubelet has been down longer than the node-monitor grace period plus their tolerationSeconds",
+);
+
+/// The eviction check, one pod at a time.
+#[derive(Debug, Clone, Default)]
+pub struct Eviction {
+    /// The shortest toleration of a not-ready/unreachable node, and its pod.
+    shortest: Option<(i64, String)>,
+}
+
+impl Eviction {
+    pub fn add(&mut self, p: &Value) {
+        if !running(p) {
+            return;
+        }
         let tolerations = p
             .pointer("/spec/tolerations")
             .and_then(Value::as_array)
@@ -690,38 +740,40 @@ fn eviction(f: &Facts) -> Check {
         })
         .min()
         .unwrap_or(300);
-        if shortest.as_ref().is_none_or(|(s, _)| secs < *s) {
-            shortest = Some((secs, pod_name(p)));
+        if self.shortest.as_ref().is_none_or(|(s, _)| secs < *s) {
+            self.shortest = Some((secs, pod_name(p)));
         }
     }
-    if let Some(node) = &f.node {
-        let taints = node
-            .pointer("/spec/taints")
+
+    /// The check's result for the pods added, on this Node (when known).
+    pub fn check(&self, node: Option<&Value>) -> Check {
+        let mut c = check(EVICTION.0, EVICTION.1);
+        let tainted = node
+            .and_then(|n| n.pointer("/spec/taints"))
             .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if taints.iter().any(|t| t["effect"] == "NoExecute") {
+            .is_some_and(|t| t.iter().any(|t| t["effect"] == "NoExecute"));
+        if tainted {
             c.status = Status::Fail;
             c.evidence = "the Node already has a NoExecute taint".into();
             c.action = "find out why before stopping the kubelet".into();
             return c;
         }
-    }
-    match shortest {
-        None => c.evidence = "no running pods".into(),
-        Some((secs, pod)) => {
-            c.evidence = format!(
-                "the shortest toleration of a not-ready/unreachable node is {secs} s ({pod}); taints come after the node-monitor grace period (40 s by default)"
-            );
-            if secs < 300 {
-                c.status = Status::Warn;
-                c.action = format!(
-                    "keep the kubelet down for less than {secs} s plus the grace period, or raise {pod}'s tolerationSeconds"
+        match &self.shortest {
+            None => c.evidence = "no running pods".into(),
+            Some((secs, pod)) => {
+                c.evidence = format!(
+                    "the shortest toleration of a not-ready/unreachable node is {secs} s ({pod}); taints come after the node-monitor grace period (40 s by default)"
                 );
+                if *secs < 300 {
+                    c.status = Status::Warn;
+                    c.action = format!(
+                        "keep the kubelet down for less than {secs} s plus the grace period, or raise {pod}'s tolerationSeconds"
+                    );
+                }
             }
         }
+        c
     }
-    c
 }
 
 fn running(pod: &Value) -> bool {

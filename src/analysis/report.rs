@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::analysis::preflight::Check;
 use crate::analysis::scan::{ContainerImpact, Impact};
 use crate::analysis::spill::Details;
 use crate::kubelet::version::KubeletVersion;
@@ -57,6 +58,9 @@ pub struct NodeSummary {
     pub problem: Option<String>,
     #[serde(flatten)]
     pub counts: Counts,
+    /// The preflight checks a scan can make from Node objects and pods (admission, eviction).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
 }
 
 impl ScanReport {

@@ -18,7 +18,7 @@
 //! assert_eq!(o.reasons, ["kubelet 1.31 hashes only name and image; 1.30 hashes the whole spec"]);
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use crate::analysis::coverage::{coverage, Coverage};
 use crate::analysis::plan::Verdict;
+use crate::analysis::preflight::{Admission, Eviction};
 pub use crate::analysis::report::{Counts, NodeSummary, ScanReport};
 pub use crate::analysis::spill::{Details, SPILL_AFTER};
 use crate::error::{Error, Problem, Result};
@@ -326,7 +327,19 @@ pub fn scan_source(
     let worker = thread::spawn(move || {
         let mut scanner = Scanner::new(to).with_manifests(manifests);
         let mut report = ScanReport::new(to);
+        // Per node, the preflight checks pods and Node objects decide (with --nodes/--cluster).
+        let mut tallies: BTreeMap<String, (Admission, Eviction)> = BTreeMap::new();
         for object in rx.into_iter().flatten() {
+            if let FromVersions::PerNode(nv) = &from {
+                let node = object.pointer("/spec/nodeName").and_then(Value::as_str);
+                if let Some((name, n)) = node.and_then(|n| nv.objects.get_key_value(n)) {
+                    let (a, e) = tallies
+                        .entry(name.clone())
+                        .or_insert_with(|| (Admission::new(n), Eviction::default()));
+                    a.add(&object);
+                    e.add(&object);
+                }
+            }
             match pod_containers(object) {
                 Ok(containers) => {
                     let node = containers
@@ -338,6 +351,13 @@ pub fn scan_source(
                     }
                 }
                 Err(e) => report.problems.push(e.0),
+            }
+        }
+        if let FromVersions::PerNode(nv) = &from {
+            for (name, (a, e)) in tallies {
+                if let Some(summary) = report.nodes.get_mut(&name) {
+                    summary.checks = vec![a.check(), e.check(nv.objects.get(&name))];
+                }
             }
         }
         report.containers.finish()?;

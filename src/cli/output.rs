@@ -297,6 +297,16 @@ fn write_scan_table(r: &ScanReport, out: &mut dyn Write) -> io::Result<()> {
         rows.push(row);
     }
     write_columns(&rows, out)?;
+    for (node, s) in &r.nodes {
+        for c in s.checks.iter().filter(|c| c.status >= Status::Warn) {
+            let status = format!("{:?}", c.status).to_lowercase();
+            writeln!(
+                out,
+                "Preflight on {node}: {} {status}: {}",
+                c.name, c.evidence
+            )?;
+        }
+    }
     writeln!(out)?;
 
     let mut rows = vec![count_header(&["WORKLOAD"])];

@@ -15,6 +15,8 @@ use crate::source::reader::for_each_object_in_path;
 #[derive(Debug, Default, Clone)]
 pub struct NodeVersions {
     pub nodes: BTreeMap<String, std::result::Result<KubeletVersion, Problem>>,
+    /// Each Node's labels, allocatable and taints (what preflight's per-node checks read).
+    pub objects: BTreeMap<String, Value>,
 }
 
 impl NodeVersions {
@@ -36,6 +38,13 @@ impl NodeVersions {
                 .parse::<KubeletVersion>()
                 .map_err(|e| Problem(format!("node {name}: {e}"))),
         };
+        let keep = |ptr: &str| node.pointer(ptr).cloned().unwrap_or(Value::Null);
+        let slim = serde_json::json!({
+            "metadata": {"name": name, "labels": keep("/metadata/labels")},
+            "spec": {"taints": keep("/spec/taints")},
+            "status": {"allocatable": keep("/status/allocatable")},
+        });
+        self.objects.insert(name.clone(), slim);
         self.nodes.insert(name, version);
         Ok(())
     }
