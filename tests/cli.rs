@@ -187,12 +187,33 @@ fn scan_summarises_by_node_and_workload_then_details() {
         "{s}"
     );
     // The static pod on the 1.29 node gets a new UID from kubelet 1.30: recreated, counted apart.
+    let etcd = s
+        .lines()
+        .find(|l| l.starts_with("kube-system/etcd-node-a/etcd "))
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(etcd.contains("node-a  regular  1.29  recreated"), "{etcd}");
+    // Only what restarts or fails is listed; -o wide lists every container, kept ones too.
+    assert!(!s.contains("kept    "), "{s}");
+    let wide = text(
+        &kubehash(
+            &[
+                "scan", "--to", "1.30", "-i", PODS, "--nodes", NODES, "-o", "wide",
+            ],
+            b"",
+        )
+        .stdout,
+    );
+    assert!(wide.contains("  kept  "), "{wide}");
+    // Per node: what the upgrade takes, and the next commands.
     assert!(
-        s.contains(
-            "kube-system/etcd-node-a/etcd                  node-a  regular  1.29  recreated"
-        ),
+        s.contains("node-b         1.30     nothing restarts"),
         "{s}"
     );
+    assert!(
+        s.contains("in place with kubehash (0 restarts avoided, 1 static pods to pin)"),
+        "{s}"
+    );
+    assert!(s.contains("\nNext:\n"), "{s}");
 }
 
 #[test]
@@ -297,6 +318,8 @@ fn scan_goes_on_past_bad_pods_and_unknown_node_versions() {
             "-",
             "--nodes",
             nodes_path.to_str().unwrap(),
+            "-o",
+            "wide",
         ],
         pods,
     );
@@ -698,5 +721,46 @@ fn scan_runs_admission_and_eviction_per_node() {
         text(&table.stdout).contains("Preflight on b: admission fail: ns/q: nodeSelector disk=ssd"),
         "{}",
         text(&table.stdout)
+    );
+}
+
+/// Machine output names what it is: `apiVersion` and `kind` first, in JSON and YAML alike.
+#[test]
+fn json_and_yaml_reports_carry_api_version_and_kind() {
+    let json = kubehash(
+        &[
+            "scan", "--to", "1.31", "-i", PODS, "--nodes", NODES, "-o", "json",
+        ],
+        b"",
+    );
+    let yaml = kubehash(
+        &[
+            "scan", "--to", "1.31", "-i", PODS, "--nodes", NODES, "-o", "yaml",
+        ],
+        b"",
+    );
+    let j: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let y: serde_json::Value = serde_yaml_ng::from_slice(&yaml.stdout).unwrap();
+    assert_eq!(j, y, "the same document");
+    assert!(text(&json.stdout).starts_with(
+        "{\n  \"apiVersion\": \"kubehash.dev/v1alpha1\",\n  \"kind\": \"ScanReport\","
+    ));
+    assert_eq!(j["nodes"]["node-b"]["upgrade"], "in-place");
+    let m = kubehash(
+        &[
+            "matrix",
+            "-i",
+            PODS,
+            "--versions",
+            "1.30,1.31",
+            "-o",
+            "yaml",
+        ],
+        b"",
+    );
+    assert!(
+        text(&m.stdout).starts_with("apiVersion: kubehash.dev/v1alpha1\nkind: RestartMatrix\n"),
+        "{}",
+        text(&m.stdout)
     );
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::analysis::plan::Verdict;
 use crate::analysis::preflight::Check;
 use crate::analysis::scan::{ContainerImpact, Impact};
 use crate::analysis::spill::Details;
@@ -58,9 +59,46 @@ pub struct NodeSummary {
     pub problem: Option<String>,
     #[serde(flatten)]
     pub counts: Counts,
+    /// Restarts kubehash avoids (verdict `rewrite`: the agent, `node apply` or the shim keep
+    /// these containers).
+    pub avoidable: u64,
+    /// What upgrading the node takes (set when the scan ends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<NodeUpgrade>,
     /// The preflight checks a scan can make from Node objects and pods (admission, eviction).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<Check>,
+}
+
+/// What upgrading one node takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeUpgrade {
+    /// No container restarts, no pod is recreated, no check fails.
+    NothingRestarts,
+    /// Every restart is a hash-format change kubehash avoids, and every recreated pod a static
+    /// pod whose UID `node apply` pins (as `node plan` confirms on the node).
+    InPlace,
+    /// Some containers really change, a check fails, or something could not be decided.
+    DrainNeeded,
+}
+
+impl NodeSummary {
+    /// What upgrading this node takes, from its counts and checks.
+    pub fn decide_upgrade(&self) -> NodeUpgrade {
+        let c = &self.counts;
+        let failing = self
+            .checks
+            .iter()
+            .any(|c| c.status == crate::analysis::preflight::Status::Fail);
+        if c.error > 0 || self.problem.is_some() || failing || c.restart > self.avoidable {
+            NodeUpgrade::DrainNeeded
+        } else if c.restart > 0 || c.recreated > 0 {
+            NodeUpgrade::InPlace
+        } else {
+            NodeUpgrade::NothingRestarts
+        }
+    }
 }
 
 impl ScanReport {
@@ -75,6 +113,9 @@ impl ScanReport {
         self.total.add(c.outcome.impact);
         let node = self.nodes.entry(c.node.clone()).or_default();
         node.counts.add(c.outcome.impact);
+        if c.outcome.impact == Impact::Restart && c.outcome.verdict == Verdict::Rewrite {
+            node.avoidable += 1;
+        }
         if node.from.is_none() {
             node.from = c.from.clone();
         }

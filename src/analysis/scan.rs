@@ -29,7 +29,7 @@ use serde_json::Value;
 use crate::analysis::coverage::{coverage, Coverage};
 use crate::analysis::plan::Verdict;
 use crate::analysis::preflight::{Admission, Eviction};
-pub use crate::analysis::report::{Counts, NodeSummary, ScanReport};
+pub use crate::analysis::report::{Counts, NodeSummary, NodeUpgrade, ScanReport};
 pub use crate::analysis::spill::{Details, SPILL_AFTER};
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::diff::why_changed;
@@ -359,6 +359,9 @@ pub fn scan_source(
                     summary.checks = vec![a.check(), e.check(nv.objects.get(&name))];
                 }
             }
+        }
+        for summary in report.nodes.values_mut() {
+            summary.upgrade = Some(summary.decide_upgrade());
         }
         report.containers.finish()?;
         Ok::<_, std::io::Error>(report)

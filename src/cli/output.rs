@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use crate::analysis::matrix::RestartMatrix;
 use crate::analysis::plan::{ContainerPlan, Verdict};
 use crate::analysis::preflight::{worst, Check, Status};
-use crate::analysis::scan::{ContainerImpact, Counts, Impact, ScanReport};
+use crate::analysis::scan::{ContainerImpact, Counts, Impact, NodeUpgrade, ScanReport};
 use crate::analysis::statics::{PinAction, StaticPod};
 use crate::error::Problem;
 use crate::kubelet::hash::ContainerHashes;
@@ -25,33 +25,66 @@ use crate::rewrite::outcome::{Applied, ApplyReport, CheckOutcome};
 /// `-o`: how a report is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Columns for people.
+    /// Columns for people: what matters.
     Table,
+    /// Columns for people: everything (every container, kept ones too).
+    Wide,
     /// Pretty JSON.
     Json,
+    /// YAML.
+    Yaml,
     /// JSON Lines: one record per line where the report is a list, else one compact line.
     Jsonl,
 }
+
+/// The `apiVersion` of kubehash's machine-readable reports.
+pub const API_VERSION: &str = "kubehash.dev/v1alpha1";
 
 /// A report that can be printed in every [`Format`].
 pub trait Render {
     /// The machine-readable form.
     fn document(&self) -> Value;
+    /// The report's `kind` in JSON and YAML, for reports that are one object.
+    fn kind(&self) -> Option<&'static str> {
+        None
+    }
     /// The lines of `-o jsonl`; by default the document on one line.
     fn lines(&self) -> Vec<Value> {
-        vec![self.document()]
+        vec![self.typed()]
     }
     /// The table for people.
     fn table(&self, out: &mut dyn Write) -> io::Result<()>;
+    /// The table with everything; by default the table.
+    fn wide(&self, out: &mut dyn Write) -> io::Result<()> {
+        self.table(out)
+    }
+    /// The document, with `apiVersion` and `kind` first when it has a kind.
+    fn typed(&self) -> Value {
+        let doc = self.document();
+        match (self.kind(), doc) {
+            (Some(kind), Value::Object(fields)) => {
+                let mut typed = Map::new();
+                typed.insert("apiVersion".into(), API_VERSION.into());
+                typed.insert("kind".into(), kind.into());
+                typed.extend(fields);
+                Value::Object(typed)
+            }
+            (_, doc) => doc,
+        }
+    }
 }
 
 /// Prints `report` in `format` to `out` and flushes.
 pub fn emit(format: Format, report: &dyn Render, out: &mut dyn Write) -> io::Result<()> {
     match format {
         Format::Table => report.table(out)?,
+        Format::Wide => report.wide(out)?,
         Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, &report.document())?;
+            serde_json::to_writer_pretty(&mut *out, &report.typed())?;
             out.write_all(b"\n")?;
+        }
+        Format::Yaml => {
+            serde_yaml_ng::to_writer(&mut *out, &report.typed()).map_err(io::Error::other)?;
         }
         Format::Jsonl => {
             for line in report.lines() {
@@ -258,13 +291,19 @@ impl Render for ScanReport {
     fn document(&self) -> Value {
         to_value(self)
     }
+    fn kind(&self) -> Option<&'static str> {
+        Some("ScanReport")
+    }
     fn table(&self, out: &mut dyn Write) -> io::Result<()> {
-        write_scan_table(self, out)
+        write_scan_table(self, false, out)
+    }
+    fn wide(&self, out: &mut dyn Write) -> io::Result<()> {
+        write_scan_table(self, true, out)
     }
 }
 
 /// The scan report for people: the totals, then by node, by workload, and every container.
-fn write_scan_table(r: &ScanReport, out: &mut dyn Write) -> io::Result<()> {
+fn write_scan_table(r: &ScanReport, wide: bool, out: &mut dyn Write) -> io::Result<()> {
     let t = &r.total;
     writeln!(
         out,
@@ -283,7 +322,7 @@ fn write_scan_table(r: &ScanReport, out: &mut dyn Write) -> io::Result<()> {
     )?;
     writeln!(out)?;
 
-    let mut rows = vec![count_header(&["NODE", "KUBELET"])];
+    let mut rows = vec![count_header(&["NODE", "KUBELET", "UPGRADE"])];
     for (node, s) in &r.nodes {
         let mut row = vec![
             if node.is_empty() {
@@ -292,6 +331,17 @@ fn write_scan_table(r: &ScanReport, out: &mut dyn Write) -> io::Result<()> {
                 node.clone()
             },
             s.from.clone().unwrap_or_else(|| "?".into()),
+            match s.upgrade.unwrap_or_else(|| s.decide_upgrade()) {
+                NodeUpgrade::NothingRestarts => "nothing restarts".into(),
+                NodeUpgrade::InPlace if s.counts.recreated > 0 => format!(
+                    "in place with kubehash ({} restarts avoided, {} static pods to pin)",
+                    s.avoidable, s.counts.recreated
+                ),
+                NodeUpgrade::InPlace => {
+                    format!("in place with kubehash ({} restarts avoided)", s.avoidable)
+                }
+                NodeUpgrade::DrainNeeded => "drain needed".into(),
+            },
         ];
         row.extend(counts_cells(&s.counts));
         rows.push(row);
@@ -320,22 +370,94 @@ fn write_scan_table(r: &ScanReport, out: &mut dyn Write) -> io::Result<()> {
     write_columns(&rows, out)?;
     writeln!(out)?;
 
-    // Two passes over the details (which may be on disk): column widths, then rows.
+    // The containers that matter (every one with -o wide), grouped by verdict; two passes over
+    // the details (which may be on disk) per group: column widths, then rows.
+    let shown = |c: &ContainerImpact| {
+        wide || matches!(
+            c.outcome.impact,
+            Impact::Restart | Impact::Recreated | Impact::Error
+        )
+    };
     let header: Vec<String> = ["CONTAINER", "NODE", "KIND", "FROM", "VERDICT", "WHY"]
         .map(String::from)
         .to_vec();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut verdicts = std::collections::BTreeSet::new();
     for c in r.containers.iter() {
-        for (w, cell) in widths.iter_mut().zip(detail_row(&c?)) {
-            *w = (*w).max(cell.chars().count());
+        let c = c?;
+        if shown(&c) {
+            let row = detail_row(&c);
+            verdicts.insert(row[4].clone());
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
         }
     }
-    write_row(&header, &widths, out)?;
-    for c in r.containers.iter() {
-        write_row(&detail_row(&c?), &widths, out)?;
+    if verdicts.is_empty() {
+        writeln!(out, "No container restarts.")?;
+    } else {
+        if !wide {
+            writeln!(
+                out,
+                "Containers that restart or fail, by verdict (-o wide lists all):"
+            )?;
+        }
+        write_row(&header, &widths, out)?;
+        for verdict in &verdicts {
+            for c in r.containers.iter() {
+                let c = c?;
+                let row = detail_row(&c);
+                if shown(&c) && &row[4] == verdict {
+                    write_row(&row, &widths, out)?;
+                }
+            }
+        }
     }
     for p in &r.problems {
         writeln!(out, "not scanned: {p}")?;
+    }
+    write_next_steps(r, out)
+}
+
+/// What to run next, as `kubeadm upgrade plan` ends.
+fn write_next_steps(r: &ScanReport, out: &mut dyn Write) -> io::Result<()> {
+    let nodes = |u: NodeUpgrade| -> Vec<&str> {
+        r.nodes
+            .iter()
+            .filter(|(n, s)| !n.is_empty() && s.upgrade.unwrap_or_else(|| s.decide_upgrade()) == u)
+            .map(|(n, _)| n.as_str())
+            .collect()
+    };
+    let (in_place, drain) = (nodes(NodeUpgrade::InPlace), nodes(NodeUpgrade::DrainNeeded));
+    let avoidable: u64 = r.nodes.values().map(|s| s.avoidable).sum();
+    writeln!(out)?;
+    writeln!(out, "Next:")?;
+    if avoidable > 0 {
+        writeln!(
+            out,
+            "  {avoidable} of the {} restarts are only the hash format changing: kubehash keeps those containers.",
+            r.total.restart
+        )?;
+    }
+    if !in_place.is_empty() {
+        writeln!(
+            out,
+            "  in place ({}): kubectl annotate node NODE kubehash.dev/target-kubelet-version={} with the agent (deploy/), or on the node: kubehash node plan|apply --to {} --cluster",
+            in_place.join(", "),
+            r.to,
+            r.to
+        )?;
+    }
+    if !drain.is_empty() {
+        writeln!(
+            out,
+            "  drain first ({}): kubectl drain NODE --ignore-daemonsets; see the containers above and kubehash node preflight --to {} on the node",
+            drain.join(", "),
+            r.to
+        )?;
+    }
+    if in_place.is_empty() && drain.is_empty() {
+        writeln!(out, "  nothing restarts: upgrade the kubelets as they are.")?;
     }
     Ok(())
 }
@@ -383,6 +505,9 @@ fn write_row(cells: &[String], widths: &[usize], out: &mut dyn Write) -> io::Res
 impl Render for RestartMatrix {
     fn document(&self) -> Value {
         to_value(self)
+    }
+    fn kind(&self) -> Option<&'static str> {
+        Some("RestartMatrix")
     }
     fn table(&self, out: &mut dyn Write) -> io::Result<()> {
         write_matrix_table(self, out)
@@ -442,6 +567,10 @@ impl NodePlan {
 }
 
 impl Render for NodePlan {
+    fn kind(&self) -> Option<&'static str> {
+        Some("NodePlan")
+    }
+
     fn document(&self) -> Value {
         let counts: Map<String, Value> = crate::analysis::plan::plan_counts(&self.containers)
             .into_iter()
@@ -529,6 +658,9 @@ impl Render for NodePlan {
 impl Render for ApplyReport {
     fn document(&self) -> Value {
         to_value(self)
+    }
+    fn kind(&self) -> Option<&'static str> {
+        Some("ApplyReport")
     }
 
     fn table(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -630,6 +762,10 @@ pub struct Preflight {
 }
 
 impl Render for Preflight {
+    fn kind(&self) -> Option<&'static str> {
+        Some("Preflight")
+    }
+
     fn document(&self) -> Value {
         json!({
             "to": self.to.to_string(),
