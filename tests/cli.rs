@@ -764,3 +764,59 @@ fn json_and_yaml_reports_carry_api_version_and_kind() {
         text(&m.stdout)
     );
 }
+
+/// kubectl habits: -n and -l narrow a scan (client-side for files), -A is accepted, and
+/// --context or --kubeconfig alone mean --cluster.
+#[test]
+fn namespace_selector_and_context_as_kubectl_takes_them() {
+    let containers = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec![
+            "scan", "--to", "1.31", "-i", PODS, "--nodes", NODES, "-o", "json",
+        ];
+        all.extend_from_slice(args);
+        let out = kubehash(&all, b"");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["total"]["containers"].clone()
+    };
+    assert_eq!(containers(&[]), 24);
+    assert_eq!(containers(&["-A"]), 24);
+    assert_eq!(containers(&["-n", "shop"]), 12);
+    assert_eq!(containers(&["-n", "shop", "-l", "app=web"]), 12);
+    assert_eq!(containers(&["-l", "k8s-app=kube-proxy"]), 3);
+    let set = kubehash(
+        &[
+            "scan",
+            "--to",
+            "1.31",
+            "-i",
+            PODS,
+            "--from",
+            "1.30",
+            "-l",
+            "app in (web)",
+        ],
+        b"",
+    );
+    assert_eq!(set.status.code(), Some(1));
+    assert!(text(&set.stderr).contains("set-based terms are applied by the API server"));
+    // --kubeconfig (or --context) alone means the cluster: it reads that kubeconfig.
+    let out = kubehash(
+        &[
+            "scan",
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("/nonexistent/kubeconfig"),
+        "{}",
+        text(&out.stderr)
+    );
+}

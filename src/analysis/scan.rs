@@ -19,7 +19,6 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
 
@@ -39,7 +38,6 @@ use crate::kubelet::version::KubeletVersion;
 use crate::source::manifests::Manifests;
 use crate::source::nodes::NodeVersions;
 use crate::source::pods::{pod_containers, ContainerKind, PodContainer, Workload};
-use crate::source::reader::for_each_object_in_path;
 
 /// Whether the upgrade recreates a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -286,25 +284,6 @@ impl FromVersions {
             },
         }
     }
-}
-
-/// Scans every pod in a file, a directory of JSON/YAML files, or stdin (`-`) for an upgrade to `to`.
-/// `progress` is called with the number of objects read so far, every 1024 objects.
-pub fn scan_path(
-    path: &Path,
-    to: KubeletVersion,
-    from: FromVersions,
-    manifests: Manifests,
-    progress: impl FnMut(u64),
-) -> Result<ScanReport> {
-    scan_source(
-        to,
-        from,
-        manifests,
-        progress,
-        path.display().to_string(),
-        |each| for_each_object_in_path(path, each),
-    )
 }
 
 /// Scans the pods that `produce` hands over (one at a time, to the callback it is given).

@@ -224,6 +224,13 @@ pub struct HostArgs {
     pub kubelet_flags: PathBuf,
 }
 
+impl PodSource {
+    /// Whether pods come from the API server (`--cluster`, or a kubeconfig or context given).
+    pub fn from_cluster(&self) -> bool {
+        self.cluster || self.kubeconfig.is_some() || self.context.is_some()
+    }
+}
+
 impl HostArgs {
     pub fn paths(&self) -> crate::source::host::HostPaths {
         crate::source::host::HostPaths {
@@ -281,11 +288,11 @@ pub struct PodSource {
     /// a cluster-wide scan without --from or --nodes, node versions too).
     #[arg(long)]
     pub cluster: bool,
-    /// Kubeconfig for --cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
-    #[arg(long, value_name = "PATH", requires = "cluster")]
+    /// Kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster); implies --cluster.
+    #[arg(long, value_name = "PATH", conflicts_with = "pods")]
     pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context for --cluster.
-    #[arg(long, value_name = "NAME", requires = "cluster")]
+    /// Kubeconfig context; implies --cluster.
+    #[arg(long, value_name = "NAME", conflicts_with = "pods")]
     pub context: Option<String>,
     /// With --cri and node commands: this node's name, to list only its pods (default: the
     /// hostname).
@@ -299,7 +306,7 @@ pub struct PodSource {
 }
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("pod-source").args(["pods", "cluster"]).required(true)))]
+#[command(group(clap::ArgGroup::new("pod-source").args(["pods", "cluster", "kubeconfig", "context"]).required(true).multiple(true)))]
 pub struct NodePlanArgs {
     /// Target kubelet version.
     #[arg(long, value_name = "VERSION")]
@@ -407,7 +414,7 @@ pub enum LogFormat {
 pub const DEFAULT_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("pod-source").args(["pods", "cluster"]).required(true)))]
+#[command(group(clap::ArgGroup::new("pod-source").args(["pods", "cluster", "kubeconfig", "context"]).required(true).multiple(true)))]
 pub struct ScanArgs {
     /// Target kubelet version.
     #[arg(long, value_name = "VERSION")]
@@ -437,6 +444,16 @@ pub struct ScanArgs {
     /// Exit with status 3 if any container would be restarted.
     #[arg(long)]
     pub fail_on_restart: bool,
+    /// Only pods in this namespace (server-side with --cluster).
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Pods in every namespace (the default; for kubectl habits).
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    /// Only pods whose labels match (`app=web,tier!=db,canary`; server-side with --cluster,
+    /// which also takes set-based selectors).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
 }
 
 #[derive(clap::Args)]

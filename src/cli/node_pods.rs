@@ -38,7 +38,7 @@ pub async fn read(source: &PodSource) -> Result<NodeInputs> {
     let name = node_name(source);
     match &source.pods {
         Some(path) => for_each_object_in_path(path, |p| keep(p, &mut objects))?,
-        None if source.cluster => {
+        None if source.from_cluster() => {
             let node = name
                 .clone()
                 .context("cannot read the hostname; pass --node-name")?;
@@ -72,7 +72,7 @@ pub async fn read(source: &PodSource) -> Result<NodeInputs> {
             .and_then(serde_json::Value::as_str);
         name.is_none() || on.is_none() || on == name.as_deref()
     };
-    let pods = (source.pods.is_some() || source.cluster)
+    let pods = (source.pods.is_some() || source.from_cluster())
         .then(|| objects.into_iter().filter(here).collect());
     Ok(NodeInputs {
         index,

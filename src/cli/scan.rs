@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::scan::{scan_path, scan_source, FromVersions};
+use crate::analysis::scan::{scan_source, FromVersions};
 use crate::cli::args::ScanArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node::print_plan;
@@ -14,6 +14,8 @@ use crate::cli::support::{optional_version, print, runtime, version_flag, warn_u
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
 use crate::source::nodes::NodeVersions;
+use crate::source::reader::for_each_object_in_path;
+use crate::source::selector::Selector;
 
 pub fn run(args: ScanArgs) -> Result<ExitStatus> {
     let to = version_flag("--to", &args.to)?;
@@ -42,7 +44,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         (None, None) => None,
     };
     let manifests = node_pods::manifests(&args.source)?;
-    let report = if args.source.cluster {
+    let report = if args.source.from_cluster() {
         let rt = runtime()?;
         let cluster = rt.block_on(Cluster::connect(
             args.source.kubeconfig.as_deref(),
@@ -72,7 +74,28 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             .pods
             .as_deref()
             .context("--pods PATH or --cluster is needed")?;
-        scan_path(pods, to, from, manifests, progress)?
+        let selector = Selector::parse(args.selector.as_deref().unwrap_or(""))?;
+        let namespace = args.namespace.clone();
+        let wanted = move |pod: &serde_json::Value| {
+            selector.matches(pod)
+                && namespace.as_deref().is_none_or(|ns| {
+                    pod.pointer("/metadata/namespace").and_then(|n| n.as_str()) == Some(ns)
+                })
+        };
+        scan_source(
+            to,
+            from,
+            manifests,
+            progress,
+            pods.display().to_string(),
+            |each| {
+                for_each_object_in_path(pods, |pod| {
+                    if wanted(&pod) {
+                        each(pod)
+                    }
+                })
+            },
+        )?
     };
     if show_progress {
         eprint!("\r\x1b[K");

@@ -68,7 +68,7 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
         }
         None => {
             let to = to.context("--to VERSION is needed to plan (there is no shim state yet)")?;
-            if a.source.pods.is_none() && !a.source.cluster {
+            if a.source.pods.is_none() && !a.source.from_cluster() {
                 bail!("to plan, give --pods PATH or --cluster");
             }
             // Plan before serving when that works, so the kubelet never sees an untranslated

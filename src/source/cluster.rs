@@ -294,10 +294,28 @@ impl Cluster {
         field_selector: Option<&str>,
         each: &mut dyn FnMut(Value),
     ) -> Result<ListStats> {
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &pods_resource());
+        self.for_each_pod_in(None, None, field_selector, each).await
+    }
+
+    /// [`Cluster::for_each_pod`] in one namespace and/or matching a label selector, both
+    /// applied by the API server.
+    pub async fn for_each_pod_in(
+        &self,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+        each: &mut dyn FnMut(Value),
+    ) -> Result<ListStats> {
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &pods_resource()),
+            None => Api::all_with(self.client.clone(), &pods_resource()),
+        };
         let mut lp = ListParams::default().limit(PAGE_SIZE);
         if let Some(fs) = field_selector {
             lp = lp.fields(fs);
+        }
+        if let Some(ls) = label_selector {
+            lp = lp.labels(ls);
         }
         self.list_pages(&api, &lp, &mut |pod| {
             let mut v = pod;
