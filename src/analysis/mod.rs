@@ -7,4 +7,5 @@ pub mod spill; // per-container details in bounded memory
 pub mod scan; // upgrade impact per container: assessment, cache, sources
 pub mod report; // a scan's totals and groupings
 pub mod preflight; // every other reason a new kubelet kills pods, checked before the swap
+pub mod audit; // which containers an upgrade restarted, against a snapshot taken before
 pub mod matrix; // restarts for every pair of versions

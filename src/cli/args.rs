@@ -58,6 +58,16 @@ pub enum Command {
     /// `kubehash shim --status` reports that no translated container is left.
     Shim(ShimArgs),
 
+    /// Prove which containers an upgrade restarted: snapshot this node's running containers
+    /// before it, compare after it (and with the node plan made before, check the prediction).
+    ///
+    /// Exit codes of compare: 0 nothing restarted; 1 unusable input; 3 a container restarted or
+    /// its pod was recreated.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+
     /// Run as a DaemonSet pod: plan when the Node gets the target-version annotation, apply while
     /// the kubelet is down, verify when it is back. See deploy/.
     Agent(AgentArgs),
@@ -197,6 +207,41 @@ pub enum NodeCommand {
     ///
     /// Exit codes: 0 no check at or above --fail-on; 1 unusable input; 3 a check at or above it.
     Preflight(NodePreflightArgs),
+}
+
+#[derive(Subcommand)]
+pub enum AuditCommand {
+    /// Record this node's running containers (id, pod, restart count, start time) over CRI.
+    Snapshot(AuditSnapshotArgs),
+    /// Compare this node's running containers with a snapshot.
+    Compare(AuditCompareArgs),
+}
+
+#[derive(clap::Args)]
+pub struct AuditSnapshotArgs {
+    /// CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub cri: String,
+    /// Where to write the snapshot.
+    #[arg(long, value_name = "PATH")]
+    pub out: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct AuditCompareArgs {
+    /// CRI endpoint.
+    #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    pub cri: String,
+    /// The snapshot taken before the upgrade.
+    #[arg(long, value_name = "PATH")]
+    pub snapshot: PathBuf,
+    /// The node plan made before the upgrade (`kubehash node plan -o json`), to check each
+    /// container against what kubehash predicted.
+    #[arg(long, value_name = "PATH")]
+    pub plan: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
 }
 
 /// Where preflight reads the node's own files.

@@ -8,6 +8,7 @@ mod support; // the async runtime, logs, signals, input files
 mod node_pods; // where node commands get this node's pods, manifests and old kubelet
 
 mod agent;
+mod audit;
 mod hash;
 mod matrix;
 mod node;
@@ -33,6 +34,7 @@ pub fn main() -> ExitStatus {
         Command::Matrix(args) => matrix::run(args),
         Command::Node { command } => node::run(command),
         Command::Shim(args) => shim::run(args),
+        Command::Audit { command } => audit::run(command),
         Command::Agent(args) => agent::run(args),
     };
     match result {

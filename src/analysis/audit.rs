@@ -1,0 +1,181 @@
+//! The audit: proof, after an upgrade, of which containers restarted. A snapshot taken before it
+//! (per running container: id, pod, restart count, start time, over CRI) is compared with one
+//! taken after: a container is **kept** when the same container still runs from the same start,
+//! **restarted** when its pod runs another instance of it, **recreated** when the pod came back
+//! under another UID, and **gone** when neither is there. With the node plan made before the
+//! upgrade, each is also checked against what kubehash predicted.
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::plan::{ContainerPlan, Verdict};
+use crate::error::Result;
+use crate::runtime::cri::{keys, proto, Cri};
+
+/// The kubelet's annotation counting a container's restarts.
+pub const RESTART_COUNT: &str = "io.kubernetes.container.restartCount";
+
+/// One running container, as seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    pub id: String,
+    pub namespace: String,
+    pub pod: String,
+    pub pod_uid: String,
+    pub container: String,
+    pub restart_count: u32,
+    /// Start time, nanoseconds (CRI `ContainerStatus.started_at`).
+    pub started_at: i64,
+}
+
+/// The running containers of a node at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub taken_at_unix: u64,
+    pub containers: Vec<Seen>,
+}
+
+/// Takes a snapshot over CRI.
+pub async fn snapshot(cri: &mut Cri) -> Result<Snapshot> {
+    let running = proto::ContainerState::ContainerRunning as i32;
+    let mut containers = Vec::new();
+    for c in cri.list_containers().await? {
+        if c.state != running {
+            continue;
+        }
+        let status = cri
+            .container_status(&c.id)
+            .await?
+            .status
+            .unwrap_or_default();
+        let label = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
+        containers.push(Seen {
+            id: c.id.clone(),
+            namespace: label(keys::POD_NAMESPACE),
+            pod: label(keys::POD_NAME),
+            pod_uid: label(keys::POD_UID),
+            container: label(keys::CONTAINER_NAME),
+            restart_count: c
+                .annotations
+                .get(RESTART_COUNT)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            started_at: status.started_at,
+        });
+    }
+    containers.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(Snapshot {
+        taken_at_unix: crate::rewrite::journal::now_unix(),
+        containers,
+    })
+}
+
+/// What became of a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fate {
+    Kept,
+    Restarted,
+    Recreated,
+    Gone,
+}
+
+/// One container of the first snapshot, audited.
+#[derive(Debug, Clone, Serialize)]
+pub struct Audited {
+    #[serde(flatten)]
+    pub before: Seen,
+    pub fate: Fate,
+    /// The container running in its place now, if another.
+    pub now: Option<String>,
+    /// What the plan said (when one was given and it had a verdict for the container).
+    pub predicted: Option<Verdict>,
+    /// Whether the fate is what the plan predicted (`None`: no prediction).
+    pub as_predicted: Option<bool>,
+}
+
+/// Compares two snapshots, with the plan made before the upgrade if given.
+pub fn compare(
+    before: &Snapshot,
+    after: &Snapshot,
+    plan: Option<&[ContainerPlan]>,
+) -> Vec<Audited> {
+    before
+        .containers
+        .iter()
+        .map(|b| {
+            let same = after
+                .containers
+                .iter()
+                .find(|a| a.id == b.id && a.started_at == b.started_at);
+            let sibling = || {
+                after
+                    .containers
+                    .iter()
+                    .find(|a| a.pod_uid == b.pod_uid && a.container == b.container)
+            };
+            let successor = || {
+                after.containers.iter().find(|a| {
+                    a.namespace == b.namespace && a.pod == b.pod && a.container == b.container
+                })
+            };
+            let (fate, now) = match (same, sibling(), successor()) {
+                (Some(_), _, _) => (Fate::Kept, None),
+                (None, Some(a), _) => (Fate::Restarted, Some(a.id.clone())),
+                (None, None, Some(a)) => (Fate::Recreated, Some(a.id.clone())),
+                _ => (Fate::Gone, None),
+            };
+            let predicted = plan
+                .and_then(|p| p.iter().find(|p| p.id == b.id))
+                .map(|p| p.verdict);
+            let expected = predicted.and_then(|v| match v {
+                Verdict::Unchanged | Verdict::Rewrite => Some(Fate::Kept),
+                Verdict::WillRestart | Verdict::Unprovable => Some(Fate::Restarted),
+                Verdict::Recreated => Some(Fate::Recreated),
+                Verdict::NotRunning | Verdict::NoPod | Verdict::Error => None,
+            });
+            Audited {
+                before: b.clone(),
+                fate,
+                now,
+                predicted,
+                as_predicted: expected.map(|e| e == fate),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(id: &str, uid: &str, started: i64) -> Seen {
+        Seen {
+            id: id.into(),
+            namespace: "ns".into(),
+            pod: "p".into(),
+            pod_uid: uid.into(),
+            container: "c".into(),
+            restart_count: 0,
+            started_at: started,
+        }
+    }
+
+    fn snap(c: Vec<Seen>) -> Snapshot {
+        Snapshot {
+            taken_at_unix: 0,
+            containers: c,
+        }
+    }
+
+    #[test]
+    fn fates() {
+        let before = snap(vec![seen("a", "u", 1)]);
+        let fate = |after: Vec<Seen>| compare(&before, &snap(after), None)[0].fate;
+        assert_eq!(fate(vec![seen("a", "u", 1)]), Fate::Kept);
+        assert_eq!(fate(vec![seen("b", "u", 2)]), Fate::Restarted);
+        // Same id, started again (restarted in place): not kept.
+        assert_eq!(fate(vec![seen("a", "u", 5)]), Fate::Restarted);
+        assert_eq!(fate(vec![seen("b", "v", 2)]), Fate::Recreated);
+        assert_eq!(fate(vec![]), Fate::Gone);
+    }
+}

@@ -1,0 +1,123 @@
+//! `kubehash audit` end to end on a real containerd (tests/harness): a snapshot before a
+//! simulated upgrade (containerd restarted, as the node procedure does), a compare after it, and
+//! a container replaced in between.
+
+mod harness;
+
+use harness::{create_pod, hash, kubehash, text, Containerd, KubeletCalls, TestContainer};
+use kubehash::runtime::cri::Cri;
+use serde_json::{json, Value};
+
+fn compare(ep: &str, snapshot: &str, plan: &str) -> (Option<i32>, Value) {
+    let out = kubehash(&[
+        "audit",
+        "compare",
+        "--cri",
+        ep,
+        "--snapshot",
+        snapshot,
+        "--plan",
+        plan,
+        "-o",
+        "json",
+    ]);
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    (out.status.code(), v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_containers_report_no_restart_and_a_replaced_one_is_caught() {
+    let mut ctrd = Containerd::start();
+    let ep = ctrd.endpoint();
+    let specs = [
+        json!({"name": "web", "image": "i:1"}),
+        json!({"name": "log", "image": "i:1"}),
+    ];
+    let stored: Vec<(Value, String)> = specs.iter().map(|s| (s.clone(), hash(s, "1.30"))).collect();
+    let (ids, pods_file) = harness::shop_pod(&ctrd, "1.30", &stored).await;
+    let dir = ctrd.dir.clone();
+    let (snapshot, plan) = (dir.join("before.json"), dir.join("plan.json"));
+    let planned = kubehash(&[
+        "node",
+        "plan",
+        "--to",
+        "1.31",
+        "--from",
+        "1.30",
+        "--cri",
+        &ep,
+        "-i",
+        &pods_file.display().to_string(),
+        "-o",
+        "json",
+    ]);
+    assert!(planned.status.success(), "{}", text(&planned.stderr));
+    std::fs::write(&plan, &planned.stdout).unwrap();
+    let snap = kubehash(&[
+        "audit",
+        "snapshot",
+        "--cri",
+        &ep,
+        "--out",
+        &snapshot.display().to_string(),
+    ]);
+    assert!(snap.status.success(), "{}", text(&snap.stderr));
+    let recorded: Value = serde_json::from_slice(&std::fs::read(&snapshot).unwrap()).unwrap();
+    assert_eq!(recorded["kind"], "AuditSnapshot");
+    assert_eq!(recorded["containers"].as_array().unwrap().len(), 2);
+
+    // The simulated upgrade: containerd restarts; the containers keep running.
+    ctrd.restart();
+    let (s, p) = (snapshot.display().to_string(), plan.display().to_string());
+    let (code, report) = compare(&ep, &s, &p);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["kind"], "AuditReport");
+    assert_eq!(
+        report["counts"],
+        json!({"kept": 2, "restarted": 0, "recreated": 0, "gone": 0})
+    );
+    assert_eq!(
+        report["mispredicted"], 0,
+        "both were planned as rewrite: kept, as predicted"
+    );
+    assert!(report["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["as_predicted"] == true));
+
+    // One container is replaced by another instance in the same pod.
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    cri.stop_container(&ids[0], 0).await.unwrap();
+    cri.remove_container(&ids[0]).await.unwrap();
+    let again = create_pod(
+        &mut cri,
+        &dir.join("pods"),
+        "shop",
+        "web-1-again",
+        "uid-web-1",
+        &[TestContainer {
+            spec: specs[0].clone(),
+            stored_hash: None,
+        }],
+        "1.31".parse().unwrap(),
+    )
+    .await;
+    let (code, report) = compare(&ep, &s, &p);
+    assert_eq!(code, Some(3), "{report}");
+    assert_eq!(report["counts"]["restarted"], 1, "{report}");
+    let web = report["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["container"] == "web")
+        .unwrap();
+    assert_eq!(web["fate"], "restarted");
+    assert_eq!(web["now"], again.container_ids[0].as_str());
+    assert_eq!(
+        web["as_predicted"], false,
+        "kubehash predicted it kept: the audit says so"
+    );
+    assert_eq!(report["mispredicted"], 1);
+}
