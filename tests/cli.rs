@@ -820,3 +820,63 @@ fn namespace_selector_and_context_as_kubectl_takes_them() {
         text(&out.stderr)
     );
 }
+
+/// The first screen of `scan` on the bundled example, exactly: the totals, what was scanned, and
+/// per node what the upgrade takes.
+#[test]
+fn scan_first_screen_on_the_bundled_example() {
+    let out = kubehash(
+        &[
+            "scan",
+            "--to",
+            "1.31",
+            "-i",
+            "testdata/cluster/pods.json",
+            "--nodes",
+            "testdata/cluster/nodes.json",
+        ],
+        b"",
+    );
+    let s = text(&out.stdout);
+    let first: Vec<&str> = s.lines().take(8).collect();
+    assert_eq!(
+        first,
+        [
+            "Upgrade to kubelet 1.31: 15 of 24 containers would be restarted, 1 recreated with their static pod, 0 kept, 8 not running.",
+            "Scanned: testdata/cluster/pods.json.",
+            "",
+            "NODE           KUBELET  UPGRADE                                                            CONTAINERS  RESTART  RECREATED  KEPT  NOT-RUNNING  ERROR",
+            "(unscheduled)  ?        nothing restarts                                                   3           0        0          0     3            0",
+            "node-a         1.29     in place with kubehash (5 restarts avoided, 1 static pods to pin)  7           5        1          0     1            0",
+            "node-b         1.30     in place with kubehash (5 restarts avoided)                        7           5        0          0     2            0",
+            "node-c         1.27     in place with kubehash (5 restarts avoided)                        7           5        0          0     2            0",
+        ]
+    );
+    assert!(
+        s.contains("Next:\n  15 of the 15 restarts are only the hash format changing"),
+        "{s}"
+    );
+}
+
+/// `matrix` labels its pairs.
+#[test]
+fn matrix_labels_its_pairs() {
+    let out = kubehash(
+        &[
+            "matrix",
+            "-i",
+            PODS,
+            "--versions",
+            "1.30,1.31",
+            "-o",
+            "json",
+        ],
+        b"",
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["pairs"],
+        serde_json::json!([{"from": "1.30", "to": "1.31", "restarted": 24},
+                           {"from": "1.31", "to": "1.30", "restarted": 24}])
+    );
+}

@@ -39,6 +39,8 @@ impl Counts {
 #[derive(Debug, Default, Serialize)]
 pub struct ScanReport {
     pub to: String,
+    /// What was scanned: a file, or an API server (and the kubeconfig context).
+    pub source: String,
     pub total: Counts,
     /// Node → its kubelet version (or the problem with it) and counts.
     pub nodes: BTreeMap<String, NodeSummary>,

@@ -365,10 +365,12 @@ pub fn scan_source(
         reason: "the scan worker stopped unexpectedly".into(),
     })?;
     read?;
-    report.map_err(|e| Error::Io {
+    let mut report = report.map_err(|e| Error::Io {
         source_name: "scan details (temporary file)".into(),
         source: e,
-    })
+    })?;
+    report.source = source_name;
+    Ok(report)
 }
 
 #[cfg(test)]

@@ -321,6 +321,7 @@ fn write_scan_table(r: &ScanReport, wide: bool, out: &mut dyn Write) -> io::Resu
             String::new()
         }
     )?;
+    writeln!(out, "Scanned: {}.", r.source)?;
     writeln!(out)?;
 
     let mut rows = vec![count_header(&["NODE", "KUBELET", "UPGRADE"])];
@@ -504,8 +505,21 @@ fn write_row(cells: &[String], widths: &[usize], out: &mut dyn Write) -> io::Res
 }
 
 impl Render for RestartMatrix {
+    /// The matrix, and every ordered pair labelled: `{"from","to","restarted"}`.
     fn document(&self) -> Value {
-        to_value(self)
+        let mut doc = to_value(self);
+        let mut pairs = Vec::new();
+        for (i, from) in self.versions.iter().enumerate() {
+            for (j, to) in self.versions.iter().enumerate() {
+                if i != j {
+                    pairs.push(json!({"from": from, "to": to, "restarted": self.changed[i][j]}));
+                }
+            }
+        }
+        if let Value::Object(m) = &mut doc {
+            m.insert("pairs".into(), Value::Array(pairs));
+        }
+        doc
     }
     fn kind(&self) -> Option<&'static str> {
         Some("RestartMatrix")
