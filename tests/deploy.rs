@@ -274,3 +274,18 @@ fn rbac_attributes_of_the_agents_requests() {
         &g(None, "nodes", "patch").unwrap()
     ));
 }
+
+/// The image can run what the agent's `--restart-containerd` runs: `sh -c COMMAND`, and the
+/// documented `nsenter … systemctl restart containerd` (a distroless image has neither).
+#[test]
+fn the_image_has_the_shell_and_nsenter_the_restart_command_needs() {
+    let dockerfile =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/Dockerfile")).unwrap();
+    let last_stage = dockerfile.rsplit("\nFROM ").next().unwrap();
+    assert!(!last_stage.contains("distroless"), "{last_stage}");
+    assert!(last_stage.starts_with("debian:"), "{last_stage}");
+    assert!(
+        last_stage.contains("util-linux"),
+        "nsenter comes from util-linux"
+    );
+}
