@@ -880,3 +880,31 @@ fn matrix_labels_its_pairs() {
                            {"from": "1.31", "to": "1.30", "restarted": 24}])
     );
 }
+
+/// Colour only on a terminal and never with NO_COLOR (run under a pseudo-terminal by `script`).
+#[test]
+fn colour_on_a_terminal_unless_no_color() {
+    let bin = env!("CARGO_BIN_EXE_kubehash");
+    let run = |no_color: bool| {
+        let mut c = Command::new("script");
+        c.args([
+            "-qec",
+            &format!("{bin} scan --to 1.31 -i {PODS} --nodes {NODES}"),
+            "/dev/null",
+        ]);
+        c.env_remove("NO_COLOR");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        text(&c.output().expect("script runs").stdout)
+    };
+    let coloured = run(false);
+    assert!(
+        coloured.contains("\x1b[32min place with kubehash"),
+        "{coloured}"
+    );
+    assert!(!run(true).contains('\x1b'));
+    // Piped (these tests' usual stdout): no colour either.
+    let piped = kubehash(&["scan", "--to", "1.31", "-i", PODS, "--nodes", NODES], b"");
+    assert!(!text(&piped.stdout).contains('\x1b'));
+}

@@ -249,7 +249,7 @@ fn write_columns(rows: &[Vec<String>], out: &mut dyn Write) -> io::Result<()> {
         .map(|i| {
             rows.iter()
                 .filter_map(|r| r.get(i))
-                .map(|c| c.chars().count())
+                .map(|c| visible_len(c))
                 .max()
                 .unwrap_or(0)
         })
@@ -334,15 +334,19 @@ fn write_scan_table(r: &ScanReport, wide: bool, out: &mut dyn Write) -> io::Resu
             },
             s.from.clone().unwrap_or_else(|| "?".into()),
             match s.upgrade.unwrap_or_else(|| s.decide_upgrade()) {
-                NodeUpgrade::NothingRestarts => "nothing restarts".into(),
-                NodeUpgrade::InPlace if s.counts.recreated > 0 => format!(
-                    "in place with kubehash ({} restarts avoided, {} static pods to pin)",
-                    s.avoidable, s.counts.recreated
+                NodeUpgrade::NothingRestarts => paint("nothing restarts".into(), 2),
+                NodeUpgrade::InPlace if s.counts.recreated > 0 => paint(
+                    format!(
+                        "in place with kubehash ({} restarts avoided, {} static pods to pin)",
+                        s.avoidable, s.counts.recreated
+                    ),
+                    2,
                 ),
-                NodeUpgrade::InPlace => {
-                    format!("in place with kubehash ({} restarts avoided)", s.avoidable)
-                }
-                NodeUpgrade::DrainNeeded => "drain needed".into(),
+                NodeUpgrade::InPlace => paint(
+                    format!("in place with kubehash ({} restarts avoided)", s.avoidable),
+                    2,
+                ),
+                NodeUpgrade::DrainNeeded => paint("drain needed".into(), 1),
             },
         ];
         row.extend(counts_cells(&s.counts));
@@ -493,12 +497,46 @@ fn detail_row(c: &ContainerImpact) -> Vec<String> {
     ]
 }
 
+/// Colours for people: only when standard output is a terminal and `NO_COLOR` is not set
+/// (<https://no-color.org>).
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    })
+}
+
+/// `text` in red (1), green (2) or yellow (3) when [`colour`] says so.
+fn paint(text: String, ansi: u8) -> String {
+    if colour() {
+        format!("\x1b[3{ansi}m{text}\x1b[0m")
+    } else {
+        text
+    }
+}
+
+/// The width a cell takes on screen: its characters, without colour escapes.
+fn visible_len(s: &str) -> usize {
+    let mut n = 0;
+    let mut escape = false;
+    for ch in s.chars() {
+        match (escape, ch) {
+            (false, '\x1b') => escape = true,
+            (true, 'm') => escape = false,
+            (true, _) => {}
+            (false, _) => n += 1,
+        }
+    }
+    n
+}
+
 fn write_row(cells: &[String], widths: &[usize], out: &mut dyn Write) -> io::Result<()> {
     let mut line = String::new();
     for (i, c) in cells.iter().enumerate() {
         line.push_str(c);
         if i + 1 < cells.len() {
-            line.push_str(&" ".repeat(widths[i].saturating_sub(c.chars().count()) + 2));
+            line.push_str(&" ".repeat(widths[i].saturating_sub(visible_len(c)) + 2));
         }
     }
     writeln!(out, "{}", line.trim_end())
@@ -805,7 +843,14 @@ fn write_checks(checks: &[Check], out: &mut dyn Write) -> io::Result<()> {
     for c in checks {
         rows.push(vec![
             c.name.to_string(),
-            format!("{:?}", c.status).to_lowercase(),
+            paint(
+                format!("{:?}", c.status).to_lowercase(),
+                match c.status {
+                    Status::Pass => 2,
+                    Status::Fail => 1,
+                    _ => 3,
+                },
+            ),
             c.evidence.clone(),
         ]);
     }

@@ -31,12 +31,15 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             args.fail_on_restart,
         );
     }
-    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let progress = |n| {
-        if show_progress {
-            eprint!("\rkubehash: read {n} objects…");
-        }
-    };
+    // A spinner with the count on stderr; indicatif draws nothing when stderr is not a terminal.
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "kubehash: {spinner} read {pos} objects ({per_sec})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    let progress = |n| bar.set_position(n);
     // --from, else --nodes; without either, the cluster's Node objects (for --cluster).
     let given_from = match (fixed_from, &args.nodes) {
         (Some(f), _) => Some(FromVersions::Fixed(f)),
@@ -97,9 +100,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             },
         )?
     };
-    if show_progress {
-        eprint!("\r\x1b[K");
-    }
+    bar.finish_and_clear();
     if report.total.containers == 0 {
         let source = match &args.source.pods {
             Some(p) if p.as_os_str() == "-" => "stdin".to_string(),
