@@ -908,3 +908,57 @@ fn colour_on_a_terminal_unless_no_color() {
     let piped = kubehash(&["scan", "--to", "1.31", "-i", PODS, "--nodes", NODES], b"");
     assert!(!text(&piped.stdout).contains('\x1b'));
 }
+
+/// `scan -o json` and `-o yaml` validate against the JSON Schema the README documents
+/// (docs/schema/scan-report.schema.json), for the bundled example (with per-node checks, unknown
+/// node versions and bad pods too).
+#[test]
+fn scan_output_validates_against_its_json_schema() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("docs/schema/scan-report.schema.json").unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    for format in ["json", "yaml"] {
+        let out = kubehash(
+            &[
+                "scan", "--to", "1.31", "-i", PODS, "--nodes", NODES, "-o", format,
+            ],
+            b"",
+        );
+        let doc: serde_json::Value = serde_yaml_ng::from_slice(&out.stdout).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&doc)
+            .map(|e| format!("{e} at {}", e.instance_path))
+            .collect();
+        assert!(errors.is_empty(), "-o {format}: {errors:?}");
+    }
+    // A report with an unknown node version, a bad container and pods that are not pods.
+    let pods = br#"{"kind":"Pod","metadata":{"namespace":"n","name":"bad"},"spec":{"nodeName":"x","containers":[{"name":"c","tty":1}]}}
+{"kind":"Pod","metadata":{"namespace":"n","name":"empty"},"spec":{}}"#;
+    let out = kubehash(
+        &[
+            "scan", "--to", "1.31", "--from", "1.30", "-i", "-", "-o", "json",
+        ],
+        pods,
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        validator.is_valid(&doc),
+        "{:?}",
+        validator
+            .iter_errors(&doc)
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+    );
+    // The schema is strict: an unknown key is an error.
+    let mut extra = doc.clone();
+    extra["surprise"] = serde_json::json!(1);
+    assert!(!validator.is_valid(&extra));
+    let mut bad_node = doc.clone();
+    bad_node["nodes"]["x"]["upgrade"] = serde_json::json!("maybe");
+    assert!(!validator.is_valid(&bad_node));
+    let mut bad_container = doc;
+    bad_container["containers"][0]["impact"] = serde_json::json!("sometimes");
+    assert!(!validator.is_valid(&bad_container));
+}
