@@ -962,3 +962,31 @@ fn scan_output_validates_against_its_json_schema() {
     bad_container["containers"][0]["impact"] = serde_json::json!("sometimes");
     assert!(!validator.is_valid(&bad_container));
 }
+
+/// `--only` picks the verdicts the table lists, `--sort-by` orders it.
+#[test]
+fn only_and_sort_by_shape_the_container_table() {
+    let table = |extra: &[&str]| {
+        let mut args = vec!["scan", "--to", "1.31", "-i", PODS, "--nodes", NODES];
+        args.extend_from_slice(extra);
+        let s = text(&kubehash(&args, b"").stdout);
+        s.lines()
+            .skip_while(|l| !l.starts_with("CONTAINER "))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let recreated = table(&["--only", "recreated"]);
+    assert_eq!(recreated.len(), 1, "{recreated:?}");
+    assert!(recreated[0].starts_with("kube-system/etcd-node-a/etcd"));
+    let by_node = table(&["--only", "restart", "--sort-by", "node"]);
+    assert_eq!(by_node.len(), 15);
+    let nodes: Vec<&str> = by_node
+        .iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    let mut sorted = nodes.clone();
+    sorted.sort();
+    assert_eq!(nodes, sorted);
+}

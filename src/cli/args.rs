@@ -499,6 +499,13 @@ pub struct ScanArgs {
     /// which also takes set-based selectors).
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
+    /// List only containers with these verdicts in the table (restart, will-restart,
+    /// unprovable, recreated, not-running, kept, error).
+    #[arg(long, value_name = "VERDICT,…", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Sort the container table.
+    #[arg(long, value_enum, default_value_t = crate::cli::output::SortBy::Verdict)]
+    pub sort_by: crate::cli::output::SortBy,
 }
 
 #[derive(clap::Args)]

@@ -288,23 +288,54 @@ fn counts_cells(c: &Counts) -> [String; 6] {
     .map(|n| n.to_string())
 }
 
-impl Render for ScanReport {
+/// How the scan table lists containers: which verdicts (`--only`) and in what order (`--sort-by`).
+#[derive(Debug, Clone, Default)]
+pub struct ScanRows {
+    /// Verdicts as the table shows them (`restart`, `will-restart`, `recreated`, …); empty: the
+    /// default (what restarts or fails; every container with `-o wide`).
+    pub only: Vec<String>,
+    pub sort_by: SortBy,
+}
+
+/// `--sort-by`: the column the container table is sorted by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortBy {
+    /// Grouped by verdict (the default).
+    #[default]
+    Verdict,
+    Node,
+    Container,
+    From,
+}
+
+/// A scan report and how its table lists containers.
+pub struct ScanView<'a> {
+    pub report: &'a ScanReport,
+    pub rows: ScanRows,
+}
+
+impl Render for ScanView<'_> {
     fn document(&self) -> Value {
-        to_value(self)
+        to_value(self.report)
     }
     fn kind(&self) -> Option<&'static str> {
         Some("ScanReport")
     }
     fn table(&self, out: &mut dyn Write) -> io::Result<()> {
-        write_scan_table(self, false, out)
+        write_scan_table(self.report, false, &self.rows, out)
     }
     fn wide(&self, out: &mut dyn Write) -> io::Result<()> {
-        write_scan_table(self, true, out)
+        write_scan_table(self.report, true, &self.rows, out)
     }
 }
 
 /// The scan report for people: the totals, then by node, by workload, and every container.
-fn write_scan_table(r: &ScanReport, wide: bool, out: &mut dyn Write) -> io::Result<()> {
+fn write_scan_table(
+    r: &ScanReport,
+    wide: bool,
+    rows_wanted: &ScanRows,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let t = &r.total;
     writeln!(
         out,
@@ -376,9 +407,15 @@ fn write_scan_table(r: &ScanReport, wide: bool, out: &mut dyn Write) -> io::Resu
     write_columns(&rows, out)?;
     writeln!(out)?;
 
-    // The containers that matter (every one with -o wide), grouped by verdict; two passes over
-    // the details (which may be on disk) per group: column widths, then rows.
-    let shown = |c: &ContainerImpact| {
+    // The containers that matter (every one with -o wide, or those --only names), sorted as
+    // --sort-by says (by verdict: grouped).
+    let shown = |c: &ContainerImpact, verdict: &str| {
+        if !rows_wanted.only.is_empty() {
+            return rows_wanted
+                .only
+                .iter()
+                .any(|o| o.eq_ignore_ascii_case(verdict));
+        }
         wide || matches!(
             c.outcome.impact,
             Impact::Restart | Impact::Recreated | Impact::Error
@@ -387,35 +424,55 @@ fn write_scan_table(r: &ScanReport, wide: bool, out: &mut dyn Write) -> io::Resu
     let header: Vec<String> = ["CONTAINER", "NODE", "KIND", "FROM", "VERDICT", "WHY"]
         .map(String::from)
         .to_vec();
+    // The details may be on disk (a large scan): by verdict, they are streamed, one pass for the
+    // widths and one per verdict; another order needs the listed rows in memory.
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     let mut verdicts = std::collections::BTreeSet::new();
+    let mut sorted: Vec<Vec<String>> = Vec::new();
     for c in r.containers.iter() {
         let c = c?;
-        if shown(&c) {
-            let row = detail_row(&c);
-            verdicts.insert(row[4].clone());
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
+        let row = detail_row(&c);
+        if !shown(&c, &row[4]) {
+            continue;
+        }
+        verdicts.insert(row[4].clone());
+        for (w, cell) in widths.iter_mut().zip(&row) {
+            *w = (*w).max(cell.chars().count());
+        }
+        if rows_wanted.sort_by != SortBy::Verdict {
+            sorted.push(row);
         }
     }
     if verdicts.is_empty() {
         writeln!(out, "No container restarts.")?;
     } else {
-        if !wide {
+        if !wide && rows_wanted.only.is_empty() {
             writeln!(
                 out,
                 "Containers that restart or fail, by verdict (-o wide lists all):"
             )?;
         }
         write_row(&header, &widths, out)?;
-        for verdict in &verdicts {
-            for c in r.containers.iter() {
-                let c = c?;
-                let row = detail_row(&c);
-                if shown(&c) && &row[4] == verdict {
-                    write_row(&row, &widths, out)?;
+        if rows_wanted.sort_by == SortBy::Verdict {
+            for verdict in &verdicts {
+                for c in r.containers.iter() {
+                    let c = c?;
+                    let row = detail_row(&c);
+                    if &row[4] == verdict && shown(&c, &row[4]) {
+                        write_row(&row, &widths, out)?;
+                    }
                 }
+            }
+        } else {
+            let column = match rows_wanted.sort_by {
+                SortBy::Node => 1,
+                SortBy::Container => 0,
+                SortBy::From => 3,
+                SortBy::Verdict => 4,
+            };
+            sorted.sort_by(|a, b| a[column].cmp(&b[column]));
+            for row in &sorted {
+                write_row(row, &widths, out)?;
             }
         }
     }

@@ -10,6 +10,7 @@ use crate::cli::args::ScanArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node::print_plan;
 use crate::cli::node_pods;
+use crate::cli::output::{ScanRows, ScanView};
 use crate::cli::support::{optional_version, print, runtime, version_flag, warn_upgrade};
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
@@ -116,7 +117,14 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         };
         bail!("no pods found in {source}{why}");
     }
-    print(args.output, &report)?;
+    let view = ScanView {
+        report: &report,
+        rows: ScanRows {
+            only: args.only.clone(),
+            sort_by: args.sort_by,
+        },
+    };
+    print(args.output, &view)?;
     for p in &report.problems {
         eprintln!("kubehash: not scanned: {p}");
     }
