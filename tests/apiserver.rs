@@ -289,3 +289,55 @@ fn a_kubeconfig_list_skips_missing_files() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["total"]["containers"], 24);
 }
+
+/// `-n` and `-l` are sent to the API server (namespaced list, labelSelector), `--context` alone
+/// means the cluster, and the report names the server and context it read.
+#[test]
+fn namespace_and_selector_are_applied_by_the_api_server() {
+    let server = serve(Box::new(|t, _| {
+        if let Some(rest) = t.strip_prefix("/api/v1/namespaces/shop/pods") {
+            // As the API server would: only the namespace's pods (the selector is checked below).
+            let pods: Vec<Value> = example("pods.json")
+                .into_iter()
+                .filter(|p| p["metadata"]["namespace"] == "shop")
+                .collect();
+            let _ = rest;
+            return (200, json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":pods}).to_string());
+        }
+        normal(t)
+    }));
+    let kc = kubeconfig(&server.url);
+    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(["scan", "--kubeconfig"])
+        .arg(&kc)
+        .args([
+            "--context",
+            "test",
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-n",
+            "shop",
+            "-l",
+            "app=web",
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let requests = server.requests.lock().unwrap().clone();
+    assert_eq!(v["total"]["containers"], 12, "{requests:?}");
+    assert_eq!(
+        v["source"],
+        format!("API server {}/ (context test)", server.url)
+    );
+    let requests = server.requests.lock().unwrap().clone();
+    let list = requests
+        .iter()
+        .find(|r| r.starts_with("/api/v1/namespaces/shop/pods"))
+        .unwrap_or_else(|| panic!("{requests:?}"));
+    assert!(list.contains("labelSelector=app%3Dweb"), "{list}");
+}

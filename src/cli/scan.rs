@@ -58,14 +58,15 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             Some(f) => f,
             None => FromVersions::PerNode(rt.block_on(cluster.node_versions())?),
         };
-        scan_source(
-            to,
-            from,
-            manifests,
-            progress,
-            cluster.url().to_string(),
-            |each| rt.block_on(cluster.for_each_pod(None, each)).map(|_| ()),
-        )?
+        let (ns, sel) = (args.namespace.as_deref(), args.selector.as_deref());
+        let scanned = match &args.source.context {
+            Some(ctx) => format!("API server {} (context {ctx})", cluster.url()),
+            None => format!("API server {}", cluster.url()),
+        };
+        scan_source(to, from, manifests, progress, scanned, |each| {
+            rt.block_on(cluster.for_each_pod_in(ns, sel, None, each))
+                .map(|_| ())
+        })?
     } else {
         let Some(from) = given_from else {
             bail!(
