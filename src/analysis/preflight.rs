@@ -132,8 +132,20 @@ fn cgroups(f: &Facts, to: KubeletVersion) -> Check {
         &f.runtime_driver,
         holds(FactId::CgroupDriverFromRuntime, to),
     ) {
-        (Some(d), true) => d.clone(),
-        _ => h.configured_driver().to_string(),
+        (Some(d), true) => Some(d.clone()),
+        _ => h.configured_driver().map(str::to_string),
+    };
+    let Some(driver) = driver else {
+        // Without the kubelet's config (and a runtime that does not say), which paths the new
+        // kubelet looks for is not known: guessing its default would cry wolf on systemd nodes.
+        c.status = Status::Unknown;
+        c.evidence = format!(
+            "cgroup driver unknown: no kubelet config read, and the runtime does not report one (cgroup v{}, {} pod cgroups found)",
+            if h.cgroup_v2 { 2 } else { 1 },
+            h.pod_cgroups.len()
+        );
+        c.action = "give --kubelet-config".into();
+        return c;
     };
     let mut problems = Vec::new();
     let misplaced: Vec<&String> = h
@@ -146,7 +158,7 @@ fn cgroups(f: &Facts, to: KubeletVersion) -> Check {
         problems.push(format!(
             "{} pod cgroups follow the other driver's layout, but kubelet {to} will use {driver} (config cgroupDriver {}, runtime reports {}): {}",
             misplaced.len(),
-            h.configured_driver(),
+            h.configured_driver().unwrap_or("unset"),
             f.runtime_driver.as_deref().unwrap_or("nothing"),
             misplaced.iter().take(3).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
         ));
@@ -948,6 +960,11 @@ mod tests {
             cgroups(&Files::new().facts(), v("1.30")).status,
             Status::Unknown
         );
+        // Pods in the systemd layout but no kubelet config to say the driver: unknown, not a
+        // false alarm from the kubelet's built-in default.
+        let n = Files::new();
+        systemd_v2(&n, "cpuset cpu memory hugetlb pids");
+        assert_eq!(cgroups(&n.facts(), v("1.30")).status, Status::Unknown);
     }
 
     fn pod(name: &str, spec: Value) -> Value {

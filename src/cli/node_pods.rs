@@ -31,11 +31,20 @@ pub async fn read(source: &PodSource) -> Result<NodeInputs> {
     let mut objects = Vec::new();
     let mut node_object = None;
     let mut version = None;
+    let name = node_name(source);
+    // Only this node's pod objects are kept (a pods file may hold a whole cluster's).
+    let here = |p: &serde_json::Value| {
+        let on = p
+            .pointer("/spec/nodeName")
+            .and_then(serde_json::Value::as_str);
+        name.is_none() || on.is_none() || on == name.as_deref()
+    };
     let mut keep = |p: serde_json::Value, objects: &mut Vec<serde_json::Value>| {
-        objects.push(p.clone());
+        if here(&p) {
+            objects.push(p.clone());
+        }
         index.add_pod(p);
     };
-    let name = node_name(source);
     match &source.pods {
         Some(path) => for_each_object_in_path(path, |p| keep(p, &mut objects))?,
         None if source.from_cluster() => {
@@ -66,14 +75,7 @@ pub async fn read(source: &PodSource) -> Result<NodeInputs> {
     for p in &index.problems {
         eprintln!("kubehash: not a usable pod: {p}");
     }
-    let here = |p: &serde_json::Value| {
-        let on = p
-            .pointer("/spec/nodeName")
-            .and_then(serde_json::Value::as_str);
-        name.is_none() || on.is_none() || on == name.as_deref()
-    };
-    let pods = (source.pods.is_some() || source.from_cluster())
-        .then(|| objects.into_iter().filter(here).collect());
+    let pods = (source.pods.is_some() || source.from_cluster()).then_some(objects);
     Ok(NodeInputs {
         index,
         version,

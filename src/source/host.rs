@@ -131,13 +131,16 @@ impl Host {
         h
     }
 
-    /// The kubelet config's `cgroupDriver` (the kubelet's default is `cgroupfs`).
-    pub fn configured_driver(&self) -> &str {
-        self.kubelet_config
-            .as_ref()
-            .and_then(|c| c.get("cgroupDriver"))
-            .and_then(Value::as_str)
-            .unwrap_or("cgroupfs")
+    /// The kubelet config's `cgroupDriver` (the kubelet's default, `cgroupfs`, when the file
+    /// does not set it); `None` when there is no config file to read.
+    pub fn configured_driver(&self) -> Option<&str> {
+        let config = self.kubelet_config.as_ref()?;
+        Some(
+            config
+                .get("cgroupDriver")
+                .and_then(Value::as_str)
+                .unwrap_or("cgroupfs"),
+        )
     }
 }
 
