@@ -1,36 +1,40 @@
-//! Per-container details kept in bounded memory: in memory up to a count, then in an anonymous
+//! Per-container results kept in bounded memory: in memory up to a count, then in an anonymous
 //! temporary file.
 
 use std::io::{BufRead, Seek, Write};
 
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::analysis::scan::ContainerImpact;
 
-/// How many container details stay in memory before they go to a temporary file.
+/// How many records stay in memory before they go to a temporary file.
 pub const SPILL_AFTER: usize = 50_000;
 
-/// Per-container details in input order: in memory up to [`SPILL_AFTER`], then appended to an
-/// anonymous temporary file as JSON lines (removed by the OS when dropped), so that a scan of
-/// any size runs in bounded memory.
+/// A scan's per-container details.
+pub type Details = Spill<ContainerImpact>;
+
+/// Records in input order: in memory up to [`SPILL_AFTER`], then appended to an anonymous
+/// temporary file as JSON lines (removed by the OS when dropped), so that a command reading any
+/// number of containers runs in bounded memory.
 #[derive(Debug)]
-pub struct Details {
-    memory: Vec<ContainerImpact>,
+pub struct Spill<T> {
+    memory: Vec<T>,
     spill: Option<std::io::BufWriter<std::fs::File>>,
     len: usize,
     spill_after: usize,
 }
 
-impl Default for Details {
+impl<T> Default for Spill<T> {
     fn default() -> Self {
-        Details::with_spill_after(SPILL_AFTER)
+        Spill::with_spill_after(SPILL_AFTER)
     }
 }
 
-impl Details {
+impl<T> Spill<T> {
     /// Keeps at most `n` details in memory.
     pub fn with_spill_after(n: usize) -> Self {
-        Details {
+        Spill {
             memory: Vec::new(),
             spill: None,
             len: 0,
@@ -38,7 +42,10 @@ impl Details {
         }
     }
 
-    pub fn push(&mut self, c: ContainerImpact) -> std::io::Result<()> {
+    pub fn push(&mut self, c: T) -> std::io::Result<()>
+    where
+        T: Serialize,
+    {
         self.len += 1;
         if self.spill.is_none() && self.memory.len() < self.spill_after {
             self.memory.push(c);
@@ -67,15 +74,18 @@ impl Details {
         self.len == 0
     }
 
-    /// Every container, in order. Reading back spilled details can fail (I/O).
-    pub fn iter(&self) -> impl Iterator<Item = std::io::Result<ContainerImpact>> + '_ {
+    /// Every record, in order. Reading back spilled records can fail (I/O).
+    pub fn iter(&self) -> impl Iterator<Item = std::io::Result<T>> + '_
+    where
+        T: Clone + DeserializeOwned,
+    {
         let spilled = self.spill.as_ref().map(|w| {
             let reader = w
                 .get_ref()
                 .try_clone()
                 .and_then(|mut f| f.rewind().map(|_| f))
                 .map(std::io::BufReader::new);
-            let lines: Box<dyn Iterator<Item = std::io::Result<ContainerImpact>>> = match reader {
+            let lines: Box<dyn Iterator<Item = std::io::Result<T>> + '_> = match reader {
                 Err(e) => Box::new(std::iter::once(Err(e))),
                 Ok(r) => Box::new(r.lines().map(|l| {
                     l.and_then(|l| serde_json::from_str(&l).map_err(std::io::Error::other))
@@ -90,7 +100,7 @@ impl Details {
             .chain(spilled.into_iter().flatten())
     }
 
-    /// Flushes spilled details so that [`Details::iter`] sees all of them.
+    /// Flushes spilled records so that [`Spill::iter`] sees all of them.
     pub fn finish(&mut self) -> std::io::Result<()> {
         match &mut self.spill {
             Some(w) => w.flush(),
@@ -99,7 +109,7 @@ impl Details {
     }
 }
 
-impl Serialize for Details {
+impl<T: Serialize + Clone + DeserializeOwned> Serialize for Spill<T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::{Error as _, SerializeSeq};
         let mut seq = s.serialize_seq(Some(self.len))?;

@@ -7,8 +7,8 @@ use anyhow::{bail, Result};
 
 use crate::cli::args::HashArgs;
 use crate::cli::exit::ExitStatus;
-use crate::cli::output::{write_explained, Explained, HashRow, HashRows};
-use crate::cli::support::{optional_version, print, stdout};
+use crate::cli::hash_output::{write_explained, Explained, HashRow, HashWriter};
+use crate::cli::support::{optional_version, stdout};
 use crate::error::Problem;
 use crate::kubelet::hash::{hash_container, hashed_text, marshalled_json, Annotation};
 use crate::kubelet::sink::{format_hash, Fnv32a};
@@ -25,10 +25,13 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
         return explain_items(&items, v, &mut stdout());
     }
 
-    // Items are parsed one at a time and dropped once hashed; only the small rows are kept.
-    let mut rows: Vec<HashRow> = Vec::new();
+    // Items are parsed one at a time and dropped once hashed; rows are printed as they come.
+    let mut out = HashWriter::new(args.output, stdout());
+    let (mut rows, mut failed) = (0usize, 0usize);
+    let mut shown: Vec<Problem> = Vec::new();
+    let mut written = Ok(());
     for_each_item(&input, |item| {
-        rows.push(match item {
+        let row = match item {
             Item::Container { id, path, json } => HashRow {
                 result: hash_container(&json, &versions, &path).map_err(Problem::from),
                 id,
@@ -37,35 +40,38 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
                 id,
                 result: Err(error),
             },
-        })
+        };
+        rows += 1;
+        if let Err(e) = &row.result {
+            failed += 1;
+            if shown.len() < SHOWN {
+                shown.push(e.clone());
+            }
+        }
+        if written.is_ok() {
+            written = out.row(&row);
+        }
     })?;
-    let rows = HashRows(rows);
-    print(args.output, &rows)?;
-    let failed: Vec<&Problem> = rows
-        .0
-        .iter()
-        .filter_map(|r| r.result.as_ref().err())
-        .collect();
-    if failed.is_empty() {
+    written?;
+    out.finish()?;
+    if failed == 0 {
         return Ok(ExitStatus::Success);
     }
-    const SHOWN: usize = 10;
-    for e in failed.iter().take(SHOWN) {
+    for e in &shown {
         eprintln!("kubehash: {e}");
     }
-    if failed.len() > SHOWN {
+    if failed > SHOWN {
         eprintln!(
             "kubehash: … and {} more (all are in the output)",
-            failed.len() - SHOWN
+            failed - SHOWN
         );
     }
-    eprintln!(
-        "kubehash: {} of {} containers could not be hashed",
-        failed.len(),
-        rows.0.len()
-    );
+    eprintln!("kubehash: {failed} of {rows} containers could not be hashed");
     Ok(ExitStatus::Failure)
 }
+
+/// How many failures are repeated on stderr (all are in the output).
+const SHOWN: usize = 10;
 
 /// `--explain`: the exact text kubelet `v` feeds to FNV-1a, with the hash and (1.16 – 1.30) the
 /// `json.Marshal` output it was made from.

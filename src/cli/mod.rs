@@ -4,6 +4,7 @@
 pub mod args; // clap structs
 pub mod exit; // ExitStatus
 pub mod output; // every table and every -o format
+pub mod hash_output; // hash rows, streamed in every -o format
 mod support; // the async runtime, logs, signals, input files
 mod node_pods; // where node commands get this node's pods, manifests and old kubelet
 
