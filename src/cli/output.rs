@@ -57,6 +57,12 @@ pub trait Render {
     fn wide(&self, out: &mut dyn Write) -> io::Result<()> {
         self.table(out)
     }
+    /// JSON, YAML and JSON Lines written straight from the report instead of through
+    /// [`Render::typed`], for reports too large to hold as one `Value`; `None`: no such path.
+    /// The bytes must be those of the `Value` path.
+    fn stream(&self, _format: Format, _out: &mut dyn Write) -> Option<io::Result<()>> {
+        None
+    }
     /// The document, with `apiVersion` and `kind` first when it has a kind.
     fn typed(&self) -> Value {
         let doc = self.document();
@@ -75,6 +81,10 @@ pub trait Render {
 
 /// Prints `report` in `format` to `out` and flushes.
 pub fn emit(format: Format, report: &dyn Render, out: &mut dyn Write) -> io::Result<()> {
+    if let Some(done) = report.stream(format, out) {
+        done?;
+        return out.flush();
+    }
     match format {
         Format::Table => report.table(out)?,
         Format::Wide => report.wide(out)?,
@@ -185,6 +195,35 @@ impl Render for ScanView<'_> {
     fn wide(&self, out: &mut dyn Write) -> io::Result<()> {
         write_scan_table(self.report, true, &self.rows, out)
     }
+    fn stream(&self, format: Format, out: &mut dyn Write) -> Option<io::Result<()>> {
+        // The containers are read back from the spill one at a time as they are written.
+        let typed = Typed {
+            api_version: API_VERSION,
+            kind: "ScanReport",
+            report: self.report,
+        };
+        let written = match format {
+            Format::Table | Format::Wide => return None,
+            Format::Json => serde_json::to_writer_pretty(&mut *out, &typed)
+                .map_err(io::Error::from)
+                .and_then(|()| out.write_all(b"\n")),
+            Format::Jsonl => serde_json::to_writer(&mut *out, &typed)
+                .map_err(io::Error::from)
+                .and_then(|()| out.write_all(b"\n")),
+            Format::Yaml => serde_yaml_ng::to_writer(&mut *out, &typed).map_err(io::Error::other),
+        };
+        Some(written)
+    }
+}
+
+/// A report with `apiVersion` and `kind` first, as [`Render::typed`] makes it.
+#[derive(Serialize)]
+struct Typed<'a, T: Serialize> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    #[serde(flatten)]
+    report: &'a T,
 }
 
 /// The scan report for people: the totals, then by node, by workload, and every container.
