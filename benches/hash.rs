@@ -11,10 +11,15 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use kubehash::kubelet::decode::decode_container;
-use kubehash::kubelet::hash::{hash_container, write_hashed_text, Annotation};
+use kubehash::kubelet::hash::{hash_container, hashed_text, write_hashed_text, Annotation};
 use kubehash::kubelet::schema::Schema;
 use kubehash::kubelet::sink::{fnv1a_batch, Fnv32a};
-use kubehash::kubelet::version::KubeletVersion;
+use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
+use kubehash::source::input::{for_each_item_in, Item};
+
+// The allocator the CLI uses, so that parsing costs what it costs in `kubehash hash`.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use serde_json::Value;
 
 fn corpus() -> Vec<Value> {
@@ -100,11 +105,76 @@ fn bench_epochs(c: &mut Criterion) {
     }
 }
 
+/// From the input bytes, as `kubehash hash` reads them (the one reader, the same allocator),
+/// for each epoch and for all 29 versions, next to the FNV-1a floor over the texts those
+/// versions hash (every annotation, every version: what a kubelet would feed FNV).
+fn bench_from_bytes(c: &mut Criterion) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/golden/public.jsonl");
+    let bytes = std::fs::read(path).expect("golden corpus");
+    let containers = corpus();
+    for (label, spec) in [
+        ("from-bytes-1.15", "1.15"),
+        ("from-bytes-1.30", "1.30"),
+        ("from-bytes-1.31", "1.31"),
+        ("from-bytes-all-29", "all"),
+    ] {
+        let versions = parse_version_set(spec).expect("versions");
+        let texts: Vec<Vec<u8>> = containers
+            .iter()
+            .flat_map(|j| {
+                let mut t = Vec::new();
+                for &v in &versions {
+                    t.push(hashed_text(j, v, Annotation::Hash, "").expect("text"));
+                    if v.has_hash_without_resources() {
+                        t.push(
+                            hashed_text(j, v, Annotation::HashWithoutResources, "").expect("text"),
+                        );
+                    }
+                }
+                t
+            })
+            .collect();
+        let mut g = c.benchmark_group(label);
+        g.throughput(Throughput::Elements(containers.len() as u64));
+        g.bench_function("fnv-floor", |b| {
+            b.iter(|| {
+                let mut acc = 0u32;
+                for t in &texts {
+                    acc ^= Fnv32a::hash(black_box(t));
+                }
+                acc
+            })
+        });
+        g.bench_function("parse-only", |b| {
+            b.iter(|| {
+                let mut n = 0usize;
+                for_each_item_in(black_box(bytes.as_slice()), "bench", |_| n += 1).expect("read");
+                n
+            })
+        });
+        g.bench_function("read+decode+hash", |b| {
+            b.iter(|| {
+                let mut acc = 0u32;
+                for_each_item_in(black_box(bytes.as_slice()), "bench", |item| {
+                    if let Item::Container { json, path, .. } = item {
+                        if let Ok(h) = hash_container(&json, &versions, &path) {
+                            acc ^= h.hash[0].1;
+                        }
+                    }
+                })
+                .expect("read");
+                acc
+            })
+        });
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(std::time::Duration::from_millis(500))
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = bench_epochs
+    targets = bench_epochs, bench_from_bytes
 }
 criterion_main!(benches);

@@ -218,6 +218,35 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Hashing several versions at once shares decodes and texts (equal JSON documents give one
+    /// text) and hashes them in FNV lanes; none of that may change a hash. Each version alone,
+    /// streamed straight into one hasher, is the reference.
+    #[test]
+    fn many_versions_at_once_hash_as_each_alone(
+        choices in proptest::collection::vec(proptest::option::weighted(0.4, 0..4usize), features().len()),
+        picks in proptest::collection::vec(proptest::bool::ANY, usize::from(kubehash::kubelet::version::MAX_MINOR - kubehash::kubelet::version::MIN_MINOR) + 1),
+    ) {
+        let spec = spec_of(&choices);
+        let versions: Vec<KubeletVersion> = picks
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p)
+            .map(|(i, _)| version(kubehash::kubelet::version::MIN_MINOR + i as u8))
+            .collect();
+        let together = hash_container(&spec, &versions, "").unwrap();
+        for &v in &versions {
+            let alone = hash_container(&spec, &[v], "").unwrap();
+            prop_assert_eq!(together.get(v), alone.get(v), "{} {}", v, spec);
+            prop_assert_eq!(together.get_without_resources(v), alone.get_without_resources(v), "{} {}", v, spec);
+            let text = hashed_text(&spec, v, Annotation::Hash, "").unwrap();
+            prop_assert_eq!(alone.get(v), Some(kubehash::kubelet::sink::Fnv32a::hash(&text)));
+        }
+    }
+}
+
 /// The adversary's image tag: with meet-in-the-middle on FNV-1a, an image tag is found in seconds
 /// that makes kubelet 1.14's hash of the *new* spec equal the stored 1.30 hash of the old one. The
 /// plan sees exactly that: a stored hash that is some other version's hash of the current spec.

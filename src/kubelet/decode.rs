@@ -80,6 +80,10 @@ pub fn zero<'a>(schema: &Schema, ty: TypeId) -> Val<'a> {
     }
 }
 
+/// The most fields (flattened through inline structs) a struct decodes through its key table;
+/// `v1.Container`, the largest, has 25.
+const MAX_FIELDS: usize = 48;
+
 enum Seg<'a> {
     Key(&'a str),
     Index(usize),
@@ -196,7 +200,67 @@ impl<'a> Decoder<'_, 'a> {
     }
 
     /// A struct's fields from one JSON object; inline (embedded) structs read the same object.
+    ///
+    /// The object's entries are matched to fields through the schema's sorted key table (a
+    /// container object has a handful of the ~25 keys its struct knows), then the fields are
+    /// decoded in declaration order, so an error is the first in field order, as before.
     fn decode_struct(
+        &mut self,
+        ty: TypeId,
+        obj: &'a serde_json::Map<String, Value>,
+    ) -> Result<Val<'a>> {
+        let Some(keys) = self
+            .schema
+            .struct_keys(ty)
+            .filter(|k| k.flat_len <= MAX_FIELDS)
+        else {
+            return self.decode_struct_by_lookup(ty, obj);
+        };
+        let mut slots: [Option<(&'a String, &'a Value)>; MAX_FIELDS] = [None; MAX_FIELDS];
+        for (k, v) in obj {
+            if let Ok(i) = keys
+                .sorted
+                .binary_search_by(|(key, _)| key.as_bytes().cmp(k.as_bytes()))
+            {
+                slots[keys.sorted[i].1] = Some((k, v));
+            }
+        }
+        let mut next = 0;
+        self.build_struct(ty, &slots, &mut next)
+    }
+
+    /// The struct `ty` from its flattened field slots, `next` being the first of its own.
+    fn build_struct(
+        &mut self,
+        ty: TypeId,
+        slots: &[Option<(&'a String, &'a Value)>],
+        next: &mut usize,
+    ) -> Result<Val<'a>> {
+        let Kind::Struct(fields) = &self.schema.ty(ty).kind else {
+            unreachable!("build_struct on a non-struct")
+        };
+        let mut out = Vec::with_capacity(fields.len());
+        for f in fields {
+            if f.inline {
+                out.push(self.build_struct(f.ty, slots, next)?);
+                continue;
+            }
+            let slot = slots[*next];
+            *next += 1;
+            match slot {
+                None => out.push(zero(self.schema, f.ty)),
+                Some((key, item)) => {
+                    self.path.push(Seg::Key(key));
+                    out.push(self.decode(f.ty, Some(item))?);
+                    self.path.pop();
+                }
+            }
+        }
+        Ok(Val::Struct(out))
+    }
+
+    /// [`Decoder::decode_struct`] by looking up each field's key: for structs without a key table.
+    fn decode_struct_by_lookup(
         &mut self,
         ty: TypeId,
         obj: &'a serde_json::Map<String, Value>,
@@ -207,7 +271,7 @@ impl<'a> Decoder<'_, 'a> {
         let mut out = Vec::with_capacity(fields.len());
         for f in fields {
             if f.inline {
-                out.push(self.decode_struct(f.ty, obj)?);
+                out.push(self.decode_struct_by_lookup(f.ty, obj)?);
             } else {
                 // The key is borrowed from the JSON so that the path lives as long as the value.
                 match obj.get_key_value(f.json.as_str()) {

@@ -25,7 +25,7 @@ use crate::error::Result;
 use crate::kubelet::decode::{decode_container, Val};
 use crate::kubelet::gojson;
 use crate::kubelet::schema::Schema;
-use crate::kubelet::sink::{format_hash, Fnv32a, Sink};
+use crate::kubelet::sink::{fnv1a_batch, format_hash, Fnv32a, Sink};
 use crate::kubelet::spew::{self, ByteSlice};
 use crate::kubelet::version::{HashEpoch, KubeletVersion};
 
@@ -78,54 +78,144 @@ fn hex(v: &[(KubeletVersion, u32)]) -> Vec<(String, String)> {
 
 /// Computes the kubelet hashes of one container JSON object for `versions` (sorted, distinct).
 /// `path` prefixes error messages (e.g. `default/web/containers[0]`).
+///
+/// Each distinct type graph is decoded once and each distinct text rendered once. With several
+/// texts, they are rendered into buffers first: JSON-epoch texts are the spew dump of a JSON
+/// document, so versions whose documents are equal share one text; the distinct texts are then
+/// hashed side by side in FNV lanes ([`fnv1a_batch`]).
 pub fn hash_container(
     json: &Value,
     versions: &[KubeletVersion],
     path: &str,
 ) -> Result<ContainerHashes> {
-    let mut decoded: Vec<(KubeletVersion, Val)> = Vec::new();
-    let mut done: Vec<(HashEpoch, KubeletVersion, Annotation, u32)> = Vec::new();
-    let mut out = ContainerHashes::default();
+    // The decoded value of each distinct type graph: (oldest version with it, schema, value).
+    let mut decoded: Vec<(KubeletVersion, &'static Schema, Val)> = Vec::new();
+    // The distinct texts: (epoch, type graph, annotation, index into `decoded`).
+    let mut texts: Vec<(HashEpoch, KubeletVersion, Annotation, usize)> = Vec::new();
+    // Per requested (version, annotation), its text.
+    let mut wanted: Vec<(KubeletVersion, Annotation, usize)> = Vec::new();
     for &v in versions {
         let schema = Schema::for_version(v)?;
         let group = schema.same_as();
-        let val = match decoded.iter().position(|(g, _)| *g == group) {
-            Some(i) => &decoded[i].1,
+        let d = match decoded.iter().position(|(g, _, _)| *g == group) {
+            Some(i) => i,
             None => {
-                decoded.push((group, decode_container(schema, json, path)?));
-                &decoded[decoded.len() - 1].1
+                decoded.push((group, schema, decode_container(schema, json, path)?));
+                decoded.len() - 1
             }
         };
-        let mut annotations = vec![Annotation::Hash];
+        // Name+image hashes do not depend on the type graph.
+        let key_group = match v.epoch() {
+            HashEpoch::NameImage => KubeletVersion::from_minor(31)?,
+            _ => group,
+        };
+        let mut annotations = [Some(Annotation::Hash), None];
         if v.has_hash_without_resources() {
-            annotations.push(Annotation::HashWithoutResources);
+            annotations[1] = Some(Annotation::HashWithoutResources);
         }
-        for a in annotations {
-            // Name+image hashes do not depend on the type graph.
-            let key_group = match v.epoch() {
-                HashEpoch::NameImage => KubeletVersion::from_minor(31)?,
-                _ => group,
-            };
-            let h = match done
+        for a in annotations.into_iter().flatten() {
+            let t = match texts
                 .iter()
-                .find(|(e, g, an, _)| *e == v.epoch() && *g == key_group && *an == a)
+                .position(|&(e, g, an, _)| e == v.epoch() && g == key_group && an == a)
             {
-                Some(&(_, _, _, h)) => h,
+                Some(t) => t,
                 None => {
-                    let mut hasher = Fnv32a::new();
-                    write_hashed_text(schema, val, v.epoch(), a, &mut hasher);
-                    let h = hasher.finish();
-                    done.push((v.epoch(), key_group, a, h));
-                    h
+                    texts.push((v.epoch(), key_group, a, d));
+                    texts.len() - 1
                 }
             };
-            match a {
-                Annotation::Hash => out.hash.push((v, h)),
-                Annotation::HashWithoutResources => out.hash_without_resources.push((v, h)),
-            }
+            wanted.push((v, a, t));
+        }
+    }
+
+    let hashes: Vec<u32> = match texts.as_slice() {
+        [] => Vec::new(),
+        &[(epoch, _, a, d)] => {
+            let (_, schema, val) = &decoded[d];
+            let mut hasher = Fnv32a::new();
+            write_hashed_text(schema, val, epoch, a, &mut hasher);
+            vec![hasher.finish()]
+        }
+        many => BUFFERS.with(|b| {
+            let mut b = b.borrow_mut();
+            hash_in_lanes(many, &decoded, &mut b)
+        }),
+    };
+
+    let mut out = ContainerHashes::default();
+    for (v, a, t) in wanted {
+        match a {
+            Annotation::Hash => out.hash.push((v, hashes[t])),
+            Annotation::HashWithoutResources => out.hash_without_resources.push((v, hashes[t])),
         }
     }
     Ok(out)
+}
+
+/// Reused render buffers, per thread.
+#[derive(Default)]
+struct Buffers {
+    /// Per text: the JSON document (JSON epochs) it dumps.
+    json: Vec<Vec<u8>>,
+    /// Per distinct text: its bytes.
+    text: Vec<Vec<u8>>,
+}
+
+thread_local! {
+    static BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::default();
+}
+
+/// Renders every text into a buffer, once per distinct text, and hashes them in lanes.
+fn hash_in_lanes(
+    texts: &[(HashEpoch, KubeletVersion, Annotation, usize)],
+    decoded: &[(KubeletVersion, &'static Schema, Val)],
+    b: &mut Buffers,
+) -> Vec<u32> {
+    let n = texts.len();
+    b.json.resize_with(n, Vec::new);
+    b.text.resize_with(n, Vec::new);
+    // Per text, the distinct text it is (an index into `b.text`).
+    let mut same: Vec<usize> = Vec::with_capacity(n);
+    let mut distinct = 0;
+    for (i, &(epoch, _, a, d)) in texts.iter().enumerate() {
+        let (_, schema, val) = &decoded[d];
+        let json = match epoch {
+            HashEpoch::Spew => None,
+            HashEpoch::Json => {
+                let buf = &mut b.json[i];
+                buf.clear();
+                gojson::write_container(schema, val, a == Annotation::HashWithoutResources, buf);
+                Some(i)
+            }
+            HashEpoch::NameImage => {
+                let buf = &mut b.json[i];
+                buf.clear();
+                let (name, image) = name_image(schema, val);
+                gojson::write_name_image(name, image, buf);
+                Some(i)
+            }
+        };
+        // A JSON-epoch text is the dump of its document: equal documents, equal texts.
+        if let Some(i) = json {
+            let earlier = (0..i).find(|&j| texts[j].0 != HashEpoch::Spew && b.json[j] == b.json[i]);
+            if let Some(j) = earlier {
+                same.push(same[j]);
+                continue;
+            }
+        }
+        let text = &mut b.text[distinct];
+        text.clear();
+        match json {
+            None => spew::write_container(schema, val, text),
+            Some(i) => spew::byte_slice_into(&b.json[i], text),
+        }
+        same.push(distinct);
+        distinct += 1;
+    }
+    let refs: Vec<&[u8]> = b.text[..distinct].iter().map(Vec::as_slice).collect();
+    let mut hashes = vec![0u32; distinct];
+    fnv1a_batch(&refs, &mut hashes);
+    same.into_iter().map(|t| hashes[t]).collect()
 }
 
 /// The exact bytes kubelet `v` feeds to FNV-1a for this container (`--explain`).

@@ -81,6 +81,19 @@ pub struct Schema {
     /// The oldest version whose type graph is identical to this one; versions that share it
     /// decode and hash a container identically in the struct-based epochs.
     same_as: KubeletVersion,
+    /// Per struct type, its JSON keys (inline structs' promoted keys included), sorted, with
+    /// each key's position among the struct's fields flattened through inline structs; `None`
+    /// for other types and for a struct where two fields would claim one key.
+    keys: Vec<Option<StructKeys>>,
+}
+
+/// How a decoder finds a struct's field from a JSON key: see [`Schema::struct_keys`].
+#[derive(Debug)]
+pub struct StructKeys {
+    /// `(json key, flat field index)`, sorted by key bytes.
+    pub sorted: Vec<(String, usize)>,
+    /// How many fields the struct has, flattened through inline structs.
+    pub flat_len: usize,
 }
 
 impl Schema {
@@ -107,6 +120,12 @@ impl Schema {
 
     pub fn ty(&self, id: TypeId) -> &GoType {
         &self.types[id]
+    }
+
+    /// The JSON keys of struct type `ty`, for decoders that walk a JSON object's entries
+    /// rather than look up each field.
+    pub fn struct_keys(&self, ty: TypeId) -> Option<&StructKeys> {
+        self.keys.get(ty).and_then(Option::as_ref)
     }
 
     /// The oldest kubelet version with exactly this type graph.
@@ -207,11 +226,47 @@ fn compile(version: KubeletVersion, text: &str) -> Compiled {
         in_progress: Vec::new(),
     };
     let root = b.resolve("Container")?;
+    let keys = (0..b.types.len())
+        .map(|t| struct_keys(&b.types, t))
+        .collect();
     Ok(Schema {
         version,
         types: b.types,
         root,
         same_as: version,
+        keys,
+    })
+}
+
+fn struct_keys(types: &[GoType], ty: TypeId) -> Option<StructKeys> {
+    fn flatten<'t>(types: &'t [GoType], ty: TypeId, out: &mut Vec<&'t str>) {
+        if let Kind::Struct(fields) = &types[ty].kind {
+            for f in fields {
+                if f.inline {
+                    flatten(types, f.ty, out);
+                } else {
+                    out.push(&f.json);
+                }
+            }
+        }
+    }
+    if !matches!(types[ty].kind, Kind::Struct(_)) {
+        return None;
+    }
+    let mut flat = Vec::new();
+    flatten(types, ty, &mut flat);
+    let mut sorted: Vec<(String, usize)> = flat
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.to_string(), i))
+        .collect();
+    sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    if sorted.windows(2).any(|w| w[0].0 == w[1].0) {
+        return None;
+    }
+    Some(StructKeys {
+        sorted,
+        flat_len: flat.len(),
     })
 }
 

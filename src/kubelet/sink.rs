@@ -88,8 +88,8 @@ pub fn fnv1a_batch(texts: &[&[u8]], out: &mut [u32]) {
         if active == 0 {
             return;
         }
-        if active < LANES {
-            // The queue is empty: finish what is left one chain at a time.
+        if active == 1 {
+            // The queue is empty and one text is left: finish it as one chain.
             for l in 0..LANES {
                 if let Some((i, rest)) = lane[l].take() {
                     let mut one = Fnv32a(h[l]);
@@ -99,18 +99,33 @@ pub fn fnv1a_batch(texts: &[&[u8]], out: &mut [u32]) {
             }
             return;
         }
-        // All lanes busy: advance them together by the shortest remaining length.
+        // Advance the busy lanes together by the shortest remaining length (idle lanes hash
+        // nothing that is kept: their chunks are empty). Two texts in lockstep take about the
+        // time of one: the chains' multiplies overlap.
         let step = lane
             .iter()
             .flatten()
             .map(|(_, r)| r.len())
             .min()
             .unwrap_or(0);
-        let chunks: [&[u8]; LANES] = std::array::from_fn(|l| match lane[l] {
-            Some((_, r)) => &r[..step],
-            None => &[],
-        });
-        lockstep(&mut h, &chunks, step);
+        // As few lanes as the busy ones fit in: a lane costs a multiply per byte even when idle,
+        // and two chains are as fast as four when only two texts are left.
+        let busy: [usize; LANES] = {
+            let mut b = [0; LANES];
+            let mut k = 0;
+            for (l, x) in lane.iter().enumerate() {
+                if x.is_some() {
+                    b[k] = l;
+                    k += 1;
+                }
+            }
+            b
+        };
+        match active {
+            2 => lockstep_some::<2>(&mut h, &lane, &busy, step),
+            3 | 4 => lockstep_some::<4>(&mut h, &lane, &busy, step),
+            _ => lockstep_some::<LANES>(&mut h, &lane, &busy, step),
+        }
         for l in 0..LANES {
             if let Some((i, r)) = lane[l] {
                 if r.len() == step {
@@ -124,28 +139,50 @@ pub fn fnv1a_batch(texts: &[&[u8]], out: &mut [u32]) {
     }
 }
 
+/// Advances the lanes `busy[..K]` by `step` bytes in `K` chains (the first of `busy` that are
+/// idle, past the busy count, get empty chunks and their results are not kept).
+#[inline]
+fn lockstep_some<const K: usize>(
+    h: &mut [u32; LANES],
+    lane: &[Option<(usize, &[u8])>; LANES],
+    busy: &[usize; LANES],
+    step: usize,
+) {
+    let mut hk: [u32; K] = std::array::from_fn(|k| h[busy[k]]);
+    let chunks: [&[u8]; K] = std::array::from_fn(|k| match lane[busy[k]] {
+        Some((_, r)) => &r[..step],
+        None => &[],
+    });
+    lockstep(&mut hk, &chunks, step);
+    for k in 0..K {
+        if lane[busy[k]].is_some() {
+            h[busy[k]] = hk[k];
+        }
+    }
+}
+
 /// Advances every lane by `step` bytes (each chunk is exactly `step` long). Eight bytes per lane
 /// are read as one little-endian word and fed to the lane a byte at a time by shifting, so the
 /// loop is mostly the xor-multiply chains themselves.
 #[inline]
-fn lockstep(h: &mut [u32; LANES], chunks: &[&[u8]; LANES], step: usize) {
+fn lockstep<const K: usize>(h: &mut [u32; K], chunks: &[&[u8]; K], step: usize) {
     let words = step / 8;
     for j in 0..words {
-        let w: [u64; LANES] = std::array::from_fn(|l| {
+        let w: [u64; K] = std::array::from_fn(|l| {
             chunks[l]
                 .get(j * 8..j * 8 + 8)
                 .and_then(|b| b.try_into().ok())
                 .map_or(0, u64::from_le_bytes)
         });
         for k in 0..8 {
-            for l in 0..LANES {
+            for l in 0..K {
                 let byte = (w[l] >> (8 * k)) as u8;
                 h[l] = (h[l] ^ u32::from(byte)).wrapping_mul(Fnv32a::PRIME);
             }
         }
     }
     for i in words * 8..step {
-        for l in 0..LANES {
+        for l in 0..K {
             let byte = chunks[l].get(i).copied().unwrap_or(0);
             h[l] = (h[l] ^ u32::from(byte)).wrapping_mul(Fnv32a::PRIME);
         }

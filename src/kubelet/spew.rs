@@ -234,6 +234,26 @@ impl<'s, S: Sink> ByteSlice<'s, S> {
     }
 }
 
+/// `([]uint8)[…]` of `bytes` appended to `out`, as [`ByteSlice`] writes it, four bytes at a time.
+pub fn byte_slice_into(bytes: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"([]uint8)[");
+    let start = out.len();
+    out.resize(start + 4 * bytes.len(), 0);
+    let mut w = start;
+    for (i, &b) in bytes.iter().enumerate() {
+        let (text, len) = &DECIMAL[usize::from(b)];
+        out[w..w + 4].copy_from_slice(text);
+        // The first number has no leading space.
+        let skip = usize::from(i == 0);
+        if skip == 1 {
+            out.copy_within(w + 1..w + 4, w);
+        }
+        w += usize::from(*len) - skip;
+    }
+    out.truncate(w);
+    out.push(b']');
+}
+
 impl<S: Sink> Sink for ByteSlice<'_, S> {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
@@ -257,6 +277,19 @@ impl<S: Sink> Sink for ByteSlice<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_slice_into_writes_what_byte_slice_writes() {
+        for bytes in [&b""[..], b"a", b"{\"a\":1}", &[0, 9, 10, 99, 100, 255]] {
+            let mut want = Vec::new();
+            let mut w = ByteSlice::open(&mut want);
+            w.put(bytes);
+            w.close();
+            let mut got = b"x".to_vec();
+            byte_slice_into(bytes, &mut got);
+            assert_eq!(&got[1..], &want[..], "{bytes:?}");
+        }
+    }
 
     #[test]
     fn byte_slices_print_like_go_spew() {
