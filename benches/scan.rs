@@ -5,7 +5,7 @@
 //! Run: `cargo bench --bench scan`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kubehash::analysis::scan::{scan_source, FromVersions};
+use kubehash::analysis::scan::{scan_source, FromVersions, ScanSetup};
 use serde_json::Value;
 
 fn example_pods() -> Vec<Value> {
@@ -46,10 +46,10 @@ fn bench_scan(c: &mut Criterion) {
             b.iter(|| {
                 let to = "1.31".parse().expect("version");
                 let from = FromVersions::Fixed("1.30".parse().expect("version"));
+                let setup =
+                    ScanSetup::new(to, from, kubehash::source::manifests::Manifests::none());
                 let r = scan_source(
-                    to,
-                    from,
-                    kubehash::source::manifests::Manifests::none(),
+                    setup,
                     |_| {},
                     "bench".into(),
                     |each| {

@@ -286,91 +286,182 @@ impl FromVersions {
     }
 }
 
+/// How many threads a scan runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Threads {
+    /// Reading on one thread, assessing on another, joined by a bounded channel.
+    #[default]
+    Two,
+    /// Reading and assessing one after the other on the calling thread (the benches' reference;
+    /// the report is the same).
+    One,
+}
+
+/// Which pod objects a scan keeps.
+pub type PodFilter = Box<dyn Fn(&Value) -> bool + Send>;
+
+/// What a scan assesses and how it runs.
+pub struct ScanSetup {
+    pub to: KubeletVersion,
+    pub from: FromVersions,
+    pub manifests: Manifests,
+    /// Which pod objects to scan (`-n`, `-l` on files); every one when `None`.
+    pub keep: Option<PodFilter>,
+    pub threads: Threads,
+}
+
+impl ScanSetup {
+    pub fn new(to: KubeletVersion, from: FromVersions, manifests: Manifests) -> Self {
+        ScanSetup {
+            to,
+            from,
+            manifests,
+            keep: None,
+            threads: Threads::default(),
+        }
+    }
+}
+
 /// Scans the pods that `produce` hands over (one at a time, to the callback it is given).
 ///
-/// Producing and assessing run on two threads joined by a bounded channel, so memory stays
-/// bounded by a few pods however many there are, and both cores work. Objects that are not pods
-/// are listed in [`ScanReport::problems`] and the scan goes on.
+/// With [`Threads::Two`], reading (and parsing) and assessing run on two threads joined by a
+/// bounded channel, so memory stays bounded by a few pods however many there are. Objects that
+/// are not pods are listed in [`ScanReport::problems`] and the scan goes on.
 pub fn scan_source(
-    to: KubeletVersion,
-    from: FromVersions,
-    manifests: Manifests,
+    setup: ScanSetup,
     mut progress: impl FnMut(u64),
     source_name: String,
     produce: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()>,
 ) -> Result<ScanReport> {
-    // Pods travel in batches: one channel operation per pod costs more in thread wake-ups than
-    // assessing it.
-    const BATCH: usize = 128;
-    let (tx, rx) = mpsc::sync_channel::<Vec<Value>>(8);
-    let worker = thread::spawn(move || {
-        let mut scanner = Scanner::new(to).with_manifests(manifests);
-        let mut report = ScanReport::new(to);
-        // Per node, the preflight checks pods and Node objects decide (with --nodes/--cluster).
-        let mut tallies: BTreeMap<String, (Admission, Eviction)> = BTreeMap::new();
-        for object in rx.into_iter().flatten() {
-            if let FromVersions::PerNode(nv) = &from {
-                let node = object.pointer("/spec/nodeName").and_then(Value::as_str);
-                if let Some((name, n)) = node.and_then(|n| nv.objects.get_key_value(n)) {
-                    let (a, e) = tallies
-                        .entry(name.clone())
-                        .or_insert_with(|| (Admission::new(n), Eviction::default()));
-                    a.add(&object);
-                    e.add(&object);
-                }
-            }
-            match pod_containers(object) {
-                Ok(containers) => {
-                    let node = containers
-                        .first()
-                        .map(|c| c.node.clone())
-                        .unwrap_or_default();
-                    for c in scanner.assess_pod(containers, from.for_node(&node)) {
-                        report.add(c)?;
-                    }
-                }
-                Err(e) => report.problems.push(e.0),
-            }
-        }
-        if let FromVersions::PerNode(nv) = &from {
-            for (name, (a, e)) in tallies {
-                if let Some(summary) = report.nodes.get_mut(&name) {
-                    summary.checks = vec![a.check(), e.check(nv.objects.get(&name))];
-                }
-            }
-        }
-        for summary in report.nodes.values_mut() {
-            summary.upgrade = Some(summary.decide_upgrade());
-        }
-        report.containers.finish()?;
-        Ok::<_, std::io::Error>(report)
-    });
     let mut n = 0u64;
-    let mut batch = Vec::with_capacity(BATCH);
-    let read = produce(&mut |v| {
+    let mut count = move || {
         n += 1;
         if n.is_multiple_of(1024) {
             progress(n);
         }
-        batch.push(v);
-        if batch.len() == BATCH {
-            // The receiver only stops when the worker failed; join() reports that below.
-            let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+    };
+    let threads = setup.threads;
+    let mut work = ScanWork::new(setup);
+    let (read, report) = match threads {
+        Threads::One => {
+            let mut failed = Ok(());
+            let read = produce(&mut |v| {
+                count();
+                if failed.is_ok() {
+                    failed = work.add(v);
+                }
+            });
+            (read, failed.and_then(|()| work.finish()))
         }
-    });
-    let _ = tx.send(batch);
-    drop(tx);
-    let report = worker.join().map_err(|_| Error::Input {
-        source_name: source_name.clone(),
-        reason: "the scan worker stopped unexpectedly".into(),
-    })?;
+        Threads::Two => {
+            // Pods travel in batches: one channel operation per pod costs more in thread
+            // wake-ups than assessing it.
+            const BATCH: usize = 128;
+            let (tx, rx) = mpsc::sync_channel::<Vec<Value>>(8);
+            let worker = thread::spawn(move || {
+                for object in rx.into_iter().flatten() {
+                    work.add(object)?;
+                }
+                work.finish()
+            });
+            let mut batch = Vec::with_capacity(BATCH);
+            let read = produce(&mut |v| {
+                count();
+                batch.push(v);
+                if batch.len() == BATCH {
+                    // The receiver only stops when the worker failed; join() reports that below.
+                    let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                }
+            });
+            let _ = tx.send(batch);
+            drop(tx);
+            let report = worker.join().map_err(|_| Error::Input {
+                source_name: source_name.clone(),
+                reason: "the scan worker stopped unexpectedly".into(),
+            })?;
+            (read, report)
+        }
+    };
+    // A bad input is the error to report; the assessing side fails only on its temporary file.
     read?;
-    let mut report = report.map_err(|e| Error::Io {
-        source_name: "scan details (temporary file)".into(),
-        source: e,
-    })?;
+    let mut report = report?;
     report.source = source_name;
     Ok(report)
+}
+
+/// The assessing half of a scan: one pod object at a time, in input order.
+struct ScanWork {
+    from: FromVersions,
+    keep: Option<PodFilter>,
+    scanner: Scanner,
+    report: ScanReport,
+    /// Per node, the preflight checks pods and Node objects decide (with --nodes/--cluster).
+    tallies: BTreeMap<String, (Admission, Eviction)>,
+}
+
+impl ScanWork {
+    fn new(setup: ScanSetup) -> Self {
+        ScanWork {
+            from: setup.from,
+            keep: setup.keep,
+            scanner: Scanner::new(setup.to).with_manifests(setup.manifests),
+            report: ScanReport::new(setup.to),
+            tallies: BTreeMap::new(),
+        }
+    }
+
+    fn add(&mut self, object: Value) -> Result<()> {
+        if self.keep.as_ref().is_some_and(|keep| !keep(&object)) {
+            return Ok(());
+        }
+        if let FromVersions::PerNode(nv) = &self.from {
+            let node = object.pointer("/spec/nodeName").and_then(Value::as_str);
+            if let Some((name, n)) = node.and_then(|n| nv.objects.get_key_value(n)) {
+                let (a, e) = self
+                    .tallies
+                    .entry(name.clone())
+                    .or_insert_with(|| (Admission::new(n), Eviction::default()));
+                a.add(&object);
+                e.add(&object);
+            }
+        }
+        match pod_containers(object) {
+            Ok(containers) => {
+                let node = containers
+                    .first()
+                    .map(|c| c.node.clone())
+                    .unwrap_or_default();
+                let from = self.from.for_node(&node);
+                for c in self.scanner.assess_pod(containers, from) {
+                    self.report.add(c).map_err(details_error)?;
+                }
+            }
+            Err(e) => self.report.problems.push(e.0),
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<ScanReport> {
+        if let FromVersions::PerNode(nv) = &self.from {
+            for (name, (a, e)) in std::mem::take(&mut self.tallies) {
+                if let Some(summary) = self.report.nodes.get_mut(&name) {
+                    summary.checks = vec![a.check(), e.check(nv.objects.get(&name))];
+                }
+            }
+        }
+        for summary in self.report.nodes.values_mut() {
+            summary.upgrade = Some(summary.decide_upgrade());
+        }
+        self.report.containers.finish().map_err(details_error)?;
+        Ok(self.report)
+    }
+}
+
+fn details_error(e: std::io::Error) -> Error {
+    Error::Io {
+        source_name: "scan details (temporary file)".into(),
+        source: e,
+    }
 }
 
 #[cfg(test)]
@@ -449,6 +540,27 @@ mod tests {
         let j = serde_json::to_value(&d).unwrap();
         assert_eq!(j.as_array().unwrap().len(), 10);
         assert_eq!(j[9]["impact"], "restart");
+    }
+
+    #[test]
+    fn one_thread_and_two_make_the_same_report() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/pods.json");
+        let scan = |threads| {
+            let mut setup =
+                ScanSetup::new(v("1.31"), FromVersions::Fixed(v("1.29")), Manifests::none());
+            setup.threads = threads;
+            let r = scan_source(
+                setup,
+                |_| {},
+                "pods".into(),
+                |each| crate::source::reader::for_each_object_in_path(path.as_ref(), each),
+            )
+            .unwrap();
+            serde_json::to_string(&r).unwrap()
+        };
+        let one = scan(Threads::One);
+        assert!(one.contains("\"restart\""), "{one}");
+        assert_eq!(one, scan(Threads::Two));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::scan::{scan_source, FromVersions};
+use crate::analysis::scan::{scan_source, FromVersions, ScanSetup};
 use crate::cli::args::ScanArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node::print_plan;
@@ -63,7 +63,8 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             Some(ctx) => format!("API server {} (context {ctx})", cluster.url()),
             None => format!("API server {}", cluster.url()),
         };
-        scan_source(to, from, manifests, progress, scanned, |each| {
+        let setup = ScanSetup::new(to, from, manifests);
+        scan_source(setup, progress, scanned, |each| {
             rt.block_on(cluster.for_each_pod_in(ns, sel, None, each))
                 .map(|_| ())
         })?
@@ -87,20 +88,11 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
                     pod.pointer("/metadata/namespace").and_then(|n| n.as_str()) == Some(ns)
                 })
         };
-        scan_source(
-            to,
-            from,
-            manifests,
-            progress,
-            pods.display().to_string(),
-            |each| {
-                for_each_object_in_path(pods, |pod| {
-                    if wanted(&pod) {
-                        each(pod)
-                    }
-                })
-            },
-        )?
+        let mut setup = ScanSetup::new(to, from, manifests);
+        setup.keep = Some(Box::new(wanted));
+        scan_source(setup, progress, pods.display().to_string(), |each| {
+            for_each_object_in_path(pods, each)
+        })?
     };
     bar.finish_and_clear();
     if report.total.containers == 0 {

@@ -17,7 +17,7 @@ pub fn golden_containers() -> Vec<Value> {
         .collect()
 }
 
-#[allow(dead_code)] // used by benches/scale.rs
+#[allow(dead_code)] // used by benches/scale.rs, not by every test that includes this file
 /// `n` hash records (`{"id":…,"container":…}`), one per line.
 pub fn records_jsonl(containers: &[Value], n: usize) -> Vec<u8> {
     let mut out = Vec::new();

@@ -1,0 +1,132 @@
+//! Scaling: `hash` and `scan` over 3k, 30k and 300k containers, from the input bytes, as the CLI
+//! runs them (the one reader, the same allocator, output written to a sink). Criterion reports
+//! containers per second for each size: linear work shows the same rate at every size.
+//!
+//! * `hash-1.30`: golden records as JSON Lines, `hash --versions 1.30 -o jsonl`;
+//! * `hash-all-29`: the same with every version (3k and 30k only: it is ~29 hashes each);
+//! * `scan-1.27-to-1.31`: a PodList of running pods, one golden container each, on 4 nodes;
+//! * `scan-threads`: the 30k scan on one thread and on two (reader and assessor), same report.
+//!
+//! After each group the bench prints the process's peak resident memory (`VmHWM`), which
+//! includes the input held in memory for the bench; the CLI streams its input instead.
+//!
+//! Run: `cargo bench --bench scale` (about 6 minutes; `-- hash` or `-- scan` for one half).
+
+#[path = "../tests/corpus/mod.rs"]
+mod corpus;
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use kubehash::analysis::scan::{scan_source, FromVersions, ScanSetup, Threads};
+use kubehash::cli::hash_output::{HashRow, HashWriter};
+use kubehash::cli::output::Format;
+use kubehash::error::Problem;
+use kubehash::kubelet::hash::hash_container;
+use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
+use kubehash::source::input::{for_each_item_in, Item};
+use kubehash::source::manifests::Manifests;
+use kubehash::source::reader::for_each_object_in_stream;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const SIZES: [usize; 3] = [3_000, 30_000, 300_000];
+
+/// `kubehash hash` on `bytes`: read, decode, hash, print JSON Lines (to a sink).
+fn hash(bytes: &[u8], versions: &[KubeletVersion]) -> usize {
+    let mut out = HashWriter::new(Format::Jsonl, std::io::sink());
+    let mut n = 0;
+    for_each_item_in(bytes, "bench", |item| {
+        let row = match item {
+            Item::Container { id, path, json } => HashRow {
+                result: hash_container(&json, versions, &path).map_err(Problem::from),
+                id,
+            },
+            Item::Invalid { id, error } => HashRow {
+                id,
+                result: Err(error),
+            },
+        };
+        n += 1;
+        out.row(&row).expect("sink");
+    })
+    .expect("read");
+    out.finish().expect("sink");
+    n
+}
+
+/// `kubehash scan --from 1.27 --to 1.31` on `bytes`.
+fn scan(bytes: &[u8], threads: Threads) -> u64 {
+    let mut setup = ScanSetup::new(
+        "1.31".parse().expect("version"),
+        FromVersions::Fixed("1.27".parse().expect("version")),
+        Manifests::none(),
+    );
+    setup.threads = threads;
+    let report = scan_source(
+        setup,
+        |_| {},
+        "bench".into(),
+        |each| for_each_object_in_stream(bytes, "bench", Some(false), each),
+    )
+    .expect("scan");
+    report.total.containers
+}
+
+fn peak_rss() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(|l| l["VmHWM:".len()..].trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn bench_hash(c: &mut Criterion) {
+    let containers = corpus::golden_containers();
+    for (label, spec, sizes) in [
+        ("hash-1.30", "1.30", &SIZES[..]),
+        ("hash-all-29", "all", &SIZES[..2]),
+    ] {
+        let versions = parse_version_set(spec).expect("versions");
+        let mut g = c.benchmark_group(label);
+        g.sample_size(10);
+        for &n in sizes {
+            let bytes = corpus::records_jsonl(&containers, n);
+            g.throughput(Throughput::Elements(n as u64));
+            g.bench_function(n.to_string(), |b| {
+                b.iter(|| hash(black_box(&bytes), &versions))
+            });
+        }
+        g.finish();
+        eprintln!("{label}: peak RSS {}", peak_rss());
+    }
+}
+
+fn bench_scan(c: &mut Criterion) {
+    let containers = corpus::golden_containers();
+    let mut g = c.benchmark_group("scan-1.27-to-1.31");
+    g.sample_size(10);
+    for n in SIZES {
+        let bytes = corpus::podlist(&containers, n);
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(n.to_string(), |b| {
+            b.iter(|| scan(black_box(&bytes), Threads::Two))
+        });
+    }
+    g.finish();
+    eprintln!("scan: peak RSS {}", peak_rss());
+
+    let bytes = corpus::podlist(&containers, 30_000);
+    let mut g = c.benchmark_group("scan-threads");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(30_000));
+    for (label, threads) in [("one", Threads::One), ("two", Threads::Two)] {
+        g.bench_function(label, |b| b.iter(|| scan(black_box(&bytes), threads)));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_hash, bench_scan);
+criterion_main!(benches);
