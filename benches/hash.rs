@@ -5,11 +5,17 @@
 //!   after decoding);
 //! * `fnv-floor`: FNV-1a over the exact same bytes, already in memory, one text after another;
 //! * `fnv-lanes`: the same texts hashed as a batch in interleaved lanes (`sink::fnv1a_batch`);
-//! * `decode+render+fnv`: from `serde_json::Value` to hash, decode included.
+//! * `decode+render+fnv`: from `serde_json::Value` to hash, decode included;
+//! * `from-bytes-*`: from the input bytes, as `kubehash hash` reads them (the one reader, the
+//!   CLI's allocator) for 1.15, 1.30, 1.31 and all 29 versions, next to the FNV floor over every
+//!   text those versions hash and the reading alone (`parse-only`).
 //!
 //! Run: `cargo bench --bench hash` (add `-- --quick` for a fast look).
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,
+};
 use kubehash::kubelet::decode::decode_container;
 use kubehash::kubelet::hash::{hash_container, hashed_text, write_hashed_text, Annotation};
 use kubehash::kubelet::schema::Schema;
@@ -32,6 +38,19 @@ fn corpus() -> Vec<Value> {
             v["container"].take()
         })
         .collect()
+}
+
+/// The floor: FNV-1a alone over the texts, already in memory, one after another.
+fn bench_floor(g: &mut BenchmarkGroup<'_, WallTime>, texts: &[Vec<u8>]) {
+    g.bench_function("fnv-floor", |b| {
+        b.iter(|| {
+            let mut acc = 0u32;
+            for t in texts {
+                acc ^= Fnv32a::hash(black_box(t));
+            }
+            acc
+        })
+    });
 }
 
 fn bench_epochs(c: &mut Criterion) {
@@ -59,15 +78,7 @@ fn bench_epochs(c: &mut Criterion) {
 
         let mut g = c.benchmark_group(label);
         g.throughput(Throughput::Elements(containers.len() as u64));
-        g.bench_function("fnv-floor", |b| {
-            b.iter(|| {
-                let mut acc = 0u32;
-                for t in &texts {
-                    acc ^= Fnv32a::hash(black_box(t));
-                }
-                acc
-            })
-        });
+        bench_floor(&mut g, &texts);
         let refs: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
         g.bench_function("fnv-lanes", |b| {
             let mut out = vec![0u32; refs.len()];
@@ -136,15 +147,7 @@ fn bench_from_bytes(c: &mut Criterion) {
             .collect();
         let mut g = c.benchmark_group(label);
         g.throughput(Throughput::Elements(containers.len() as u64));
-        g.bench_function("fnv-floor", |b| {
-            b.iter(|| {
-                let mut acc = 0u32;
-                for t in &texts {
-                    acc ^= Fnv32a::hash(black_box(t));
-                }
-                acc
-            })
-        });
+        bench_floor(&mut g, &texts);
         g.bench_function("parse-only", |b| {
             b.iter(|| {
                 let mut n = 0usize;

@@ -84,6 +84,15 @@ pub fn zero<'a>(schema: &Schema, ty: TypeId) -> Val<'a> {
 /// `v1.Container`, the largest, has 25.
 const MAX_FIELDS: usize = 48;
 
+/// Where a struct's fields find their JSON values.
+#[derive(Clone, Copy)]
+enum Fields<'s, 'a> {
+    /// Matched through the schema's key table, by flattened field index.
+    Slots(&'s [Option<(&'a String, &'a Value)>]),
+    /// Looked up in the object by each field's key.
+    Lookup(&'a serde_json::Map<String, Value>),
+}
+
 enum Seg<'a> {
     Key(&'a str),
     Index(usize),
@@ -214,7 +223,8 @@ impl<'a> Decoder<'_, 'a> {
             .struct_keys(ty)
             .filter(|k| k.flat_len <= MAX_FIELDS)
         else {
-            return self.decode_struct_by_lookup(ty, obj);
+            // No key table (two fields claim one key, or too many fields): look each field up.
+            return self.build_struct(ty, Fields::Lookup(obj), &mut 0);
         };
         let mut slots: [Option<(&'a String, &'a Value)>; MAX_FIELDS] = [None; MAX_FIELDS];
         for (k, v) in obj {
@@ -225,15 +235,15 @@ impl<'a> Decoder<'_, 'a> {
                 slots[keys.sorted[i].1] = Some((k, v));
             }
         }
-        let mut next = 0;
-        self.build_struct(ty, &slots, &mut next)
+        self.build_struct(ty, Fields::Slots(&slots), &mut 0)
     }
 
-    /// The struct `ty` from its flattened field slots, `next` being the first of its own.
+    /// The struct `ty` from its fields' JSON values; `next` is the index of its first field
+    /// among the fields flattened through inline structs.
     fn build_struct(
         &mut self,
         ty: TypeId,
-        slots: &[Option<(&'a String, &'a Value)>],
+        json: Fields<'_, 'a>,
         next: &mut usize,
     ) -> Result<Val<'a>> {
         let Kind::Struct(fields) = &self.schema.ty(ty).kind else {
@@ -242,45 +252,21 @@ impl<'a> Decoder<'_, 'a> {
         let mut out = Vec::with_capacity(fields.len());
         for f in fields {
             if f.inline {
-                out.push(self.build_struct(f.ty, slots, next)?);
+                out.push(self.build_struct(f.ty, json, next)?);
                 continue;
             }
-            let slot = slots[*next];
+            let item = match json {
+                Fields::Slots(slots) => slots[*next],
+                // The key is borrowed from the JSON so that the path lives as long as the value.
+                Fields::Lookup(obj) => obj.get_key_value(f.json.as_str()),
+            };
             *next += 1;
-            match slot {
+            match item {
                 None => out.push(zero(self.schema, f.ty)),
                 Some((key, item)) => {
                     self.path.push(Seg::Key(key));
                     out.push(self.decode(f.ty, Some(item))?);
                     self.path.pop();
-                }
-            }
-        }
-        Ok(Val::Struct(out))
-    }
-
-    /// [`Decoder::decode_struct`] by looking up each field's key: for structs without a key table.
-    fn decode_struct_by_lookup(
-        &mut self,
-        ty: TypeId,
-        obj: &'a serde_json::Map<String, Value>,
-    ) -> Result<Val<'a>> {
-        let Kind::Struct(fields) = &self.schema.ty(ty).kind else {
-            unreachable!("decode_struct on a non-struct")
-        };
-        let mut out = Vec::with_capacity(fields.len());
-        for f in fields {
-            if f.inline {
-                out.push(self.decode_struct_by_lookup(f.ty, obj)?);
-            } else {
-                // The key is borrowed from the JSON so that the path lives as long as the value.
-                match obj.get_key_value(f.json.as_str()) {
-                    None => out.push(zero(self.schema, f.ty)),
-                    Some((key, item)) => {
-                        self.path.push(Seg::Key(key));
-                        out.push(self.decode(f.ty, Some(item))?);
-                        self.path.pop();
-                    }
                 }
             }
         }
@@ -393,6 +379,31 @@ mod tests {
         let i = s.root_field("SecurityContext").unwrap();
         let Val::Struct(fields) = v else { panic!() };
         assert!(matches!(&fields[i], Val::Ptr(inner) if matches!(**inner, Val::Struct(_))));
+    }
+
+    #[test]
+    fn key_table_and_lookup_decode_alike() {
+        // Every schema has key tables, so the lookup path runs only for a struct that would
+        // lack one; here both run on the same objects, values and first errors alike.
+        let cases = [
+            json!({"name": "a", "image": "b", "livenessProbe": {"httpGet": {"port": "http"}, "periodSeconds": 3}}),
+            json!({"name": "a", "tty": "yes", "image": 7}),
+            json!({"name": "a", "readinessProbe": {"exec": {"command": ["x"]}, "timeoutSeconds": "1"}}),
+        ];
+        for v in ["1.8", "1.15", "1.23", "1.30", "1.37"] {
+            let s = schema(v);
+            for c in &cases {
+                let obj = c.as_object().unwrap();
+                let mut d = Decoder {
+                    schema: s,
+                    path: Vec::new(),
+                    prefix: "",
+                };
+                let by_lookup = d.build_struct(s.root(), Fields::Lookup(obj), &mut 0);
+                let by_table = decode_container(s, c, "");
+                assert_eq!(format!("{by_lookup:?}"), format!("{by_table:?}"), "{v} {c}");
+            }
+        }
     }
 
     #[test]
