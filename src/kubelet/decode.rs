@@ -228,11 +228,8 @@ impl<'a> Decoder<'_, 'a> {
         };
         let mut slots: [Option<(&'a String, &'a Value)>; MAX_FIELDS] = [None; MAX_FIELDS];
         for (k, v) in obj {
-            if let Ok(i) = keys
-                .sorted
-                .binary_search_by(|(key, _)| key.as_bytes().cmp(k.as_bytes()))
-            {
-                slots[keys.sorted[i].1] = Some((k, v));
+            if let Some(i) = keys.find(k) {
+                slots[i] = Some((k, v));
             }
         }
         self.build_struct(ty, Fields::Slots(&slots), &mut 0)
