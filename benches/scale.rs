@@ -5,6 +5,8 @@
 //! * `hash-1.30`: golden records as JSON Lines, `hash --versions 1.30 -o jsonl`;
 //! * `hash-all-29`: the same with every version (3k and 30k only: it is ~29 hashes each);
 //! * `scan-1.27-to-1.31`: a PodList of running pods, one golden container each, on 4 nodes;
+//! * `hash-threads`: all 29 versions of 3k containers on one thread, and with the hashing spread
+//!   over the cores beside the reader (as `kubehash hash` runs);
 //! * `scan-threads`: the 30k scan on one thread and on two (reader and assessor), same report.
 //!
 //! After each group the bench prints the process's peak resident memory (`VmHWM`), which
@@ -16,13 +18,12 @@
 mod corpus;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use kubehash::analysis::hashing::{hash_all, hash_item};
 use kubehash::analysis::scan::{scan_source, FromVersions, ScanSetup, Threads};
 use kubehash::cli::hash_output::{HashRow, HashWriter};
 use kubehash::cli::output::Format;
-use kubehash::error::Problem;
-use kubehash::kubelet::hash::hash_container;
 use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
-use kubehash::source::input::{for_each_item_in, Item};
+use kubehash::source::input::for_each_item_in;
 use kubehash::source::manifests::Manifests;
 use kubehash::source::reader::for_each_object_in_stream;
 
@@ -31,24 +32,24 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SIZES: [usize; 3] = [3_000, 30_000, 300_000];
 
-/// `kubehash hash` on `bytes`: read, decode, hash, print JSON Lines (to a sink).
-fn hash(bytes: &[u8], versions: &[KubeletVersion]) -> usize {
+/// `kubehash hash` on `bytes`: read, decode, hash, print JSON Lines (to a sink), with the
+/// hashing on `workers` threads beside the reader, or all on this thread for `None`.
+fn hash(bytes: &[u8], versions: &[KubeletVersion], workers: Option<usize>) -> usize {
     let mut out = HashWriter::new(Format::Jsonl, std::io::sink());
     let mut n = 0;
-    for_each_item_in(bytes, "bench", |item| {
-        let row = match item {
-            Item::Container { id, path, json } => HashRow {
-                result: hash_container(&json, versions, &path).map_err(Problem::from),
-                id,
-            },
-            Item::Invalid { id, error } => HashRow {
-                id,
-                result: Err(error),
-            },
-        };
+    let mut print = |(id, result)| {
         n += 1;
-        out.row(&row).expect("sink");
-    })
+        out.row(&HashRow { id, result }).expect("sink");
+    };
+    match workers {
+        None => for_each_item_in(bytes, "bench", |item| print(hash_item(item, versions))),
+        Some(w) => hash_all(
+            versions,
+            w,
+            |each| for_each_item_in(bytes, "bench", each),
+            print,
+        ),
+    }
     .expect("read");
     out.finish().expect("sink");
     n
@@ -96,12 +97,31 @@ fn bench_hash(c: &mut Criterion) {
             let bytes = corpus::records_jsonl(&containers, n);
             g.throughput(Throughput::Elements(n as u64));
             g.bench_function(n.to_string(), |b| {
-                b.iter(|| hash(black_box(&bytes), &versions))
+                b.iter(|| hash(black_box(&bytes), &versions, Some(cores())))
             });
         }
         g.finish();
         eprintln!("{label}: peak RSS {}", peak_rss());
     }
+
+    // All 29 versions of 3,000 containers on one thread, and with the hashing spread over the
+    // cores beside the reader (what `kubehash hash` does).
+    let versions = parse_version_set("all").expect("versions");
+    let bytes = corpus::records_jsonl(&containers, 3_000);
+    let mut g = c.benchmark_group("hash-threads");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(3_000));
+    g.bench_function("one", |b| {
+        b.iter(|| hash(black_box(&bytes), &versions, None))
+    });
+    g.bench_function("all-cores", |b| {
+        b.iter(|| hash(black_box(&bytes), &versions, Some(cores())))
+    });
+    g.finish();
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 fn bench_scan(c: &mut Criterion) {

@@ -9,3 +9,4 @@ pub mod report; // a scan's totals and groupings
 pub mod preflight; // every other reason a new kubelet kills pods, checked before the swap
 pub mod audit; // which containers an upgrade restarted, against a snapshot taken before
 pub mod matrix; // restarts for every pair of versions
+pub mod hashing; // `hash` over a whole input on every core, in input order

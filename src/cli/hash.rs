@@ -5,12 +5,13 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
+use crate::analysis::hashing::for_each_hashed;
 use crate::cli::args::HashArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::hash_output::{write_explained, Explained, HashRow, HashWriter};
 use crate::cli::support::{optional_version, stdout};
 use crate::error::Problem;
-use crate::kubelet::hash::{hash_container, hashed_text, marshalled_json, Annotation};
+use crate::kubelet::hash::{hashed_text, marshalled_json, Annotation};
 use crate::kubelet::sink::{format_hash, Fnv32a};
 use crate::kubelet::version::{parse_version_set, KubeletVersion};
 use crate::source::input::{for_each_item, Item};
@@ -30,17 +31,9 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
     let (mut rows, mut failed) = (0usize, 0usize);
     let mut shown: Vec<Problem> = Vec::new();
     let mut written = Ok(());
-    for_each_item(&input, |item| {
-        let row = match item {
-            Item::Container { id, path, json } => HashRow {
-                result: hash_container(&json, &versions, &path).map_err(Problem::from),
-                id,
-            },
-            Item::Invalid { id, error } => HashRow {
-                id,
-                result: Err(error),
-            },
-        };
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    for_each_hashed(&input, &versions, workers, |(id, result)| {
+        let row = HashRow { id, result };
         rows += 1;
         if let Err(e) = &row.result {
             failed += 1;

@@ -1,0 +1,148 @@
+//! `kubehash hash` over a whole input on every core: one thread reads and parses the items, the
+//! others decode and hash them, and the results come back in input order.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+
+use crate::error::{Error, Problem, Result};
+use crate::kubelet::hash::{hash_container, ContainerHashes};
+use crate::kubelet::version::KubeletVersion;
+use crate::source::input::{for_each_item, Item};
+
+/// One item's id and hashes, or why it has none.
+pub type Hashed = (String, std::result::Result<ContainerHashes, Problem>);
+
+/// Items travel in batches: a channel operation per container costs more than hashing one.
+const BATCH: usize = 64;
+
+/// Hashes every item of `path` (see [`for_each_item`]) for `versions` on `workers` threads
+/// besides the reader, and calls `each` with the results in input order. Memory stays bounded:
+/// the channels hold a few batches, and results wait only for the batches before them.
+pub fn for_each_hashed(
+    path: &Path,
+    versions: &[KubeletVersion],
+    workers: usize,
+    each: impl FnMut(Hashed),
+) -> Result<()> {
+    hash_all(versions, workers, |f| for_each_item(path, f), each).map_err(|e| match e {
+        Error::Input { reason, .. } if reason == READER_STOPPED => Error::Input {
+            source_name: path.display().to_string(),
+            reason,
+        },
+        e => e,
+    })
+}
+
+const READER_STOPPED: &str = "the reading thread stopped unexpectedly";
+
+/// [`for_each_hashed`] over the items `produce` hands over (on its own thread).
+pub fn hash_all(
+    versions: &[KubeletVersion],
+    workers: usize,
+    produce: impl FnOnce(&mut dyn FnMut(Item)) -> Result<()> + Send,
+    mut each: impl FnMut(Hashed),
+) -> Result<()> {
+    let workers = workers.max(1);
+    thread::scope(|s| {
+        let (items_tx, items_rx) = mpsc::sync_channel::<(usize, Vec<Item>)>(2 * workers);
+        let items_rx = Arc::new(Mutex::new(items_rx));
+        let (done_tx, done_rx) = mpsc::sync_channel::<(usize, Vec<Hashed>)>(2 * workers);
+        let reader = s.spawn(move || {
+            let mut batch = Vec::with_capacity(BATCH);
+            let mut seq = 0;
+            let read = produce(&mut |item| {
+                batch.push(item);
+                if batch.len() == BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    // Sending fails only once the workers are gone; the error comes from them.
+                    let _ = items_tx.send((seq, full));
+                    seq += 1;
+                }
+            });
+            if !batch.is_empty() {
+                let _ = items_tx.send((seq, batch));
+            }
+            read
+        });
+        for _ in 0..workers {
+            let items_rx = Arc::clone(&items_rx);
+            let done_tx = done_tx.clone();
+            s.spawn(move || loop {
+                let next = match items_rx.lock() {
+                    Ok(rx) => rx.recv(),
+                    Err(_) => return,
+                };
+                let Ok((seq, items)) = next else { return };
+                let hashed = items.into_iter().map(|i| hash_item(i, versions)).collect();
+                if done_tx.send((seq, hashed)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(done_tx);
+        // In input order: a batch waits until every batch before it has been handed on.
+        let mut waiting: BTreeMap<usize, Vec<Hashed>> = BTreeMap::new();
+        let mut next = 0;
+        for (seq, hashed) in done_rx {
+            waiting.insert(seq, hashed);
+            while let Some(batch) = waiting.remove(&next) {
+                batch.into_iter().for_each(&mut each);
+                next += 1;
+            }
+        }
+        match reader.join() {
+            Ok(read) => read,
+            Err(_) => Err(Error::Input {
+                source_name: String::new(),
+                reason: READER_STOPPED.into(),
+            }),
+        }
+    })
+}
+
+/// The hashes of one item, or its problem.
+pub fn hash_item(item: Item, versions: &[KubeletVersion]) -> Hashed {
+    match item {
+        Item::Container { id, path, json } => (
+            id,
+            hash_container(&json, versions, &path).map_err(Problem::from),
+        ),
+        Item::Invalid { id, error } => (id, Err(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubelet::version::parse_version_set;
+
+    #[test]
+    fn results_come_in_input_order_whatever_the_workers() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/testdata/golden/public.jsonl"
+        ));
+        let versions = parse_version_set("1.15,1.30,1.31").unwrap();
+        let mut alone = Vec::new();
+        for_each_item(path, |i| alone.push(hash_item(i, &versions))).unwrap();
+        assert!(alone.len() > 2 * BATCH);
+        for workers in [1, 2, 5] {
+            let mut together = Vec::new();
+            for_each_hashed(path, &versions, workers, |h| together.push(h)).unwrap();
+            assert_eq!(together, alone, "{workers} workers");
+        }
+    }
+
+    #[test]
+    fn a_read_error_is_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "{\"name\":\"a\",\"image\":\"b\"}\n{\"name\":").unwrap();
+        let mut seen = 0;
+        let err = for_each_hashed(&bad, &parse_version_set("1.31").unwrap(), 2, |_| seen += 1)
+            .unwrap_err();
+        assert!(err.to_string().contains("not valid JSON"), "{err}");
+    }
+}
