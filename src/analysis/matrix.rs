@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::analysis::cache::Memo;
 use crate::kubelet::hash::hash_container;
 use crate::kubelet::version::KubeletVersion;
 
@@ -23,7 +24,7 @@ pub struct RestartMatrix {
     /// `changed[i][j]`: containers whose hash differs between `versions[i]` and `versions[j]`.
     pub changed: Vec<Vec<u64>>,
     #[serde(skip)]
-    seen: std::collections::HashMap<String, Option<Vec<u32>>>,
+    seen: Memo<String, Option<Vec<u32>>>,
     #[serde(skip)]
     order: Vec<KubeletVersion>,
 }

@@ -1,5 +1,6 @@
 //! What a kubelet upgrade does to each container, and what kubehash can prove about it.
 
+pub mod cache; // answers for specs seen before, in bounded memory
 pub mod coverage; // whether kubelet F's hash covers everything kubelet T's hash covers
 pub mod statics; // a node's static pods: manifest, running sandbox, pin action
 pub mod plan; // per-container verdicts for one node: rewrite, will-restart, unprovable, …

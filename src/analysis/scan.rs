@@ -18,13 +18,14 @@
 //! assert_eq!(o.reasons, ["kubelet 1.31 hashes only name and image; 1.30 hashes the whole spec"]);
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::thread;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::analysis::cache::Memo;
 use crate::analysis::coverage::{coverage, Coverage};
 use crate::analysis::plan::Verdict;
 use crate::analysis::preflight::{Admission, Eviction};
@@ -105,7 +106,7 @@ pub struct Scanner {
     to: KubeletVersion,
     /// Static pod manifests seen (`scan --manifests`): a static pod they pin keeps its UID.
     manifests: Manifests,
-    cache: HashMap<(KubeletVersion, String), Outcome>,
+    cache: Memo<(KubeletVersion, String), Outcome>,
     /// How many assessments were answered from the cache.
     pub cache_hits: u64,
 }
@@ -115,7 +116,7 @@ impl Scanner {
         Scanner {
             to,
             manifests: Manifests::none(),
-            cache: HashMap::new(),
+            cache: Memo::default(),
             cache_hits: 0,
         }
     }
