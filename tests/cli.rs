@@ -990,3 +990,32 @@ fn only_and_sort_by_shape_the_container_table() {
     sorted.sort();
     assert_eq!(nodes, sorted);
 }
+
+/// `hash` streams its rows, but to a spool: a bad value after good ones prints the error and
+/// nothing half-way, in every format.
+#[test]
+fn hash_prints_nothing_when_the_input_breaks_half_way() {
+    let mut input = Vec::new();
+    for i in 0..200 {
+        input.extend_from_slice(
+            format!("{{\"id\":\"c{i}\",\"container\":{{\"name\":\"a\",\"image\":\"b\"}}}}\n")
+                .as_bytes(),
+        );
+    }
+    input.extend_from_slice(b"{\"id\":\"broken\",\"container\":{\"name\":");
+    for format in ["table", "json", "yaml", "jsonl"] {
+        let out = kubehash(&["hash", "-o", format], &input);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{format}: {}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty(), "{format}: {}", text(&out.stdout));
+        assert!(
+            text(&out.stderr).contains("not valid JSON: EOF while parsing"),
+            "{format}: {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -19,7 +19,7 @@ const BATCH: usize = 64;
 
 /// Hashes every item of `path` (see [`for_each_item`]) for `versions` on `workers` threads
 /// besides the reader, and calls `each` with the results in input order. Memory stays bounded:
-/// the channels hold a few batches, and results wait only for the batches before them.
+/// at most `8 × workers` batches are between the reader and `each` at any time.
 pub fn for_each_hashed(
     path: &Path,
     versions: &[KubeletVersion],
@@ -49,6 +49,13 @@ pub fn hash_all(
         let (items_tx, items_rx) = mpsc::sync_channel::<(usize, Vec<Item>)>(2 * workers);
         let items_rx = Arc::new(Mutex::new(items_rx));
         let (done_tx, done_rx) = mpsc::sync_channel::<(usize, Vec<Hashed>)>(2 * workers);
+        // A permit per batch read and not yet handed on: when one batch is slow, the others
+        // wait for it within this bound instead of piling up.
+        let in_flight = 8 * workers;
+        let (permit_tx, permit_rx) = mpsc::sync_channel::<()>(in_flight);
+        for _ in 0..in_flight {
+            let _ = permit_tx.send(());
+        }
         let reader = s.spawn(move || {
             let mut batch = Vec::with_capacity(BATCH);
             let mut seq = 0;
@@ -56,7 +63,8 @@ pub fn hash_all(
                 batch.push(item);
                 if batch.len() == BATCH {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                    // Sending fails only once the workers are gone; the error comes from them.
+                    // Both fail only once the other side is gone; the error comes from there.
+                    let _ = permit_rx.recv();
                     let _ = items_tx.send((seq, full));
                     seq += 1;
                 }
@@ -90,6 +98,7 @@ pub fn hash_all(
             while let Some(batch) = waiting.remove(&next) {
                 batch.into_iter().for_each(&mut each);
                 next += 1;
+                let _ = permit_tx.try_send(());
             }
         }
         match reader.join() {

@@ -1,6 +1,6 @@
 //! `kubehash hash`: the hashes kubelet versions store for each container.
 
-use std::io::Write;
+use std::io::{Seek, Write};
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
@@ -27,7 +27,10 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
     }
 
     // Items are parsed one at a time and dropped once hashed; rows are printed as they come.
-    let mut out = HashWriter::new(args.output, stdout());
+    // Rows go to a spool (memory, then a temporary file past 8 MB) and reach stdout only when
+    // the whole input was read: a bad input prints its error and nothing half-way.
+    let spool = std::io::BufWriter::with_capacity(1 << 16, tempfile::SpooledTempFile::new(8 << 20));
+    let mut out = HashWriter::new(args.output, spool);
     let (mut rows, mut failed) = (0usize, 0usize);
     let mut shown: Vec<Problem> = Vec::new();
     let mut written = Ok(());
@@ -46,7 +49,11 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
         }
     })?;
     written?;
-    out.finish()?;
+    let mut spool = out.finish()?.into_inner().map_err(|e| e.into_error())?;
+    spool.rewind()?;
+    let mut stdout = stdout();
+    std::io::copy(&mut spool, &mut stdout)?;
+    stdout.flush()?;
     if failed == 0 {
         return Ok(ExitStatus::Success);
     }

@@ -1,7 +1,8 @@
 //! What `kubehash hash` prints, written as the rows come: JSON Lines, JSON and YAML stream one
 //! record at a time, and the table keeps only its lines (spilled to a temporary file past
 //! [`crate::analysis::spill::SPILL_AFTER`]) to size its columns, so any input is hashed in
-//! bounded memory. The bytes are exactly those of printing the whole list at once.
+//! bounded memory. The bytes are exactly those of printing the whole list at once. (`hash`
+//! writes them to a spool and copies it to stdout only once the input was read to its end.)
 
 use std::io::{self, Write};
 
@@ -129,8 +130,8 @@ impl<W: Write> HashWriter<W> {
         Ok(())
     }
 
-    /// Ends the document (the table is written here) and flushes.
-    pub fn finish(mut self) -> io::Result<()> {
+    /// Ends the document (the table is written here), flushes, and gives the writer back.
+    pub fn finish(mut self) -> io::Result<W> {
         match self.format {
             Format::Table | Format::Wide => {
                 self.lines.finish()?;
@@ -154,7 +155,8 @@ impl<W: Write> HashWriter<W> {
                 }
             }
         }
-        self.out.flush()
+        self.out.flush()?;
+        Ok(self.out)
     }
 }
 
