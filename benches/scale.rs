@@ -44,6 +44,7 @@ fn hash(bytes: &[u8], versions: &[KubeletVersion], workers: Option<usize>) -> us
     match workers {
         None => for_each_item_in(bytes, "bench", |item| print(hash_item(item, versions))),
         Some(w) => hash_all(
+            "bench",
             versions,
             w,
             |each| for_each_item_in(bytes, "bench", each),

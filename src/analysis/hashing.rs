@@ -26,19 +26,14 @@ pub fn for_each_hashed(
     workers: usize,
     each: impl FnMut(Hashed),
 ) -> Result<()> {
-    hash_all(versions, workers, |f| for_each_item(path, f), each).map_err(|e| match e {
-        Error::Input { reason, .. } if reason == READER_STOPPED => Error::Input {
-            source_name: path.display().to_string(),
-            reason,
-        },
-        e => e,
-    })
+    let source = path.display().to_string();
+    hash_all(&source, versions, workers, |f| for_each_item(path, f), each)
 }
 
-const READER_STOPPED: &str = "the reading thread stopped unexpectedly";
-
-/// [`for_each_hashed`] over the items `produce` hands over (on its own thread).
+/// [`for_each_hashed`] over the items `produce` hands over (on its own thread); `source` names
+/// the input in errors.
 pub fn hash_all(
+    source: &str,
     versions: &[KubeletVersion],
     workers: usize,
     produce: impl FnOnce(&mut dyn FnMut(Item)) -> Result<()> + Send,
@@ -104,8 +99,8 @@ pub fn hash_all(
         match reader.join() {
             Ok(read) => read,
             Err(_) => Err(Error::Input {
-                source_name: String::new(),
-                reason: READER_STOPPED.into(),
+                source_name: source.to_string(),
+                reason: "the reading thread stopped unexpectedly".into(),
             }),
         }
     })

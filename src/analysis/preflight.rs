@@ -110,6 +110,15 @@ pub fn worst(checks: &[Check]) -> Status {
         .unwrap_or(Status::Pass)
 }
 
+impl Check {
+    /// The outcome: its status, the evidence read, and what to do.
+    fn set(&mut self, status: Status, evidence: impl Into<String>, action: impl Into<String>) {
+        self.status = status;
+        self.evidence = evidence.into();
+        self.action = action.into();
+    }
+}
+
 fn check(name: &'static str, protects: &'static str) -> Check {
     Check {
         name,
@@ -188,9 +197,11 @@ fn cgroups(f: &Facts, to: KubeletVersion) -> Check {
         h.pod_cgroups.len()
     );
     if h.root_controllers.is_empty() && h.pod_cgroups.is_empty() {
-        c.status = Status::Unknown;
-        c.evidence = "no cgroup hierarchy found (--cgroup-root)".into();
-        c.action = "run on the node, or give --cgroup-root".into();
+        c.set(
+            Status::Unknown,
+            "no cgroup hierarchy found (--cgroup-root)",
+            "run on the node, or give --cgroup-root",
+        );
     } else if !problems.is_empty() {
         c.status = Status::Fail;
         c.evidence = problems.join("; ");
@@ -207,9 +218,11 @@ fn cgroups(f: &Facts, to: KubeletVersion) -> Check {
 fn admission(f: &Facts) -> Check {
     let (Some(pods), Some(node)) = (&f.pods, &f.node) else {
         let mut c = check(ADMISSION.0, ADMISSION.1);
-        c.status = Status::Unknown;
-        c.evidence = "no Node object or pods (give --cluster)".into();
-        c.action = "run with --cluster to check labels, allocatable and devices".into();
+        c.set(
+            Status::Unknown,
+            "no Node object or pods (give --cluster)",
+            "run with --cluster to check labels, allocatable and devices",
+        );
         return c;
     };
     let mut tally = Admission::new(node);
@@ -312,9 +325,7 @@ impl Admission {
             self.pods
         );
         if !refused.is_empty() {
-            c.status = Status::Fail;
-            c.evidence = refused.join("; ");
-            c.action = "restore the node labels / allocatable these pods need before the swap, or move the pods".into();
+            c.set(Status::Fail, refused.join("; "), "restore the node labels / allocatable these pods need before the swap, or move the pods");
         } else if !self.devices.is_empty() {
             c.status = Status::Warn;
             c.evidence = format!(
@@ -436,9 +447,7 @@ fn sandboxes(f: &Facts) -> Check {
     }
     c.evidence = format!("{} sandboxes read over CRI", f.sandboxes.len());
     if !changed.is_empty() {
-        c.status = Status::Fail;
-        c.evidence = changed.join("; ");
-        c.action = "these pods are recreated by any kubelet that syncs them; let the current kubelet settle them (or delete them) before the swap".into();
+        c.set(Status::Fail, changed.join("; "), "these pods are recreated by any kubelet that syncs them; let the current kubelet settle them (or delete them) before the swap");
     }
     c
 }
@@ -618,13 +627,13 @@ fn checkpoints(f: &Facts, to: KubeletVersion) -> Check {
         }
     );
     if !fail.is_empty() {
-        c.status = Status::Fail;
-        c.evidence = fail.join("; ");
-        c.action = "drain the node (the manager's state cannot carry over), remove the checkpoint, then upgrade".into();
+        c.set(Status::Fail, fail.join("; "), "drain the node (the manager's state cannot carry over), remove the checkpoint, then upgrade");
     } else if !warn.is_empty() {
-        c.status = Status::Warn;
-        c.evidence = warn.join("; ");
-        c.action = "check that device-plugin pods are re-admitted after the swap".into();
+        c.set(
+            Status::Warn,
+            warn.join("; "),
+            "check that device-plugin pods are re-admitted after the swap",
+        );
     }
     c
 }
@@ -710,9 +719,7 @@ fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
         }
     );
     if !fail.is_empty() {
-        c.status = Status::Fail;
-        c.evidence = fail.join("; ");
-        c.action = "change the kubelet's flags, config or runtime first; a kubelet that does not start cannot keep any pod".into();
+        c.set(Status::Fail, fail.join("; "), "change the kubelet's flags, config or runtime first; a kubelet that does not start cannot keep any pod");
     }
     c
 }
@@ -818,9 +825,11 @@ impl Eviction {
             .and_then(Value::as_array)
             .is_some_and(|t| t.iter().any(|t| t["effect"] == "NoExecute"));
         if tainted {
-            c.status = Status::Fail;
-            c.evidence = "the Node already has a NoExecute taint".into();
-            c.action = "find out why before stopping the kubelet".into();
+            c.set(
+                Status::Fail,
+                "the Node already has a NoExecute taint",
+                "find out why before stopping the kubelet",
+            );
             return c;
         }
         match &self.shortest {
