@@ -1,15 +1,13 @@
 //! `kubehash hash` over a whole input on every core: one thread reads and parses the items, the
 //! others decode and hash them, and the results come back in input order.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{mpsc, Arc, Mutex};
-use std::thread;
 
-use crate::error::{Error, Problem, Result};
+use crate::error::{Problem, Result};
 use crate::kubelet::hash::{hash_container, ContainerHashes};
 use crate::kubelet::version::KubeletVersion;
 use crate::source::input::{for_each_item, Item};
+use crate::source::pool::map_in_order;
 
 /// One item's id and hashes, or why it has none.
 pub type Hashed = (String, std::result::Result<ContainerHashes, Problem>);
@@ -37,73 +35,16 @@ pub fn hash_all(
     versions: &[KubeletVersion],
     workers: usize,
     produce: impl FnOnce(&mut dyn FnMut(Item)) -> Result<()> + Send,
-    mut each: impl FnMut(Hashed),
+    each: impl FnMut(Hashed),
 ) -> Result<()> {
-    let workers = workers.max(1);
-    thread::scope(|s| {
-        let (items_tx, items_rx) = mpsc::sync_channel::<(usize, Vec<Item>)>(2 * workers);
-        let items_rx = Arc::new(Mutex::new(items_rx));
-        let (done_tx, done_rx) = mpsc::sync_channel::<(usize, Vec<Hashed>)>(2 * workers);
-        // A permit per batch read and not yet handed on: when one batch is slow, the others
-        // wait for it within this bound instead of piling up.
-        let in_flight = 8 * workers;
-        let (permit_tx, permit_rx) = mpsc::sync_channel::<()>(in_flight);
-        for _ in 0..in_flight {
-            let _ = permit_tx.send(());
-        }
-        let reader = s.spawn(move || {
-            let mut batch = Vec::with_capacity(BATCH);
-            let mut seq = 0;
-            let read = produce(&mut |item| {
-                batch.push(item);
-                if batch.len() == BATCH {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                    // Both fail only once the other side is gone; the error comes from there.
-                    let _ = permit_rx.recv();
-                    let _ = items_tx.send((seq, full));
-                    seq += 1;
-                }
-            });
-            if !batch.is_empty() {
-                let _ = items_tx.send((seq, batch));
-            }
-            read
-        });
-        for _ in 0..workers {
-            let items_rx = Arc::clone(&items_rx);
-            let done_tx = done_tx.clone();
-            s.spawn(move || loop {
-                let next = match items_rx.lock() {
-                    Ok(rx) => rx.recv(),
-                    Err(_) => return,
-                };
-                let Ok((seq, items)) = next else { return };
-                let hashed = items.into_iter().map(|i| hash_item(i, versions)).collect();
-                if done_tx.send((seq, hashed)).is_err() {
-                    return;
-                }
-            });
-        }
-        drop(done_tx);
-        // In input order: a batch waits until every batch before it has been handed on.
-        let mut waiting: BTreeMap<usize, Vec<Hashed>> = BTreeMap::new();
-        let mut next = 0;
-        for (seq, hashed) in done_rx {
-            waiting.insert(seq, hashed);
-            while let Some(batch) = waiting.remove(&next) {
-                batch.into_iter().for_each(&mut each);
-                next += 1;
-                let _ = permit_tx.try_send(());
-            }
-        }
-        match reader.join() {
-            Ok(read) => read,
-            Err(_) => Err(Error::Input {
-                source_name: source.to_string(),
-                reason: "the reading thread stopped unexpectedly".into(),
-            }),
-        }
-    })
+    map_in_order(
+        source,
+        workers,
+        BATCH,
+        produce,
+        || |item| hash_item(item, versions),
+        each,
+    )
 }
 
 /// The hashes of one item, or its problem.

@@ -235,6 +235,14 @@ const ADMISSION: (&str, &str) = (
     "a running pod the new kubelet does not admit again is set Failed and killed (HandlePodAdditions → canAdmitPod)",
 );
 
+/// What one running pod brings to the admission check.
+#[derive(Debug, Clone, Default)]
+pub struct PodAdmission {
+    refused: Vec<String>,
+    devices: Vec<String>,
+    requested: Vec<(String, i128)>,
+}
+
 /// The admission check, one pod at a time (a cluster-wide scan streams pods).
 #[derive(Debug, Clone)]
 pub struct Admission {
@@ -267,18 +275,24 @@ impl Admission {
 
     /// One of the node's pods (pods that do not run are not admitted again).
     pub fn add(&mut self, pod: &Value) {
+        let judged = Admission::judge(&self.labels, pod);
+        self.count(judged);
+    }
+
+    /// What admitting `pod` on a node with these labels finds, on its own: a scan judges pods
+    /// on several threads and counts them in input order.
+    pub fn judge(labels: &serde_json::Map<String, Value>, pod: &Value) -> Option<PodAdmission> {
         if !running(pod) {
-            return;
+            return None;
         }
-        self.pods += 1;
+        let mut out = PodAdmission::default();
         let name = pod_name(pod);
-        let label = |k: &str| self.labels.get(k).and_then(Value::as_str);
+        let label = |k: &str| labels.get(k).and_then(Value::as_str);
         if let Some(sel) = pod.pointer("/spec/nodeSelector").and_then(Value::as_object) {
             for (k, v) in sel {
                 if label(k) != v.as_str() {
                     let want = v.as_str().unwrap_or("");
-                    self.refused
-                        .push(format!("{name}: nodeSelector {k}={want}"));
+                    out.refused.push(format!("{name}: nodeSelector {k}={want}"));
                 }
             }
         }
@@ -286,22 +300,39 @@ impl Admission {
             .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
             .and_then(Value::as_array);
         if let Some(terms) = terms {
-            if !terms.iter().any(|t| term_matches(t, &self.labels)) {
-                self.refused.push(format!("{name}: required node affinity"));
+            if !terms.iter().any(|t| term_matches(t, labels)) {
+                out.refused.push(format!("{name}: required node affinity"));
             }
         }
         for c in containers(pod, &["containers", "initContainers"]) {
             if let Some(req) = c.pointer("/resources/requests").and_then(Value::as_object) {
                 for (k, v) in req {
                     if k.contains('/') && !k.starts_with("hugepages-") {
-                        self.devices.push(format!("{name}: {k}"));
+                        out.devices.push(format!("{name}: {k}"));
                     }
                     if let Some(m) = v.as_str().and_then(|q| parse_quantity_milli(q).ok()) {
-                        *self.requested.entry(k.clone()).or_default() += m;
+                        out.requested.push((k.clone(), m));
                     }
                 }
             }
         }
+        Some(out)
+    }
+
+    /// Counts one pod judged by [`Admission::judge`] against this node's labels.
+    pub fn count(&mut self, judged: Option<PodAdmission>) {
+        let Some(p) = judged else { return };
+        self.pods += 1;
+        self.refused.extend(p.refused);
+        self.devices.extend(p.devices);
+        for (k, m) in p.requested {
+            *self.requested.entry(k).or_default() += m;
+        }
+    }
+
+    /// The node's labels, which [`Admission::judge`] needs.
+    pub fn labels(&self) -> &serde_json::Map<String, Value> {
+        &self.labels
     }
 
     /// The check's result for the pods added.
@@ -787,8 +818,13 @@ pub struct Eviction {
 
 impl Eviction {
     pub fn add(&mut self, p: &Value) {
+        self.count(Eviction::judge(p));
+    }
+
+    /// A running pod's shortest toleration of a not-ready/unreachable node, and its name.
+    pub fn judge(p: &Value) -> Option<(i64, String)> {
         if !running(p) {
-            return;
+            return None;
         }
         let tolerations = p
             .pointer("/spec/tolerations")
@@ -812,8 +848,15 @@ impl Eviction {
         })
         .min()
         .unwrap_or(300);
+        Some((secs, pod_name(p)))
+    }
+
+    /// Counts one pod judged by [`Eviction::judge`]; the first pod with the shortest toleration
+    /// is the one named.
+    pub fn count(&mut self, judged: Option<(i64, String)>) {
+        let Some((secs, pod)) = judged else { return };
         if self.shortest.as_ref().is_none_or(|(s, _)| secs < *s) {
-            self.shortest = Some((secs, pod_name(p)));
+            self.shortest = Some((secs, pod));
         }
     }
 

@@ -19,8 +19,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
-use std::thread;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -28,7 +26,7 @@ use serde_json::Value;
 use crate::analysis::cache::Memo;
 use crate::analysis::coverage::{coverage, Coverage};
 use crate::analysis::plan::Verdict;
-use crate::analysis::preflight::{Admission, Eviction};
+use crate::analysis::preflight::{Admission, Eviction, PodAdmission};
 pub use crate::analysis::report::{Counts, NodeSummary, NodeUpgrade, ScanReport};
 pub use crate::analysis::spill::{Details, SPILL_AFTER};
 use crate::error::{Error, Problem, Result};
@@ -39,6 +37,7 @@ use crate::kubelet::version::KubeletVersion;
 use crate::source::manifests::Manifests;
 use crate::source::nodes::NodeVersions;
 use crate::source::pods::{pod_containers, ContainerKind, PodContainer, Workload};
+use crate::source::pool::map_in_order;
 
 /// Whether the upgrade recreates a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -288,18 +287,25 @@ impl FromVersions {
 }
 
 /// How many threads a scan runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
-    /// Reading on one thread, assessing on another, joined by a bounded channel.
-    #[default]
-    Two,
     /// Reading and assessing one after the other on the calling thread (the benches' reference;
     /// the report is the same).
     One,
+    /// One thread reads and parses, this many assess, and the calling thread builds the report
+    /// in input order.
+    Workers(usize),
+}
+
+impl Default for Threads {
+    /// A worker per core.
+    fn default() -> Self {
+        Threads::Workers(std::thread::available_parallelism().map_or(1, usize::from))
+    }
 }
 
 /// Which pod objects a scan keeps.
-pub type PodFilter = Box<dyn Fn(&Value) -> bool + Send>;
+pub type PodFilter = Box<dyn Fn(&Value) -> bool + Send + Sync>;
 
 /// What a scan assesses and how it runs.
 pub struct ScanSetup {
@@ -323,16 +329,21 @@ impl ScanSetup {
     }
 }
 
+/// Pods travel to the assessing threads in batches: a channel operation per pod costs more in
+/// thread wake-ups than assessing it.
+const BATCH: usize = 64;
+
 /// Scans the pods that `produce` hands over (one at a time, to the callback it is given).
 ///
-/// With [`Threads::Two`], reading (and parsing) and assessing run on two threads joined by a
-/// bounded channel, so memory stays bounded by a few pods however many there are. Objects that
-/// are not pods are listed in [`ScanReport::problems`] and the scan goes on.
+/// With [`Threads::Workers`], reading (and parsing) runs on one thread and assessing on the
+/// workers, and the report is built from their results in input order, so it is the same as
+/// with [`Threads::One`]. Memory stays bounded by a few batches of pods however many there are.
+/// Objects that are not pods are listed in [`ScanReport::problems`] and the scan goes on.
 pub fn scan_source(
     setup: ScanSetup,
     mut progress: impl FnMut(u64),
     source_name: String,
-    produce: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()>,
+    produce: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()> + Send,
 ) -> Result<ScanReport> {
     let mut n = 0u64;
     let mut count = move || {
@@ -341,99 +352,131 @@ pub fn scan_source(
             progress(n);
         }
     };
-    let threads = setup.threads;
-    let mut work = ScanWork::new(setup);
-    let (read, report) = match threads {
-        Threads::One => {
-            let mut failed = Ok(());
-            let read = produce(&mut |v| {
-                count();
-                if failed.is_ok() {
-                    failed = work.add(v);
-                }
-            });
-            (read, failed.and_then(|()| work.finish()))
-        }
-        Threads::Two => {
-            // Pods travel in batches: one channel operation per pod costs more in thread
-            // wake-ups than assessing it.
-            const BATCH: usize = 128;
-            let (tx, rx) = mpsc::sync_channel::<Vec<Value>>(8);
-            let worker = thread::spawn(move || {
-                for object in rx.into_iter().flatten() {
-                    work.add(object)?;
-                }
-                work.finish()
-            });
-            let mut batch = Vec::with_capacity(BATCH);
-            let read = produce(&mut |v| {
-                count();
-                batch.push(v);
-                if batch.len() == BATCH {
-                    // The receiver only stops when the worker failed; join() reports that below.
-                    let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
-                }
-            });
-            let _ = tx.send(batch);
-            drop(tx);
-            let report = worker.join().map_err(|_| Error::Input {
-                source_name: source_name.clone(),
-                reason: "the scan worker stopped unexpectedly".into(),
-            })?;
-            (read, report)
+    let judge = PodJudge {
+        keep: setup.keep,
+        from: setup.from,
+        to: setup.to,
+        manifests: setup.manifests,
+    };
+    let mut report = Tally::new(setup.to);
+    let mut failed = Ok(());
+    let mut take = |judged: Option<JudgedPod>| {
+        count();
+        if let (Ok(()), Some(j)) = (&failed, judged) {
+            failed = report.add(j, &judge.from);
         }
     };
-    // A bad input is the error to report; the assessing side fails only on its temporary file.
+    let read = match setup.threads {
+        Threads::One => {
+            let mut scanner = judge.scanner();
+            produce(&mut |object| take(judge.judge(&mut scanner, object)))
+        }
+        Threads::Workers(workers) => map_in_order(
+            &source_name,
+            workers,
+            BATCH,
+            produce,
+            || {
+                let mut scanner = judge.scanner();
+                let judge = &judge;
+                move |object| judge.judge(&mut scanner, object)
+            },
+            &mut take,
+        ),
+    };
+    // A bad input is the error to report; the report fails only on its temporary file.
     read?;
-    let mut report = report?;
+    failed?;
+    let mut report = report.finish(&judge.from)?;
     report.source = source_name;
     Ok(report)
 }
 
-/// The assessing half of a scan: one pod object at a time, in input order.
-struct ScanWork {
-    from: FromVersions,
+/// What the assessing threads share: which pods to keep and how to assess them.
+struct PodJudge {
     keep: Option<PodFilter>,
-    scanner: Scanner,
-    report: ScanReport,
-    /// Per node, the preflight checks pods and Node objects decide (with --nodes/--cluster).
-    tallies: BTreeMap<String, (Admission, Eviction)>,
+    from: FromVersions,
+    to: KubeletVersion,
+    manifests: Manifests,
 }
 
-impl ScanWork {
-    fn new(setup: ScanSetup) -> Self {
-        ScanWork {
-            from: setup.from,
-            keep: setup.keep,
-            scanner: Scanner::new(setup.to).with_manifests(setup.manifests),
-            report: ScanReport::new(setup.to),
-            tallies: BTreeMap::new(),
+/// One pod object, assessed on its own.
+struct JudgedPod {
+    /// With per-node versions: what the pod brings to its node's checks.
+    node: Option<NodeFacts>,
+    containers: std::result::Result<Vec<ContainerImpact>, Problem>,
+}
+
+/// A pod's part in its node's admission and eviction checks.
+struct NodeFacts {
+    name: String,
+    admission: Option<PodAdmission>,
+    eviction: Option<(i64, String)>,
+}
+
+impl PodJudge {
+    /// An assessing thread's own scanner (and its cache of answers).
+    fn scanner(&self) -> Scanner {
+        Scanner::new(self.to).with_manifests(self.manifests.clone())
+    }
+
+    /// `None` for a pod the filter drops.
+    fn judge(&self, scanner: &mut Scanner, object: Value) -> Option<JudgedPod> {
+        if self.keep.as_ref().is_some_and(|keep| !keep(&object)) {
+            return None;
+        }
+        let mut node = None;
+        if let FromVersions::PerNode(nv) = &self.from {
+            let name = object.pointer("/spec/nodeName").and_then(Value::as_str);
+            if let Some((name, n)) = name.and_then(|n| nv.objects.get_key_value(n)) {
+                let labels = n.pointer("/metadata/labels").and_then(Value::as_object);
+                let admission =
+                    Admission::judge(labels.unwrap_or(&serde_json::Map::new()), &object);
+                node = Some(NodeFacts {
+                    name: name.clone(),
+                    admission,
+                    eviction: Eviction::judge(&object),
+                });
+            }
+        }
+        let containers = pod_containers(object).map(|containers| {
+            let node = containers
+                .first()
+                .map(|c| c.node.clone())
+                .unwrap_or_default();
+            scanner.assess_pod(containers, self.from.for_node(&node))
+        });
+        Some(JudgedPod { node, containers })
+    }
+}
+
+/// The report, built one judged pod at a time in input order.
+struct Tally {
+    report: ScanReport,
+    /// Per node, the preflight checks pods and Node objects decide (with --nodes/--cluster).
+    nodes: BTreeMap<String, (Admission, Eviction)>,
+}
+
+impl Tally {
+    fn new(to: KubeletVersion) -> Self {
+        Tally {
+            report: ScanReport::new(to),
+            nodes: BTreeMap::new(),
         }
     }
 
-    fn add(&mut self, object: Value) -> Result<()> {
-        if self.keep.as_ref().is_some_and(|keep| !keep(&object)) {
-            return Ok(());
+    fn add(&mut self, pod: JudgedPod, from: &FromVersions) -> Result<()> {
+        if let (Some(facts), FromVersions::PerNode(nv)) = (pod.node, from) {
+            let (a, e) = self.nodes.entry(facts.name).or_insert_with_key(|name| {
+                let node = nv.objects.get(name).unwrap_or(&Value::Null);
+                (Admission::new(node), Eviction::default())
+            });
+            a.count(facts.admission);
+            e.count(facts.eviction);
         }
-        if let FromVersions::PerNode(nv) = &self.from {
-            let node = object.pointer("/spec/nodeName").and_then(Value::as_str);
-            if let Some((name, n)) = node.and_then(|n| nv.objects.get_key_value(n)) {
-                let (a, e) = self
-                    .tallies
-                    .entry(name.clone())
-                    .or_insert_with(|| (Admission::new(n), Eviction::default()));
-                a.add(&object);
-                e.add(&object);
-            }
-        }
-        match pod_containers(object) {
+        match pod.containers {
             Ok(containers) => {
-                let node = containers
-                    .first()
-                    .map(|c| c.node.clone())
-                    .unwrap_or_default();
-                let from = self.from.for_node(&node);
-                for c in self.scanner.assess_pod(containers, from) {
+                for c in containers {
                     self.report.add(c).map_err(details_error)?;
                 }
             }
@@ -442,9 +485,9 @@ impl ScanWork {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<ScanReport> {
-        if let FromVersions::PerNode(nv) = &self.from {
-            for (name, (a, e)) in std::mem::take(&mut self.tallies) {
+    fn finish(mut self, from: &FromVersions) -> Result<ScanReport> {
+        if let FromVersions::PerNode(nv) = from {
+            for (name, (a, e)) in std::mem::take(&mut self.nodes) {
                 if let Some(summary) = self.report.nodes.get_mut(&name) {
                     summary.checks = vec![a.check(), e.check(nv.objects.get(&name))];
                 }
@@ -468,6 +511,7 @@ fn details_error(e: std::io::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::nodes::NodeVersions;
     use serde_json::json;
 
     fn v(s: &str) -> KubeletVersion {
@@ -544,11 +588,17 @@ mod tests {
     }
 
     #[test]
-    fn one_thread_and_two_make_the_same_report() {
+    fn one_thread_and_many_make_the_same_report() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/pods.json");
-        let scan = |threads| {
-            let mut setup =
-                ScanSetup::new(v("1.31"), FromVersions::Fixed(v("1.29")), Manifests::none());
+        let nodes = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/nodes.json");
+        let nodes = NodeVersions::from_path(nodes.as_ref()).unwrap();
+        // Per-node versions also tally each node's admission and eviction checks.
+        let scan = |(threads, per_node): (Threads, bool)| {
+            let from = match per_node {
+                true => FromVersions::PerNode(nodes.clone()),
+                false => FromVersions::Fixed(v("1.29")),
+            };
+            let mut setup = ScanSetup::new(v("1.31"), from, Manifests::none());
             setup.threads = threads;
             let r = scan_source(
                 setup,
@@ -559,9 +609,15 @@ mod tests {
             .unwrap();
             serde_json::to_string(&r).unwrap()
         };
-        let one = scan(Threads::One);
-        assert!(one.contains("\"restart\""), "{one}");
-        assert_eq!(one, scan(Threads::Two));
+        for per_node in [false, true] {
+            let one = scan((Threads::One, per_node));
+            assert!(one.contains("\"restart\""), "{one}");
+            assert_eq!(one.contains("\"admission\""), per_node, "{one}");
+            for workers in [1, 2, 3] {
+                let many = scan((Threads::Workers(workers), per_node));
+                assert_eq!(one, many, "{workers} workers");
+            }
+        }
     }
 
     #[test]

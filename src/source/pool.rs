@@ -1,0 +1,160 @@
+//! Work on every core with results in input order: one thread reads and parses, worker threads
+//! do the per-item work, and the calling thread takes the results in the order the items were
+//! read. `hash` and `scan` both run on it, so their output is the same whatever the core count.
+
+use std::collections::BTreeMap;
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+
+use crate::error::{Error, Result};
+
+/// Maps every item `produce` hands over (on a thread of its own) through a worker's function on
+/// `workers` threads, and hands the results to `each` in input order.
+///
+/// `worker` is called once per worker thread and returns that thread's function, so a worker
+/// may keep state (a cache) between items. Items travel in batches of `batch`, and at most
+/// `8 × workers` batches are between the reader and `each` at any time, so memory stays bounded
+/// by a few batches however long the input is. `source` names the input if the reading thread
+/// stops unexpectedly.
+pub fn map_in_order<T, U, F>(
+    source: &str,
+    workers: usize,
+    batch: usize,
+    produce: impl FnOnce(&mut dyn FnMut(T)) -> Result<()> + Send,
+    worker: impl Fn() -> F + Sync,
+    mut each: impl FnMut(U),
+) -> Result<()>
+where
+    T: Send,
+    U: Send,
+    F: FnMut(T) -> U,
+{
+    let workers = workers.max(1);
+    let batch = batch.max(1);
+    thread::scope(|s| {
+        let (items_tx, items_rx) = mpsc::sync_channel::<(usize, Vec<T>)>(2 * workers);
+        let items_rx = Arc::new(Mutex::new(items_rx));
+        let (done_tx, done_rx) = mpsc::sync_channel::<(usize, Vec<U>)>(2 * workers);
+        // A permit per batch read and not yet handed on: when one batch is slow, the others
+        // wait for it within this bound instead of piling up.
+        let in_flight = 8 * workers;
+        let (permit_tx, permit_rx) = mpsc::sync_channel::<()>(in_flight);
+        for _ in 0..in_flight {
+            let _ = permit_tx.send(());
+        }
+        let reader = s.spawn(move || {
+            let mut full = Vec::with_capacity(batch);
+            let mut seq = 0;
+            let read = produce(&mut |item| {
+                full.push(item);
+                if full.len() == batch {
+                    let items = std::mem::replace(&mut full, Vec::with_capacity(batch));
+                    // Both fail only once the other side is gone; the error comes from there.
+                    let _ = permit_rx.recv();
+                    let _ = items_tx.send((seq, items));
+                    seq += 1;
+                }
+            });
+            if !full.is_empty() {
+                let _ = items_tx.send((seq, full));
+            }
+            read
+        });
+        for _ in 0..workers {
+            let items_rx = Arc::clone(&items_rx);
+            let done_tx = done_tx.clone();
+            let worker = &worker;
+            s.spawn(move || {
+                let mut work = worker();
+                loop {
+                    let next = match items_rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok((seq, items)) = next else { return };
+                    let done = items.into_iter().map(&mut work).collect();
+                    if done_tx.send((seq, done)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        // In input order: a batch waits until every batch before it has been handed on.
+        let mut waiting: BTreeMap<usize, Vec<U>> = BTreeMap::new();
+        let mut next = 0;
+        for (seq, done) in done_rx {
+            waiting.insert(seq, done);
+            while let Some(ready) = waiting.remove(&next) {
+                ready.into_iter().for_each(&mut each);
+                next += 1;
+                let _ = permit_tx.try_send(());
+            }
+        }
+        match reader.join() {
+            Ok(read) => read,
+            Err(_) => Err(Error::Input {
+                source_name: source.to_string(),
+                reason: "the reading thread stopped unexpectedly".into(),
+            }),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_come_in_input_order_with_per_worker_state() {
+        for workers in [1, 2, 5] {
+            let mut out = Vec::new();
+            map_in_order(
+                "t",
+                workers,
+                3,
+                |each| {
+                    (0..1000u32).for_each(&mut *each);
+                    Ok(())
+                },
+                || {
+                    let mut seen = 0u32;
+                    move |i: u32| {
+                        seen += 1;
+                        // Later items of a batch take less time, so batches finish out of order.
+                        thread::sleep(std::time::Duration::from_micros(u64::from(i % 7)));
+                        (i, seen)
+                    }
+                },
+                |(i, seen)| out.push((i, seen)),
+            )
+            .unwrap();
+            let order: Vec<u32> = out.iter().map(|(i, _)| *i).collect();
+            assert_eq!(order, (0..1000).collect::<Vec<_>>(), "{workers} workers");
+            // Each worker counted its own items: together they saw each item once.
+            assert!(out.iter().all(|(_, seen)| *seen >= 1));
+        }
+    }
+
+    #[test]
+    fn the_readers_error_is_the_error_after_what_was_read() {
+        let mut out = Vec::new();
+        let err = map_in_order(
+            "t",
+            2,
+            4,
+            |each| {
+                (0..10u32).for_each(&mut *each);
+                Err(Error::Input {
+                    source_name: "t".into(),
+                    reason: "broken".into(),
+                })
+            },
+            || |i: u32| i,
+            |i| out.push(i),
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "t: broken");
+        assert_eq!(out, (0..10).collect::<Vec<_>>());
+    }
+}
