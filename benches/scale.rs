@@ -19,14 +19,14 @@
 mod corpus;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use kubehash::analysis::hashing::{hash_all, hash_item};
-use kubehash::analysis::scan::{scan_source, FromVersions, ScanSetup, Threads};
+use kubehash::analysis::hashing::{for_each_hashed, hash_item};
+use kubehash::analysis::scan::{scan_input, FromVersions, ScanSetup, Threads};
 use kubehash::cli::hash_output::{HashRow, HashWriter};
 use kubehash::cli::output::Format;
 use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
 use kubehash::source::input::for_each_item_in;
 use kubehash::source::manifests::Manifests;
-use kubehash::source::reader::for_each_object_in_stream;
+use kubehash::source::parallel::Input;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -34,7 +34,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const SIZES: [usize; 3] = [3_000, 30_000, 300_000];
 
 /// `kubehash hash` on `bytes`: read, decode, hash, print JSON Lines (to a sink), with the
-/// hashing on `workers` threads beside the reader, or all on this thread for `None`.
+/// parsing and hashing on `workers` threads beside the framing reader, or all on this thread
+/// for `None` (the one reader).
 fn hash(bytes: &[u8], versions: &[KubeletVersion], workers: Option<usize>) -> usize {
     let mut out = HashWriter::new(Format::Jsonl, std::io::sink());
     let mut n = 0;
@@ -44,11 +45,13 @@ fn hash(bytes: &[u8], versions: &[KubeletVersion], workers: Option<usize>) -> us
     };
     match workers {
         None => for_each_item_in(bytes, "bench", |item| print(hash_item(item, versions))),
-        Some(w) => hash_all(
-            "bench",
+        Some(w) => for_each_hashed(
+            &Input::Bytes {
+                name: "bench",
+                bytes,
+            },
             versions,
             w,
-            |each| for_each_item_in(bytes, "bench", each),
             print,
         ),
     }
@@ -65,11 +68,14 @@ fn scan(bytes: &[u8], threads: Threads) -> u64 {
         Manifests::none(),
     );
     setup.threads = threads;
-    let report = scan_source(
+    let report = scan_input(
         setup,
         |_| {},
         "bench".into(),
-        |each| for_each_object_in_stream(bytes, "bench", Some(false), each),
+        &Input::Bytes {
+            name: "bench",
+            bytes,
+        },
     )
     .expect("scan");
     report.total.containers

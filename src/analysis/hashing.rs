@@ -1,50 +1,51 @@
-//! `kubehash hash` over a whole input on every core: one thread reads and parses the items, the
-//! others decode and hash them, and the results come back in input order.
-
-use std::path::Path;
+//! `kubehash hash` over a whole input on every core: one thread splits the input into objects,
+//! the others parse, decode and hash them, and the results come back in input order.
 
 use crate::error::{Problem, Result};
 use crate::kubelet::hash::{hash_container, ContainerHashes};
 use crate::kubelet::version::KubeletVersion;
-use crate::source::input::{for_each_item, Item};
-use crate::source::pool::map_in_order;
+use crate::source::input::{no_input, object_items, Item};
+use crate::source::parallel::{for_each_object_on_cores, Input};
 
 /// One item's id and hashes, or why it has none.
 pub type Hashed = (String, std::result::Result<ContainerHashes, Problem>);
 
-/// Items travel in batches: a channel operation per container costs more than hashing one.
+/// Objects travel in batches: a channel operation per object costs more than hashing one.
 const BATCH: usize = 64;
 
-/// Hashes every item of `path` (see [`for_each_item`]) for `versions` on `workers` threads
-/// besides the reader, and calls `each` with the results in input order. Memory stays bounded:
-/// at most `8 × workers` batches are between the reader and `each` at any time.
+/// Hashes every item of `input` (see [`crate::source::input`]) for `versions`, parsing and
+/// hashing on `workers` threads, and calls `each` with the results in input order. Memory stays
+/// bounded: at most `8 × workers` batches are between the reader and `each` at any time.
 pub fn for_each_hashed(
-    path: &Path,
+    input: &Input,
     versions: &[KubeletVersion],
     workers: usize,
-    each: impl FnMut(Hashed),
+    mut each: impl FnMut(Hashed),
 ) -> Result<()> {
-    let source = path.display().to_string();
-    hash_all(&source, versions, workers, |f| for_each_item(path, f), each)
-}
-
-/// [`for_each_hashed`] over the items `produce` hands over (on its own thread); `source` names
-/// the input in errors.
-pub fn hash_all(
-    source: &str,
-    versions: &[KubeletVersion],
-    workers: usize,
-    produce: impl FnOnce(&mut dyn FnMut(Item)) -> Result<()> + Send,
-    each: impl FnMut(Hashed),
-) -> Result<()> {
-    map_in_order(
-        source,
+    let source = input.name();
+    let mut objects = 0usize;
+    for_each_object_on_cores(
+        input,
         workers,
         BATCH,
-        produce,
-        || |item| hash_item(item, versions),
-        each,
-    )
+        || {
+            let source = &source;
+            let mut items = Vec::new();
+            move |n, value| {
+                object_items(value, source, n, &mut items);
+                let hashed: Vec<Hashed> = items.drain(..).map(|i| hash_item(i, versions)).collect();
+                hashed
+            }
+        },
+        |hashed| {
+            objects += 1;
+            hashed.into_iter().for_each(&mut each);
+        },
+    )?;
+    if objects == 0 {
+        return Err(no_input(&source));
+    }
+    Ok(())
 }
 
 /// The hashes of one item, or its problem.
@@ -62,6 +63,8 @@ pub fn hash_item(item: Item, versions: &[KubeletVersion]) -> Hashed {
 mod tests {
     use super::*;
     use crate::kubelet::version::parse_version_set;
+    use crate::source::input::for_each_item;
+    use std::path::Path;
 
     #[test]
     fn results_come_in_input_order_whatever_the_workers() {
@@ -75,7 +78,7 @@ mod tests {
         assert!(alone.len() > 2 * BATCH);
         for workers in [1, 2, 5] {
             let mut together = Vec::new();
-            for_each_hashed(path, &versions, workers, |h| together.push(h)).unwrap();
+            for_each_hashed(&Input::Path(path), &versions, workers, |h| together.push(h)).unwrap();
             assert_eq!(together, alone, "{workers} workers");
         }
     }
@@ -86,8 +89,13 @@ mod tests {
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, "{\"name\":\"a\",\"image\":\"b\"}\n{\"name\":").unwrap();
         let mut seen = 0;
-        let err = for_each_hashed(&bad, &parse_version_set("1.31").unwrap(), 2, |_| seen += 1)
-            .unwrap_err();
+        let err = for_each_hashed(
+            &Input::Path(&bad),
+            &parse_version_set("1.31").unwrap(),
+            2,
+            |_| seen += 1,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("not valid JSON"), "{err}");
     }
 }

@@ -36,6 +36,7 @@ use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::manifests::Manifests;
 use crate::source::nodes::NodeVersions;
+use crate::source::parallel::{for_each_object_on_cores, Input};
 use crate::source::pods::{pod_containers, ContainerKind, PodContainer, Workload};
 use crate::source::pool::map_in_order;
 
@@ -333,17 +334,82 @@ impl ScanSetup {
 /// thread wake-ups than assessing it.
 const BATCH: usize = 64;
 
-/// Scans the pods that `produce` hands over (one at a time, to the callback it is given).
+/// Scans the pods of `input` (a file, a directory, stdin); `source_name` names it in the report.
 ///
-/// With [`Threads::Workers`], reading (and parsing) runs on one thread and assessing on the
-/// workers, and the report is built from their results in input order, so it is the same as
-/// with [`Threads::One`]. Memory stays bounded by a few batches of pods however many there are.
-/// Objects that are not pods are listed in [`ScanReport::problems`] and the scan goes on.
+/// With [`Threads::Workers`], one thread splits the input into pod objects and the workers
+/// parse and assess them ([`for_each_object_on_cores`]); the report is built from their results
+/// in input order, so it is the same as with [`Threads::One`]. Memory stays bounded by a few
+/// batches of pods however many there are. Objects that are not pods are listed in
+/// [`ScanReport::problems`] and the scan goes on.
+pub fn scan_input(
+    setup: ScanSetup,
+    progress: impl FnMut(u64),
+    source_name: String,
+    input: &Input,
+) -> Result<ScanReport> {
+    scan_with(
+        setup,
+        progress,
+        source_name,
+        |judge, threads, take| match threads {
+            Threads::One => {
+                let mut scanner = judge.scanner();
+                input.for_each_object(&mut |object| take(judge.judge(&mut scanner, object)))
+            }
+            Threads::Workers(workers) => for_each_object_on_cores(
+                input,
+                workers,
+                BATCH,
+                || {
+                    let mut scanner = judge.scanner();
+                    move |_, object| judge.judge(&mut scanner, object)
+                },
+                take,
+            ),
+        },
+    )
+}
+
+/// Scans the pods that `produce` hands over (one at a time, to the callback it is given, on a
+/// thread of its own with [`Threads::Workers`]), as [`scan_input`] does.
 pub fn scan_source(
+    setup: ScanSetup,
+    progress: impl FnMut(u64),
+    source_name: String,
+    produce: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()> + Send,
+) -> Result<ScanReport> {
+    let name = source_name.clone();
+    scan_with(
+        setup,
+        progress,
+        source_name,
+        |judge, threads, take| match threads {
+            Threads::One => {
+                let mut scanner = judge.scanner();
+                produce(&mut |object| take(judge.judge(&mut scanner, object)))
+            }
+            Threads::Workers(workers) => map_in_order(
+                &name,
+                workers,
+                BATCH,
+                produce,
+                || {
+                    let mut scanner = judge.scanner();
+                    move |object| judge.judge(&mut scanner, object)
+                },
+                take,
+            ),
+        },
+    )
+}
+
+/// A scan whose pods `drive` judges (with the judge, on the threads asked for) and hands to
+/// the callback in input order.
+fn scan_with(
     setup: ScanSetup,
     mut progress: impl FnMut(u64),
     source_name: String,
-    produce: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()> + Send,
+    drive: impl FnOnce(&PodJudge, Threads, &mut dyn FnMut(Option<JudgedPod>)) -> Result<()>,
 ) -> Result<ScanReport> {
     let mut n = 0u64;
     let mut count = move || {
@@ -360,30 +426,12 @@ pub fn scan_source(
     };
     let mut report = Tally::new(setup.to);
     let mut failed = Ok(());
-    let mut take = |judged: Option<JudgedPod>| {
+    let read = drive(&judge, setup.threads, &mut |judged| {
         count();
         if let (Ok(()), Some(j)) = (&failed, judged) {
             failed = report.add(j, &judge.from);
         }
-    };
-    let read = match setup.threads {
-        Threads::One => {
-            let mut scanner = judge.scanner();
-            produce(&mut |object| take(judge.judge(&mut scanner, object)))
-        }
-        Threads::Workers(workers) => map_in_order(
-            &source_name,
-            workers,
-            BATCH,
-            produce,
-            || {
-                let mut scanner = judge.scanner();
-                let judge = &judge;
-                move |object| judge.judge(&mut scanner, object)
-            },
-            &mut take,
-        ),
-    };
+    });
     // A bad input is the error to report; the report fails only on its temporary file.
     read?;
     failed?;
@@ -600,13 +648,7 @@ mod tests {
             };
             let mut setup = ScanSetup::new(v("1.31"), from, Manifests::none());
             setup.threads = threads;
-            let r = scan_source(
-                setup,
-                |_| {},
-                "pods".into(),
-                |each| crate::source::reader::for_each_object_in_path(path.as_ref(), each),
-            )
-            .unwrap();
+            let r = scan_input(setup, |_| {}, "pods".into(), &Input::Path(path.as_ref())).unwrap();
             serde_json::to_string(&r).unwrap()
         };
         for per_node in [false, true] {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::scan::{scan_source, FromVersions, ScanSetup};
+use crate::analysis::scan::{scan_input, scan_source, FromVersions, ScanSetup};
 use crate::cli::args::ScanArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node::print_plan;
@@ -15,7 +15,7 @@ use crate::cli::support::{optional_version, print, runtime, version_flag, warn_u
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
 use crate::source::nodes::NodeVersions;
-use crate::source::reader::for_each_object_in_path;
+use crate::source::parallel::Input;
 use crate::source::selector::Selector;
 
 pub fn run(args: ScanArgs) -> Result<ExitStatus> {
@@ -90,9 +90,12 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         };
         let mut setup = ScanSetup::new(to, from, manifests);
         setup.keep = Some(Box::new(wanted));
-        scan_source(setup, progress, pods.display().to_string(), |each| {
-            for_each_object_in_path(pods, each)
-        })?
+        scan_input(
+            setup,
+            progress,
+            pods.display().to_string(),
+            &Input::Path(pods),
+        )?
     };
     bar.finish_and_clear();
     if report.total.containers == 0 {

@@ -11,6 +11,8 @@
 
 use std::io::{self, Read};
 
+use crate::source::bytescan::find_non_ascii_or_backslash;
+
 const REPLACEMENT: &[u8] = "\u{fffd}".as_bytes();
 
 /// Cleans `input` into `out` and returns how many bytes were consumed. Unless `eof`, it stops
@@ -20,11 +22,11 @@ pub fn clean(input: &[u8], eof: bool, out: &mut Vec<u8>) -> usize {
     let mut i = 0;
     let mut copied = 0;
     while i < input.len() {
-        let b = input[i];
-        if b < 0x80 && b != b'\\' {
-            i += 1;
-            continue;
+        match find_non_ascii_or_backslash(&input[i..]) {
+            Some(k) => i += k,
+            None => break,
         }
+        let b = input[i];
         out.extend_from_slice(&input[copied..i]);
         let rest = &input[i..];
         let step = if b == b'\\' {

@@ -74,19 +74,29 @@ fn items(
     let mut buf = Vec::new();
     read(&mut |value| {
         n += 1;
-        let here = format!("{source}: object {n}");
-        collect(value, &here, n, &mut buf);
+        object_items(value, source, n, &mut buf);
         for item in buf.drain(..) {
             each(item);
         }
     })?;
     if n == 0 {
-        return Err(Error::Input {
-            source_name: source.to_string(),
-            reason: "no input".into(),
-        });
+        return Err(no_input(source));
     }
     Ok(())
+}
+
+/// The items of the `n`th object (from 1) of `source`, appended to `items`.
+pub fn object_items(value: Value, source: &str, n: usize, items: &mut Vec<Item>) {
+    let here = format!("{source}: object {n}");
+    collect(value, &here, n, items);
+}
+
+/// The error for an input without a single object.
+pub fn no_input(source: &str) -> Error {
+    Error::Input {
+        source_name: source.to_string(),
+        reason: "no input".into(),
+    }
 }
 
 fn collect(mut value: Value, here: &str, n: usize, items: &mut Vec<Item>) {

@@ -102,8 +102,16 @@ fn read_path(path: &Path, each: &mut dyn FnMut(Value)) -> Result<()> {
     for_each_object_in_stream(file, &name, extension_says(path), each)
 }
 
+/// Whether a stream of unknown kind that starts with `head` is YAML: its first byte other than
+/// white space is not `{`, `[` or `"`.
+pub fn looks_like_yaml(head: &[u8]) -> bool {
+    head.iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| !b"{[\"".contains(b))
+}
+
 /// `Some(true)` for `.yaml`/`.yml`, `Some(false)` for `.json`, `None` otherwise.
-fn extension_says(p: &Path) -> Option<bool> {
+pub fn extension_says(p: &Path) -> Option<bool> {
     match p.extension()?.to_str()? {
         "yaml" | "yml" => Some(true),
         "json" => Some(false),
@@ -127,9 +135,7 @@ pub fn for_each_object_in_stream(
                 source_name: source.to_string(),
                 source: e,
             })?;
-            head.iter()
-                .find(|b| !b.is_ascii_whitespace())
-                .is_some_and(|b| !b"{[\"".contains(b))
+            looks_like_yaml(head)
         }
     };
     if yaml {

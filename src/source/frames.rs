@@ -1,0 +1,512 @@
+//! Where each object of a JSON input begins and ends, found without parsing it, so that several
+//! threads can parse the objects of one input.
+//!
+//! The one reader ([`crate::source::reader`]) hands over: each element of a top-level array, each
+//! element of the `items` array of a top-level object (a List, a PodList), and a top-level object
+//! without `items` as a whole. The framer finds those spans in the cleaned bytes ([`clean`]) by
+//! following strings and brackets; each frame is then parsed on its own with
+//! `serde_json::from_slice`, which checks everything the framer did not. A JSON value ends where
+//! its closing bracket is, so a frame that parses is exactly the value the one reader would
+//! have parsed at that place.
+//!
+//! The framer never decides that an input is broken. At anything it does not expect (a syntax
+//! error, a top-level scalar, nesting deeper than [`MAX_DEPTH`], an `items` that is not a list,
+//! an input without any object) it stops and reports how many frames it handed over, and the
+//! caller reads the rest with the one reader, skipping as many objects. A frame that does not
+//! parse is handled the same way. So what an input means, and every error's text and position,
+//! still come from the one reader.
+
+use std::io::{self, Read};
+
+use serde_json::Value;
+
+use crate::source::bytescan::find_quote_or_backslash;
+use crate::source::goread::clean;
+
+/// Deeper nesting than any pod has; serde_json refuses 128 levels, counted from the top-level
+/// value, so a deeper input is left to the one reader to reject exactly.
+pub const MAX_DEPTH: usize = 100;
+
+/// Bytes read from the input at a time.
+const CHUNK: usize = 1 << 20;
+
+/// How framing ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Framed {
+    /// Every object of the input was handed over.
+    Complete,
+    /// The framer stopped after handing over this many frames; the rest is the one reader's.
+    Stopped(usize),
+}
+
+/// Why a scan could not go on: the input needs the one reader, or could not be read.
+enum Halt {
+    Unsure,
+    Io(io::Error),
+}
+
+impl From<io::Error> for Halt {
+    fn from(e: io::Error) -> Self {
+        Halt::Io(e)
+    }
+}
+
+type Step<T> = std::result::Result<T, Halt>;
+
+/// Hands `emit` the bytes of every object of the JSON `reader`, in input order, until `emit`
+/// returns `false` (the caller stopped) or the input ends or needs the one reader.
+pub fn frame_objects<R: Read>(
+    reader: R,
+    emit: &mut dyn FnMut(Vec<u8>) -> bool,
+) -> io::Result<Framed> {
+    let mut f = Framer {
+        inner: reader,
+        raw: vec![0; CHUNK],
+        raw_start: 0,
+        raw_len: 0,
+        buf: Vec::with_capacity(CHUNK),
+        base: 0,
+        keep: 0,
+        eof: false,
+        emitted: 0,
+        emit,
+    };
+    match f.run() {
+        Ok(()) if f.emitted > 0 => Ok(Framed::Complete),
+        // Without any object, what the input is (empty, scalars, empty lists) is the one
+        // reader's to say.
+        Ok(()) | Err(Halt::Unsure) => Ok(Framed::Stopped(f.emitted)),
+        Err(Halt::Io(e)) => Err(e),
+    }
+}
+
+struct Framer<'e, R> {
+    inner: R,
+    /// Input bytes read and not yet cleaned: `raw[raw_start..raw_len]`.
+    raw: Vec<u8>,
+    raw_start: usize,
+    raw_len: usize,
+    /// Cleaned bytes from absolute offset `base` on.
+    buf: Vec<u8>,
+    base: usize,
+    /// Bytes before this absolute offset are no longer needed.
+    keep: usize,
+    eof: bool,
+    emitted: usize,
+    emit: &'e mut dyn FnMut(Vec<u8>) -> bool,
+}
+
+impl<R: Read> Framer<'_, R> {
+    /// The byte at absolute offset `i`, reading more input if needed; `None` at the end.
+    fn at(&mut self, i: usize) -> Step<Option<u8>> {
+        while i >= self.base + self.buf.len() {
+            if !self.fill()? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.buf[i - self.base]))
+    }
+
+    /// Cleans more input onto the end of the buffer ([`clean`], Go's byte rules), dropping what
+    /// is no longer needed; `false` at the end.
+    fn fill(&mut self) -> Step<bool> {
+        let drop = (self.keep - self.base).min(self.buf.len());
+        if drop >= self.buf.len() / 2 && drop > 0 {
+            self.buf.drain(..drop);
+            self.base += drop;
+        }
+        loop {
+            if self.raw_start < self.raw_len || self.eof {
+                let before = self.buf.len();
+                let raw = &self.raw[self.raw_start..self.raw_len];
+                self.raw_start += clean(raw, self.eof, &mut self.buf);
+                if self.buf.len() > before {
+                    return Ok(true);
+                }
+                if self.eof {
+                    return Ok(false);
+                }
+            }
+            // What `clean` left (the start of a UTF-8 sequence or an escape) goes first.
+            self.raw.copy_within(self.raw_start..self.raw_len, 0);
+            self.raw_len -= self.raw_start;
+            self.raw_start = 0;
+            let n = loop {
+                match self.inner.read(&mut self.raw[self.raw_len..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(Halt::Io(e)),
+                }
+            };
+            self.raw_len += n;
+            self.eof = n == 0;
+        }
+    }
+
+    fn bytes(&self, from: usize, to: usize) -> &[u8] {
+        &self.buf[from - self.base..to - self.base]
+    }
+
+    /// The offset of the first byte at or after `i` that is not JSON white space.
+    fn skip_ws(&mut self, mut i: usize) -> Step<usize> {
+        while let Some(b) = self.at(i)? {
+            if !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
+                break;
+            }
+            i += 1;
+        }
+        Ok(i)
+    }
+
+    /// Hands over the frame `from..to`; `Unsure` once the caller wants no more.
+    fn frame(&mut self, from: usize, to: usize) -> Step<()> {
+        let bytes = self.bytes(from, to).to_vec();
+        self.emitted += 1;
+        if (self.emit)(bytes) {
+            Ok(())
+        } else {
+            Err(Halt::Unsure)
+        }
+    }
+
+    fn run(&mut self) -> Step<()> {
+        let mut i = 0;
+        loop {
+            self.keep = i;
+            i = self.skip_ws(i)?;
+            match self.at(i)? {
+                None => return Ok(()),
+                Some(b'[') => i = self.elements(i, 1)?,
+                Some(b'{') => i = self.top_object(i)?,
+                // A top-level scalar is rare and handed over as it is: the one reader's.
+                Some(_) => return Err(Halt::Unsure),
+            }
+        }
+    }
+
+    /// Frames each element of the array opening at `open`, `depth` levels deep; returns the
+    /// offset after its `]`.
+    fn elements(&mut self, open: usize, depth: usize) -> Step<usize> {
+        let mut i = self.skip_ws(open + 1)?;
+        if self.at(i)? == Some(b']') {
+            return Ok(i + 1);
+        }
+        loop {
+            self.keep = i;
+            let end = self.value_end(i, depth + 1)?;
+            self.frame(i, end)?;
+            i = self.skip_ws(end)?;
+            match self.at(i)? {
+                Some(b',') => i = self.skip_ws(i + 1)?,
+                Some(b']') => return Ok(i + 1),
+                _ => return Err(Halt::Unsure),
+            }
+            // `[1,]` is an error the one reader names.
+            if self.at(i)? == Some(b']') {
+                return Err(Halt::Unsure);
+            }
+        }
+    }
+
+    /// A top-level object: its `items` elements are frames, or, without `items`, the object is.
+    /// Returns the offset after its `}`.
+    fn top_object(&mut self, open: usize) -> Step<usize> {
+        // Members before the first `items`, checked only once `items` shows they are not part
+        // of a frame.
+        let mut before: Vec<(usize, usize)> = Vec::new();
+        let mut streamed = false;
+        let mut i = self.skip_ws(open + 1)?;
+        if self.at(i)? == Some(b'}') {
+            self.frame(open, i + 1)?;
+            return Ok(i + 1);
+        }
+        loop {
+            if self.at(i)? != Some(b'"') {
+                return Err(Halt::Unsure);
+            }
+            let key_end = self.string_end(i)?;
+            let is_items = self.key_is_items(i, key_end)?;
+            i = self.skip_ws(key_end)?;
+            if self.at(i)? != Some(b':') {
+                return Err(Halt::Unsure);
+            }
+            i = self.skip_ws(i + 1)?;
+            if is_items {
+                if !streamed {
+                    for (from, to) in std::mem::take(&mut before) {
+                        self.check_value(from, to)?;
+                    }
+                    streamed = true;
+                }
+                i = match self.at(i)? {
+                    Some(b'[') => self.elements(i, 2)?,
+                    Some(b'n') if self.literal(i, b"null")? => i + 4,
+                    _ => return Err(Halt::Unsure),
+                };
+                self.keep = i;
+            } else {
+                let end = self.value_end(i, 2)?;
+                if streamed {
+                    self.check_value(i, end)?;
+                    self.keep = end;
+                } else {
+                    before.push((i, end));
+                }
+                i = end;
+            }
+            i = self.skip_ws(i)?;
+            match self.at(i)? {
+                Some(b',') => i = self.skip_ws(i + 1)?,
+                Some(b'}') => {
+                    if !streamed {
+                        self.frame(open, i + 1)?;
+                    }
+                    return Ok(i + 1);
+                }
+                _ => return Err(Halt::Unsure),
+            }
+        }
+    }
+
+    /// Whether the key string `from..to` (quotes included) is `items`, decoded as JSON.
+    fn key_is_items(&mut self, from: usize, to: usize) -> Step<bool> {
+        let key = self.bytes(from + 1, to - 1);
+        if !key.iter().any(|&b| b == b'\\' || b < 0x20) {
+            return Ok(key == b"items");
+        }
+        match serde_json::from_slice::<String>(self.bytes(from, to)) {
+            Ok(k) => Ok(k == "items"),
+            Err(_) => Err(Halt::Unsure),
+        }
+    }
+
+    /// A member the one reader parses and drops (a List's `kind`, `metadata`, …): it must parse.
+    fn check_value(&mut self, from: usize, to: usize) -> Step<()> {
+        match serde_json::from_slice::<Value>(self.bytes(from, to)) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Halt::Unsure),
+        }
+    }
+
+    fn literal(&mut self, i: usize, word: &[u8]) -> Step<bool> {
+        for (k, &w) in word.iter().enumerate() {
+            if self.at(i + k)? != Some(w) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The offset after the value starting at `i`, `depth` levels deep if it is an array or an
+    /// object. Only strings and brackets are followed; the value's parse checks the rest.
+    fn value_end(&mut self, i: usize, depth: usize) -> Step<usize> {
+        match self.at(i)? {
+            Some(b'"') => self.string_end(i),
+            Some(b'{' | b'[') => self.nested_end(i, depth),
+            Some(_) => {
+                // A number or a literal: up to the next delimiter.
+                let mut j = i;
+                while let Some(b) = self.at(j)? {
+                    if matches!(b, b',' | b']' | b'}' | b' ' | b'\n' | b'\t' | b'\r') {
+                        break;
+                    }
+                    j += 1;
+                }
+                Ok(j)
+            }
+            None => Err(Halt::Unsure),
+        }
+    }
+
+    /// The offset after the array or object opening at `open`.
+    fn nested_end(&mut self, open: usize, depth: usize) -> Step<usize> {
+        let mut n = Nesting {
+            level: 0,
+            in_string: false,
+            escaped: false,
+            most: MAX_DEPTH + 1 - depth,
+        };
+        let mut i = open;
+        loop {
+            if i >= self.base + self.buf.len() && !self.fill()? {
+                return Err(Halt::Unsure);
+            }
+            let start = i - self.base;
+            match n.scan(&self.buf[start..]) {
+                Scanned::End(k) => return Ok(i + k),
+                Scanned::More => i = self.base + self.buf.len(),
+                Scanned::TooDeep => return Err(Halt::Unsure),
+            }
+        }
+    }
+
+    /// The offset after the string whose opening quote is at `open`.
+    fn string_end(&mut self, open: usize) -> Step<usize> {
+        let mut i = open + 1;
+        loop {
+            if i >= self.base + self.buf.len() && !self.fill()? {
+                return Err(Halt::Unsure);
+            }
+            let start = i - self.base;
+            let hit = find_quote_or_backslash(&self.buf[start..]);
+            match hit {
+                None => i = self.base + self.buf.len(),
+                Some(k) if self.buf[start + k] == b'"' => return Ok(i + k + 1),
+                // An escape: the byte after the backslash is never the string's end.
+                Some(k) => i += k + 2,
+            }
+        }
+    }
+}
+
+/// Where a scan through nested arrays and objects is, between chunks of input.
+struct Nesting {
+    level: usize,
+    in_string: bool,
+    /// The previous byte was a backslash inside a string.
+    escaped: bool,
+    /// The deepest level allowed.
+    most: usize,
+}
+
+enum Scanned {
+    /// The outermost bracket closes just before this index.
+    End(usize),
+    /// Not closed within these bytes.
+    More,
+    TooDeep,
+}
+
+impl Nesting {
+    /// Follows strings and brackets through `bytes`, one byte at a time: in pod JSON a quote or
+    /// bracket comes every few bytes, so a plain loop beats searching for the next one.
+    fn scan(&mut self, bytes: &[u8]) -> Scanned {
+        for (k, &b) in bytes.iter().enumerate() {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => {
+                    self.level += 1;
+                    if self.level > self.most {
+                        return Scanned::TooDeep;
+                    }
+                }
+                b'}' | b']' => {
+                    self.level -= 1;
+                    if self.level == 0 {
+                        return Scanned::End(k + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Scanned::More
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(input: &str) -> (Vec<String>, Framed) {
+        let mut out = Vec::new();
+        let framed = frame_objects(input.as_bytes(), &mut |f| {
+            out.push(String::from_utf8(f).unwrap());
+            true
+        })
+        .unwrap();
+        (out, framed)
+    }
+
+    #[test]
+    fn lists_arrays_and_objects_are_split_as_the_reader_hands_them_over() {
+        let (f, end) = frames(
+            r#"{"kind":"List","metadata":{"x":"}"},"items":[{"a":"]"} , {"b":[1,{"c":2}]}]}
+               [{"d":1},2,"s"]{"e":{}}
+               {}"#,
+        );
+        assert_eq!(end, Framed::Complete);
+        assert_eq!(
+            f,
+            [
+                r#"{"a":"]"}"#,
+                r#"{"b":[1,{"c":2}]}"#,
+                r#"{"d":1}"#,
+                "2",
+                r#""s""#,
+                r#"{"e":{}}"#,
+                "{}"
+            ]
+        );
+    }
+
+    #[test]
+    fn escaped_quotes_and_escaped_keys() {
+        let (f, end) = frames(r#"{"it\u0065ms":[{"a":"x\"}"}],"k":"\\"}"#);
+        assert_eq!(end, Framed::Complete);
+        assert_eq!(f, [r#"{"a":"x\"}"}"#]);
+        // `items: null` streams nothing, as the one reader does, and keeps the object's place.
+        assert_eq!(frames(r#"{"items":null} {"a":1}"#).0, [r#"{"a":1}"#]);
+    }
+
+    #[test]
+    fn anything_unexpected_stops_after_what_was_handed_over() {
+        for (input, handed) in [
+            (r#"{"a":1} x"#, 1),
+            (r#"[{"a":1},]"#, 1),
+            (r#"[{"a":1}"#, 1),
+            (r#"{"items":[{"a":1}],"kind":{]}"#, 1),
+            // Brackets are only counted: this frame is `{"kind":{]}`, whose parse fails.
+            (r#"{"kind":{]},"items":[{"a":1}]}"#, 1),
+            (r#"{"kind":[1}],"items":[{"a":1}]}"#, 0),
+            (r#"{"items":{"a":1}}"#, 0),
+            (r#"{"items":nul}"#, 0),
+            (r#"{"items":nxll} {"a":1}"#, 0),
+            (r#"{"a":1,}"#, 0),
+            (r#"{"a" 1}"#, 0),
+            ("7", 0),
+            ("", 0),
+            ("[]", 0),
+        ] {
+            assert_eq!(frames(input).1, Framed::Stopped(handed), "{input}");
+        }
+        let deep = format!("[{}{}]", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert_eq!(frames(&deep).1, Framed::Stopped(0));
+        let fine = format!(
+            "[{}{}]",
+            "[".repeat(MAX_DEPTH - 1),
+            "]".repeat(MAX_DEPTH - 1)
+        );
+        assert_eq!(frames(&fine).1, Framed::Complete);
+    }
+
+    #[test]
+    fn frames_span_chunk_boundaries() {
+        let big = "x".repeat(CHUNK + 17);
+        let input = format!(r#"{{"items":[{{"a":"{big}"}},{{"b":"\"{big}"}}]}}"#);
+        let (f, end) = frames(&input);
+        assert_eq!(end, Framed::Complete);
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[1].len(), big.len() + 10);
+    }
+
+    #[test]
+    fn the_caller_can_stop_it() {
+        let mut n = 0;
+        let framed = frame_objects(&b"{} {} {}"[..], &mut |_| {
+            n += 1;
+            n < 2
+        })
+        .unwrap();
+        assert_eq!(framed, Framed::Stopped(2));
+    }
+}

@@ -1,0 +1,293 @@
+//! Every object of an input, parsed and worked on on every core, handed on in input order.
+//!
+//! A JSON file (or bytes in memory) is split into frames on the reading thread
+//! ([`crate::source::frames`]), and the workers parse the frames as well as doing the work, so
+//! parsing, the largest cost of reading, runs on every core. Where the framer stops or a frame
+//! does not parse, the one reader ([`crate::source::reader`]) reads the input again from the
+//! start, skips the objects already handed on, and goes on from there, so the objects and every
+//! error are exactly the one reader's. stdin, directories and YAML are read by the one reader on
+//! the reading thread; the work still runs on every core.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::source::frames::{frame_objects, Framed};
+use crate::source::pool::map_in_order;
+use crate::source::reader::{
+    extension_says, for_each_object_in_path, for_each_object_in_stream, looks_like_yaml,
+};
+
+/// Where objects are read from.
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'a> {
+    /// A file, a directory of them, or `-` for stdin.
+    Path(&'a Path),
+    /// Bytes in memory, JSON or YAML as their first byte says (benches and tests).
+    Bytes { name: &'a str, bytes: &'a [u8] },
+}
+
+impl Input<'_> {
+    /// The input's name in messages: `stdin` for `-`.
+    pub fn name(&self) -> String {
+        match self {
+            Input::Path(p) if p.as_os_str() == "-" => "stdin".into(),
+            Input::Path(p) => p.display().to_string(),
+            Input::Bytes { name, .. } => name.to_string(),
+        }
+    }
+
+    /// Every object, one at a time on this thread: the one reader.
+    pub fn for_each_object(&self, each: &mut dyn FnMut(Value)) -> Result<()> {
+        match self {
+            Input::Path(p) => for_each_object_in_path(p, each),
+            Input::Bytes { name, bytes } => for_each_object_in_stream(*bytes, name, None, each),
+        }
+    }
+
+    /// The input's JSON bytes from the start, when it is JSON that can be read twice: a regular
+    /// file or bytes in memory. `None` sends the input to the one reader.
+    fn json_bytes(&self) -> Option<Box<dyn Read + Send + '_>> {
+        match self {
+            Input::Path(p) if p.as_os_str() == "-" => None,
+            Input::Path(p) => {
+                let file = File::open(p).ok()?;
+                if !file.metadata().ok()?.is_file() {
+                    return None;
+                }
+                let mut file = BufReader::with_capacity(1 << 16, file);
+                let yaml = match extension_says(p) {
+                    Some(yaml) => yaml,
+                    None => looks_like_yaml(file.fill_buf().ok()?),
+                };
+                (!yaml).then(|| Box::new(file) as Box<dyn Read + Send>)
+            }
+            Input::Bytes { bytes, .. } => {
+                (!looks_like_yaml(bytes)).then(|| Box::new(*bytes) as Box<dyn Read + Send>)
+            }
+        }
+    }
+}
+
+/// Calls `each`, in input order, with what a worker's function made of each object of `input`
+/// (numbered from 1). `worker` is called once per worker thread (and once more if the one
+/// reader has to finish the input); see [`map_in_order`] for the threads and the memory bound.
+pub fn for_each_object_on_cores<U, F>(
+    input: &Input,
+    workers: usize,
+    batch: usize,
+    worker: impl Fn() -> F + Sync,
+    mut each: impl FnMut(U),
+) -> Result<()>
+where
+    U: Send,
+    F: FnMut(usize, Value) -> U,
+{
+    let source = input.name();
+    let Some(bytes) = input.json_bytes() else {
+        return map_in_order(
+            &source,
+            workers,
+            batch,
+            |emit| {
+                let mut n = 0;
+                input.for_each_object(&mut |v| {
+                    n += 1;
+                    emit((n, v));
+                })
+            },
+            || {
+                let mut work = worker();
+                move |(n, v)| work(n, v)
+            },
+            each,
+        );
+    };
+    // Set when the framer stops early or a frame does not parse: the one reader finishes.
+    let unsure = AtomicBool::new(false);
+    let mut handed_on = 0usize;
+    let framed = map_in_order(
+        &source,
+        workers,
+        batch,
+        |emit| {
+            let mut n = 0;
+            let framed = frame_objects(bytes, &mut |frame| {
+                n += 1;
+                emit((n, frame));
+                !unsure.load(Ordering::Relaxed)
+            });
+            if !matches!(framed, Ok(Framed::Complete)) {
+                // An I/O error too: the one reader reads again and names what it finds.
+                unsure.store(true, Ordering::Relaxed);
+            }
+            Ok(())
+        },
+        || {
+            let mut work = worker();
+            move |(n, frame): (usize, Vec<u8>)| {
+                let v = serde_json::from_slice::<Value>(&frame).ok()?;
+                Some(work(n, v))
+            }
+        },
+        |done: Option<U>| match done {
+            Some(u) if !unsure.load(Ordering::Relaxed) => {
+                handed_on += 1;
+                each(u);
+            }
+            _ => unsure.store(true, Ordering::Relaxed),
+        },
+    );
+    framed?;
+    if !unsure.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let mut work = worker();
+    let mut n = 0;
+    input.for_each_object(&mut |v| {
+        n += 1;
+        if n > handed_on {
+            each(work(n, v));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What the one reader hands over, or its error.
+    fn one_reader(input: &[u8]) -> (Vec<Value>, Option<String>) {
+        let mut seen = Vec::new();
+        let err = Input::Bytes {
+            name: "t",
+            bytes: input,
+        }
+        .for_each_object(&mut |v| seen.push(v))
+        .err()
+        .map(|e| e.to_string());
+        (seen, err)
+    }
+
+    fn on_cores(input: &[u8], workers: usize, batch: usize) -> (Vec<Value>, Option<String>) {
+        let mut seen = Vec::new();
+        let input = Input::Bytes {
+            name: "t",
+            bytes: input,
+        };
+        let err = for_each_object_on_cores(
+            &input,
+            workers,
+            batch,
+            || |n, v| (n, v),
+            |(n, v)| {
+                assert_eq!(n, seen.len() + 1, "numbered in input order");
+                seen.push(v);
+            },
+        )
+        .err()
+        .map(|e| e.to_string());
+        (seen, err)
+    }
+
+    #[test]
+    fn the_same_objects_and_errors_as_the_one_reader() {
+        for input in [
+            r#"{"kind":"List","metadata":{},"items":[{"a":1},{"a":2},{"a":3}]} [{"a":4}] {"a":5}"#,
+            r#"{"a":1} {"a":2} {"a":3} {"b": tru} {"a":5}"#,
+            r#"{"items":[{"a":1},{"a":2},{"a":3},{"a":4},{"a":5},]}"#,
+            r#"{"items":[{"a":1},{"a":2},{"a":3}],"metadata":{"x":1e999}}"#,
+            r#"{"metadata":{"x":1e999},"items":[{"a":1},{"a":2}]}"#,
+            r#"[{"a":1},{"a":2},{"a":3},7,"x",null,{"a":8}]"#,
+            r#"{"a":1} "top" {"a":2}"#,
+            r#"{"a":1}{"a":2}{"a":3"#,
+            "{\"a\":\"\u{1}\"} {\"a\":2}",
+            "",
+            "[] {\"items\":[]}",
+        ] {
+            let want = one_reader(input.as_bytes());
+            for workers in [1, 3] {
+                assert_eq!(on_cores(input.as_bytes(), workers, 2), want, "{input}");
+            }
+        }
+    }
+
+    /// Pieces of JSON that inputs are built from: lists, arrays, objects, scalars, and the
+    /// bytes Go's reader replaces.
+    fn piece() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just(r#"{"a":1}"#.to_string()),
+            Just(r#"{"s":"x\"]}\\","n":[1,2.5,-0]}"#.to_string()),
+            Just(r#"{"u":"\ud800 \u00e9"}"#.to_string()),
+            Just("{\"b\":\"\u{e9}\"}".to_string()),
+            Just("{}".to_string()),
+            Just("[]".to_string()),
+            Just("7".to_string()),
+            Just("\"s\"".to_string()),
+            Just("null".to_string()),
+            Just(r#"{"items":null,"kind":"List"}"#.to_string()),
+        ];
+        leaf.prop_recursive(3, 12, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(|v| format!(
+                    r#"{{"kind":"List","items":[{}],"metadata":{{}}}}"#,
+                    v.join(" , ")
+                )),
+                (inner.clone(), inner)
+                    .prop_map(|(a, b)| format!(r#"{{"x":{a},"it\u0065ms":[{b}]}}"#)),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        /// The adversary: random inputs, then random bytes broken, inserted or removed (and
+        /// invalid UTF-8), read on several threads in small batches, must give the one reader's
+        /// objects and error, byte for byte.
+        #[test]
+        fn broken_inputs_read_on_cores_as_by_the_one_reader(
+            pieces in proptest::collection::vec(piece(), 1..5),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), 0..4u8, prop::sample::select(vec![b'{', b'}', b'[', b']', b'"', b',', b':', b'\\', b' ', b'x', b'1', b'n', b'l', 0xff, 0xc3])), 0..3),
+            workers in 1..4usize,
+            batch in 1..4usize,
+        ) {
+            let mut input = pieces.join("\n").into_bytes();
+            for (at, how, byte) in edits {
+                let i = at.index(input.len() + 1);
+                match how {
+                    0 if i < input.len() => input[i] = byte,
+                    1 if i < input.len() => { input.remove(i); }
+                    _ => input.insert(i, byte),
+                }
+            }
+            let want = one_reader(&input);
+            prop_assert_eq!(on_cores(&input, workers, batch), want, "{}", String::from_utf8_lossy(&input));
+        }
+    }
+
+    #[test]
+    fn files_are_framed_and_yaml_is_read_by_the_one_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("pods");
+        std::fs::write(&json, r#"{"items":[{"a":1},{"a":2}]}"#).unwrap();
+        let yaml = dir.path().join("pods.yaml");
+        std::fs::write(&yaml, "items:\n- {a: 1}\n- {a: 2}\n").unwrap();
+        for p in [&json, &yaml] {
+            let input = Input::Path(p);
+            assert_eq!(input.json_bytes().is_some(), p == &json);
+            let mut seen = Vec::new();
+            for_each_object_on_cores(&input, 2, 1, || |_, v| v, |v| seen.push(v)).unwrap();
+            assert_eq!(
+                seen,
+                [serde_json::json!({"a":1}), serde_json::json!({"a":2})]
+            );
+        }
+    }
+}
