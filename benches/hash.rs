@@ -8,7 +8,8 @@
 //! * `decode+render+fnv`: from `serde_json::Value` to hash, decode included;
 //! * `from-bytes-*`: from the input bytes, as `kubehash hash` reads them (the one reader, the
 //!   CLI's allocator) for 1.15, 1.30, 1.31 and all 29 versions, next to the FNV floor over every
-//!   text those versions hash and the reading alone (`parse-only`).
+//!   text those versions hash and the reading alone (`parse-only`); `framed-*` does the same the
+//!   way `kubehash hash` now reads a file (framed, each frame parsed from a slice), on one thread.
 //!
 //! Run: `cargo bench --bench hash` (add `-- --quick` for a fast look).
 
@@ -21,7 +22,8 @@ use kubehash::kubelet::hash::{hash_container, hashed_text, write_hashed_text, An
 use kubehash::kubelet::schema::Schema;
 use kubehash::kubelet::sink::{fnv1a_batch, Fnv32a};
 use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
-use kubehash::source::input::{for_each_item_in, Item};
+use kubehash::source::frames::frame_objects;
+use kubehash::source::input::{for_each_item_in, object_items, Item};
 
 // The allocator the CLI uses, so that parsing costs what it costs in `kubehash hash`.
 #[global_allocator]
@@ -166,6 +168,43 @@ fn bench_from_bytes(c: &mut Criterion) {
                     }
                 })
                 .expect("read");
+                acc
+            })
+        });
+        // What each `kubehash hash` worker does per object since files are framed: the frame
+        // parsed from a slice, then decoded and hashed (the framing itself is the reading
+        // thread's, and is counted here too, on the same thread).
+        g.bench_function("framed-parse-only", |b| {
+            b.iter(|| {
+                let mut n = 0usize;
+                frame_objects(black_box(bytes.as_slice()), &mut |frame| {
+                    let v: Value = serde_json::from_slice(&frame).expect("frame");
+                    n += usize::from(v.is_object());
+                    true
+                })
+                .expect("frame");
+                n
+            })
+        });
+        g.bench_function("framed+decode+hash", |b| {
+            let mut items = Vec::new();
+            b.iter(|| {
+                let mut acc = 0u32;
+                let mut n = 0;
+                frame_objects(black_box(bytes.as_slice()), &mut |frame| {
+                    n += 1;
+                    let v: Value = serde_json::from_slice(&frame).expect("frame");
+                    object_items(v, "bench", n, &mut items);
+                    for item in items.drain(..) {
+                        if let Item::Container { json, path, .. } = item {
+                            if let Ok(h) = hash_container(&json, &versions, &path) {
+                                acc ^= h.hash[0].1;
+                            }
+                        }
+                    }
+                    true
+                })
+                .expect("frame");
                 acc
             })
         });
