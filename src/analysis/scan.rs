@@ -353,16 +353,16 @@ pub fn scan_input(
         source_name,
         |judge, threads, take| match threads {
             Threads::One => {
-                let mut scanner = judge.scanner();
-                input.for_each_object(&mut |object| take(judge.judge(&mut scanner, object)))
+                let mut assess = judge.worker();
+                input.for_each_object(&mut |object| take(assess(object)))
             }
             Threads::Workers(workers) => for_each_object_on_cores(
                 input,
                 workers,
                 BATCH,
                 || {
-                    let mut scanner = judge.scanner();
-                    move |_, object| judge.judge(&mut scanner, object)
+                    let mut assess = judge.worker();
+                    move |_, object| assess(object)
                 },
                 take,
             ),
@@ -385,20 +385,12 @@ pub fn scan_source(
         source_name,
         |judge, threads, take| match threads {
             Threads::One => {
-                let mut scanner = judge.scanner();
-                produce(&mut |object| take(judge.judge(&mut scanner, object)))
+                let mut assess = judge.worker();
+                produce(&mut |object| take(assess(object)))
             }
-            Threads::Workers(workers) => map_in_order(
-                &name,
-                workers,
-                BATCH,
-                produce,
-                || {
-                    let mut scanner = judge.scanner();
-                    move |object| judge.judge(&mut scanner, object)
-                },
-                take,
-            ),
+            Threads::Workers(workers) => {
+                map_in_order(&name, workers, BATCH, produce, || judge.worker(), take)
+            }
         },
     )
 }
@@ -463,9 +455,10 @@ struct NodeFacts {
 }
 
 impl PodJudge {
-    /// An assessing thread's own scanner (and its cache of answers).
-    fn scanner(&self) -> Scanner {
-        Scanner::new(self.to).with_manifests(self.manifests.clone())
+    /// An assessing thread's function, with its own scanner (and cache of answers).
+    fn worker(&self) -> impl FnMut(Value) -> Option<JudgedPod> + '_ {
+        let mut scanner = Scanner::new(self.to).with_manifests(self.manifests.clone());
+        move |object| self.judge(&mut scanner, object)
     }
 
     /// `None` for a pod the filter drops.
