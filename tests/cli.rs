@@ -1019,3 +1019,106 @@ fn hash_prints_nothing_when_the_input_breaks_half_way() {
         );
     }
 }
+
+/// A file is read on every core (framed, the frames parsed on the workers) and stdin by the one
+/// reader on one thread; whatever the input, both must print the same bytes and exit alike.
+/// Inputs that break late (after thousands of objects and past the framer's first chunk), break
+/// inside a List's `items`, carry bytes Go's reader replaces, or have shapes the framer leaves to
+/// the one reader.
+#[test]
+fn a_file_and_stdin_read_alike() {
+    let record = |i: usize| {
+        format!("{{\"id\":\"c{i}\",\"container\":{{\"name\":\"n{i}\",\"image\":\"i\",\"args\":[\"{}\"]}}}}\n", "x".repeat(i % 300))
+    };
+    let many: String = (0..5000).map(record).collect();
+    let pod = |i: usize| {
+        format!(
+            r#"{{"kind":"Pod","metadata":{{"namespace":"ns","name":"p{i}"}},"spec":{{"nodeName":"n","containers":[{{"name":"c","image":"i{i}"}}]}},"status":{{"phase":"Running","containerStatuses":[{{"name":"c","state":{{"running":{{}}}}}}]}}}}"#
+        )
+    };
+    let pods: Vec<String> = (0..3000).map(pod).collect();
+    let list = format!(
+        r#"{{"kind":"List","metadata":{{}},"items":[{}]}}"#,
+        pods.join(",")
+    );
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("records", many.clone().into_bytes()),
+        (
+            "records, the last broken",
+            format!("{many}{{\"id\":\"x\",\"container\":{{\"name\":").into_bytes(),
+        ),
+        (
+            "records, one bad number late",
+            format!(
+                "{many}{{\"id\":\"x\",\"container\":{{\"name\":\"a\",\"image\":1e999}}}}\n{many}"
+            )
+            .into_bytes(),
+        ),
+        ("a list", list.clone().into_bytes()),
+        (
+            "a list, a trailing comma",
+            list.replace("]}", ",]}").into_bytes(),
+        ),
+        (
+            "a list, metadata broken after items",
+            format!("{}, \"metadata\": {{]}}", &list[..list.len() - 1]).into_bytes(),
+        ),
+        (
+            "invalid UTF-8 and a lone surrogate",
+            format!(
+                "{}\n{{\"name\":\"a\\ud800\",\"image\":\"\u{e9}\"}}\n",
+                &many[..2000]
+            )
+            .into_bytes()
+            .into_iter()
+            .map(|b| if b == 0xc3 { 0xff } else { b })
+            .collect(),
+        ),
+        (
+            "a top-level scalar between objects",
+            format!("{}7\n{}", &many[..3000], &many[3000..6000]).into_bytes(),
+        ),
+        ("nothing but white space", b"  \n ".to_vec()),
+        ("an empty list", br#"{"kind":"List","items":[]}"#.to_vec()),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("input.json");
+    let file_arg = file.to_str().unwrap();
+    for (what, input) in cases {
+        std::fs::write(&file, &input).unwrap();
+        let runs: [(&str, &[&str]); 2] = [
+            ("hash", &["hash", "--versions", "1.29,1.31", "-o", "jsonl"]),
+            (
+                "scan",
+                &["scan", "--to", "1.31", "--from", "1.30", "-o", "json"],
+            ),
+        ];
+        for (cmd, args) in runs {
+            let from_file = kubehash(&[args, &["-i", file_arg]].concat(), b"");
+            let from_stdin = kubehash(&[args, &["-i", "-"]].concat(), &input);
+            // Each names its input: the file by its path, stdin as `stdin` (and `-` in a report).
+            let file_names = |b: &[u8]| text(b).replace(file_arg, "INPUT");
+            let stdin_names = |b: &[u8]| {
+                text(b)
+                    .replace("stdin", "INPUT")
+                    .replace("\"-\"", "\"INPUT\"")
+            };
+            assert_eq!(
+                from_file.status.code(),
+                from_stdin.status.code(),
+                "{cmd}, {what}: {}",
+                text(&from_file.stderr)
+            );
+            assert_eq!(
+                file_names(&from_file.stdout),
+                stdin_names(&from_stdin.stdout),
+                "{cmd}, {what}"
+            );
+            assert_eq!(
+                file_names(&from_file.stderr),
+                stdin_names(&from_stdin.stderr),
+                "{cmd}, {what}"
+            );
+        }
+    }
+}
