@@ -3,6 +3,8 @@
 //! read. `hash` and `scan` both run on it, so their output is the same whatever the core count.
 
 use std::collections::BTreeMap;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 
@@ -31,10 +33,14 @@ where
 {
     let workers = workers.max(1);
     let batch = batch.max(1);
+    // Set once a worker panicked: the reader stops handing items on.
+    let stop = AtomicBool::new(false);
+    let stop = &stop;
     thread::scope(|s| {
         let (items_tx, items_rx) = mpsc::sync_channel::<(usize, Vec<T>)>(2 * workers);
         let items_rx = Arc::new(Mutex::new(items_rx));
-        let (done_tx, done_rx) = mpsc::sync_channel::<(usize, Vec<U>)>(2 * workers);
+        let (done_tx, done_rx) = mpsc::sync_channel::<(usize, thread::Result<Vec<U>>)>(2 * workers);
+
         // A permit per batch read and not yet handed on: when one batch is slow, the others
         // wait for it within this bound instead of piling up.
         let in_flight = 8 * workers;
@@ -46,6 +52,9 @@ where
             let mut full = Vec::with_capacity(batch);
             let mut seq = 0;
             let read = produce(&mut |item| {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
                 full.push(item);
                 if full.len() == batch {
                     let items = std::mem::replace(&mut full, Vec::with_capacity(batch));
@@ -65,17 +74,24 @@ where
             let done_tx = done_tx.clone();
             let worker = &worker;
             s.spawn(move || {
-                let mut work = worker();
-                loop {
-                    let next = match items_rx.lock() {
-                        Ok(rx) => rx.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok((seq, items)) = next else { return };
-                    let done = items.into_iter().map(&mut work).collect();
-                    if done_tx.send((seq, done)).is_err() {
-                        return;
+                // A panic (a bug) is handed to the calling thread, which raises it again once
+                // the other threads have stopped, instead of leaving them waiting for its batch.
+                let run = panic::catch_unwind(AssertUnwindSafe(|| {
+                    let mut work = worker();
+                    loop {
+                        let next = match items_rx.lock() {
+                            Ok(rx) => rx.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok((seq, items)) = next else { return };
+                        let done = items.into_iter().map(&mut work).collect();
+                        if done_tx.send((seq, Ok(done))).is_err() {
+                            return;
+                        }
                     }
+                }));
+                if let Err(panicked) = run {
+                    let _ = done_tx.send((usize::MAX, Err(panicked)));
                 }
             });
         }
@@ -83,15 +99,36 @@ where
         // In input order: a batch waits until every batch before it has been handed on.
         let mut waiting: BTreeMap<usize, Vec<U>> = BTreeMap::new();
         let mut next = 0;
+        let mut permits = Some(permit_tx);
+        let mut panicked = None;
         for (seq, done) in done_rx {
-            waiting.insert(seq, done);
+            match done {
+                Ok(done) if panicked.is_none() => {
+                    waiting.insert(seq, done);
+                }
+                Ok(_) => {}
+                Err(p) => {
+                    // Nothing after the lost batch can be handed on: stop the reader, and let
+                    // it go on to its end without waiting for permits.
+                    panicked.get_or_insert(p);
+                    stop.store(true, Ordering::Relaxed);
+                    permits = None;
+                    waiting.clear();
+                }
+            }
             while let Some(ready) = waiting.remove(&next) {
                 ready.into_iter().for_each(&mut each);
                 next += 1;
-                let _ = permit_tx.try_send(());
+                if let Some(permits) = &permits {
+                    let _ = permits.try_send(());
+                }
             }
         }
-        match reader.join() {
+        let read = reader.join();
+        if let Some(p) = panicked {
+            panic::resume_unwind(p);
+        }
+        match read {
             Ok(read) => read,
             Err(_) => Err(Error::Input {
                 source_name: source.to_string(),
@@ -134,6 +171,37 @@ mod tests {
             // Each worker counted its own items: together they saw each item once.
             assert!(out.iter().all(|(_, seen)| *seen >= 1));
         }
+    }
+
+    #[test]
+    fn a_panicking_worker_is_a_panic_not_a_hang() {
+        // Run where a hang shows as a timeout rather than as a test that never ends.
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let outcome = panic::catch_unwind(|| {
+                let mut handed = 0;
+                let _ = map_in_order(
+                    "t",
+                    2,
+                    3,
+                    |each| {
+                        (0..100_000u32).for_each(&mut *each);
+                        Ok(())
+                    },
+                    || {
+                        |i: u32| {
+                            assert!(i != 50, "a bug at item 50");
+                            i
+                        }
+                    },
+                    |_| handed += 1,
+                );
+                handed
+            });
+            let _ = tx.send(outcome.is_err());
+        });
+        let panicked = rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(panicked, Ok(true), "the worker's panic reached the caller");
     }
 
     #[test]
