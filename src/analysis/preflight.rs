@@ -330,11 +330,6 @@ impl Admission {
         }
     }
 
-    /// The node's labels, which [`Admission::judge`] needs.
-    pub fn labels(&self) -> &serde_json::Map<String, Value> {
-        &self.labels
-    }
-
     /// The check's result for the pods added.
     pub fn check(&self) -> Check {
         let mut c = check(ADMISSION.0, ADMISSION.1);

@@ -107,8 +107,11 @@ where
             each,
         );
     };
-    // Set when the framer stops early or a frame does not parse: the one reader finishes.
-    let unsure = AtomicBool::new(false);
+    // Set when a frame does not parse: nothing after it is handed on.
+    let broken = AtomicBool::new(false);
+    // Set when the framer stopped before the end (an I/O error too: the one reader reads again
+    // and names what it finds). What it framed before stopping is handed on.
+    let stopped = AtomicBool::new(false);
     let mut handed_on = 0usize;
     let framed = map_in_order(
         &source,
@@ -119,11 +122,10 @@ where
             let framed = frame_objects(bytes, &mut |frame| {
                 n += 1;
                 emit((n, frame));
-                !unsure.load(Ordering::Relaxed)
+                !broken.load(Ordering::Relaxed)
             });
             if !matches!(framed, Ok(Framed::Complete)) {
-                // An I/O error too: the one reader reads again and names what it finds.
-                unsure.store(true, Ordering::Relaxed);
+                stopped.store(true, Ordering::Relaxed);
             }
             Ok(())
         },
@@ -135,17 +137,18 @@ where
             }
         },
         |done: Option<U>| match done {
-            Some(u) if !unsure.load(Ordering::Relaxed) => {
+            Some(u) if !broken.load(Ordering::Relaxed) => {
                 handed_on += 1;
                 each(u);
             }
-            _ => unsure.store(true, Ordering::Relaxed),
+            _ => broken.store(true, Ordering::Relaxed),
         },
     );
     framed?;
-    if !unsure.load(Ordering::Relaxed) {
+    if !broken.load(Ordering::Relaxed) && !stopped.load(Ordering::Relaxed) {
         return Ok(());
     }
+    // The one reader from the start, past what was handed on.
     let mut work = worker();
     let mut n = 0;
     input.for_each_object(&mut |v| {
