@@ -108,7 +108,7 @@ fn without_indices(p: &str) -> String {
 /// Inserts the JSON path of every non-zero value under `v` (list items as `[#i]`, map entries as
 /// `[key]`), including non-nil pointers, lists and maps themselves.
 fn set_paths(schema: &Schema, ty: TypeId, v: &Val, at: String, out: &mut BTreeSet<String>) {
-    match (&schema.ty(ty).kind, v) {
+    match (&schema.ty(ty).kind, v.resolved()) {
         (_, Val::Nil) => {}
         (Kind::Ptr(elem), Val::Ptr(inner)) => {
             out.insert(at.clone());

@@ -17,6 +17,9 @@
 //! Strings are borrowed from the JSON value, so a decode allocates only for lists, maps and
 //! quantities.
 
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -44,6 +47,26 @@ pub enum Val<'a> {
     Struct(Vec<Val<'a>>),
     Quantity(Box<Quantity>),
     IntOrString(IntOrString<'a>),
+    /// A value decoded once and shared by the type graphs of several versions whose types for
+    /// it have the same shape ([`decode_container_sharing`]); it stands for the value it holds.
+    Shared(Rc<Val<'a>>),
+}
+
+impl<'a> Val<'a> {
+    /// The value itself, through any [`Val::Shared`].
+    pub fn resolved(&self) -> &Val<'a> {
+        match self {
+            Val::Shared(v) => v.resolved(),
+            v => v,
+        }
+    }
+}
+
+/// Values decoded for one container, by JSON value and type shape, for the decodes of its other
+/// versions' type graphs (see [`decode_container_sharing`]).
+#[derive(Default)]
+pub struct SharedDecodes<'a> {
+    by_value: HashMap<(usize, u32), Rc<Val<'a>>>,
 }
 
 /// `intstr.IntOrString`: `Type` 0 (Int) with `IntVal`, or 1 (String) with `StrVal`.
@@ -60,6 +83,28 @@ pub fn decode_container<'a>(schema: &Schema, json: &'a Value, path: &str) -> Res
         schema,
         path: Vec::new(),
         prefix: path,
+        shared: None,
+    };
+    if !json.is_object() {
+        return Err(d.type_error("a container object", json));
+    }
+    d.decode(schema.root(), Some(json))
+}
+
+/// [`decode_container`] for one of several type graphs of the same container: a field whose
+/// JSON value (an object or a list) was decoded before under a type of the same shape
+/// ([`Schema::shape`]) takes that value, shared, instead of being decoded again.
+pub fn decode_container_sharing<'a>(
+    schema: &Schema,
+    json: &'a Value,
+    path: &str,
+    shared: &mut SharedDecodes<'a>,
+) -> Result<Val<'a>> {
+    let mut d = Decoder {
+        schema,
+        path: Vec::new(),
+        prefix: path,
+        shared: Some(shared),
     };
     if !json.is_object() {
         return Err(d.type_error("a container object", json));
@@ -102,6 +147,7 @@ struct Decoder<'s, 'a> {
     schema: &'s Schema,
     path: Vec<Seg<'a>>,
     prefix: &'s str,
+    shared: Option<&'s mut SharedDecodes<'a>>,
 }
 
 impl<'a> Decoder<'_, 'a> {
@@ -262,12 +308,30 @@ impl<'a> Decoder<'_, 'a> {
                 None => out.push(zero(self.schema, f.ty)),
                 Some((key, item)) => {
                     self.path.push(Seg::Key(key));
-                    out.push(self.decode(f.ty, Some(item))?);
+                    out.push(self.field(f.ty, item)?);
                     self.path.pop();
                 }
             }
         }
         Ok(Val::Struct(out))
+    }
+
+    /// A field's value: decoded, or with sharing on, taken from an earlier decode of the same
+    /// JSON object or list under a type of the same shape.
+    fn field(&mut self, ty: TypeId, item: &'a Value) -> Result<Val<'a>> {
+        if self.shared.is_none() || !(item.is_object() || item.is_array()) {
+            return self.decode(ty, Some(item));
+        }
+        // The address of the JSON value names it while the container is borrowed.
+        let key = (std::ptr::from_ref(item) as usize, self.schema.shape(ty));
+        if let Some(v) = self.shared.as_ref().and_then(|s| s.by_value.get(&key)) {
+            return Ok(Val::Shared(Rc::clone(v)));
+        }
+        let v = Rc::new(self.decode(ty, Some(item))?);
+        if let Some(s) = self.shared.as_mut() {
+            s.by_value.insert(key, Rc::clone(&v));
+        }
+        Ok(Val::Shared(v))
     }
 
     fn int(&self, v: &Value, min: i64, max: i64, what: &str) -> Result<Val<'a>> {
@@ -395,6 +459,7 @@ mod tests {
                     schema: s,
                     path: Vec::new(),
                     prefix: "",
+                    shared: None,
                 };
                 let by_lookup = d.build_struct(s.root(), Fields::Lookup(obj), &mut 0);
                 let by_table = decode_container(s, c, "");

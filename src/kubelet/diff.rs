@@ -108,7 +108,7 @@ fn marshal(schema: &Schema, v: &Val) -> Value {
 
 /// Every field go-spew prints, as `Path.Field (type)`.
 fn spew_fields(schema: &Schema, ty: TypeId, v: &Val, prefix: &str, out: &mut BTreeSet<String>) {
-    match (&schema.ty(ty).kind, v) {
+    match (&schema.ty(ty).kind, v.resolved()) {
         (Kind::Ptr(elem), Val::Ptr(inner)) => spew_fields(schema, *elem, inner, prefix, out),
         (Kind::Slice(elem), Val::List(items)) => {
             for item in items {

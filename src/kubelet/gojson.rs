@@ -62,7 +62,7 @@ fn write_fields<S: Sink>(
     first: &mut bool,
     out: &mut S,
 ) {
-    let (Kind::Struct(fields), Val::Struct(vals)) = (&schema.ty(ty).kind, v) else {
+    let (Kind::Struct(fields), Val::Struct(vals)) = (&schema.ty(ty).kind, v.resolved()) else {
         debug_assert!(false, "write_fields on a non-struct");
         return;
     };
@@ -94,7 +94,7 @@ fn write_fields<S: Sink>(
 
 /// Go's `isEmptyValue` for the kinds a container has (structs are never empty).
 fn is_empty(v: &Val) -> bool {
-    match v {
+    match v.resolved() {
         Val::Str(s) => s.is_empty(),
         Val::Bool(b) => !b,
         Val::Int(i) => *i == 0,
@@ -102,12 +102,13 @@ fn is_empty(v: &Val) -> bool {
         Val::List(l) => l.is_empty(),
         Val::Map(m) => m.is_empty(),
         Val::Ptr(_) | Val::Struct(_) | Val::Quantity(_) | Val::IntOrString(_) => false,
+        Val::Shared(inner) => is_empty(inner),
     }
 }
 
 fn write_value<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, out: &mut S) {
     let t = schema.ty(ty);
-    match (&t.kind, v) {
+    match (&t.kind, v.resolved()) {
         (_, Val::Nil) => out.put(b"null"),
         (_, Val::Str(s)) => write_string(s, out),
         (_, Val::Bool(b)) => out.put(if *b { b"true" } else { b"false" }),

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! The writers stream straight into the hasher. A container is decoded once per distinct type
-//! graph among the requested versions, and each distinct (graph, epoch) is hashed once.
+//! graph among the requested versions (a field whose type has the same shape in several graphs
+//! once for all of them), and each distinct (graph, epoch) is hashed once.
 //!
 //! ```
 //! use kubehash::kubelet::{hash::hash_container, version::parse_version_set};
@@ -22,7 +23,7 @@
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::kubelet::decode::{decode_container, Val};
+use crate::kubelet::decode::{decode_container, decode_container_sharing, SharedDecodes, Val};
 use crate::kubelet::gojson;
 use crate::kubelet::schema::Schema;
 use crate::kubelet::sink::{fnv1a_batch, format_hash, Fnv32a, Sink};
@@ -88,6 +89,8 @@ pub fn hash_container(
     versions: &[KubeletVersion],
     path: &str,
 ) -> Result<ContainerHashes> {
+    // Fields whose types have the same shape in several graphs are decoded once.
+    let mut shared = (versions.len() > 1).then(SharedDecodes::default);
     // The decoded value of each distinct type graph: (oldest version with it, schema, value).
     let mut decoded: Vec<(KubeletVersion, &'static Schema, Val)> = Vec::new();
     // The distinct texts: (epoch, type graph, annotation, index into `decoded`).
@@ -100,7 +103,11 @@ pub fn hash_container(
         let d = match decoded.iter().position(|(g, _, _)| *g == group) {
             Some(i) => i,
             None => {
-                decoded.push((group, schema, decode_container(schema, json, path)?));
+                let val = match shared.as_mut() {
+                    Some(shared) => decode_container_sharing(schema, json, path, shared)?,
+                    None => decode_container(schema, json, path)?,
+                };
+                decoded.push((group, schema, val));
                 decoded.len() - 1
             }
         };
@@ -284,8 +291,8 @@ pub fn write_hashed_text<S: Sink>(
 
 fn name_image<'v>(schema: &Schema, val: &'v Val) -> (&'v str, &'v str) {
     let field = |name: &str| -> &'v str {
-        match (schema.root_field(name), val) {
-            (Some(i), Val::Struct(fields)) => match fields.get(i) {
+        match (schema.root_field(name), val.resolved()) {
+            (Some(i), Val::Struct(fields)) => match fields.get(i).map(Val::resolved) {
                 Some(Val::Str(s)) => s,
                 _ => "",
             },

@@ -85,6 +85,9 @@ pub struct Schema {
     /// each key's position among the struct's fields flattened through inline structs; `None`
     /// for other types and for a struct where two fields would claim one key.
     keys: Vec<Option<StructKeys>>,
+    /// Per type, its shape: an id shared, across every version, by exactly the types whose
+    /// whole sub-graphs are alike (see [`Schema::shape`]).
+    shapes: Vec<u32>,
 }
 
 /// How a decoder finds a struct's field from a JSON key: see [`Schema::struct_keys`].
@@ -146,6 +149,13 @@ impl Schema {
         self.keys.get(ty).and_then(Option::as_ref)
     }
 
+    /// The shape of type `ty`: equal for two types of any two versions exactly when their
+    /// sub-graphs are alike (Go names, kinds, fields with their names, tags and types), so that
+    /// a JSON value decodes to the same value under both.
+    pub fn shape(&self, ty: TypeId) -> u32 {
+        self.shapes[ty]
+    }
+
     /// The oldest kubelet version with exactly this type graph.
     pub fn same_as(&self) -> KubeletVersion {
         self.same_as
@@ -168,11 +178,13 @@ fn registry() -> &'static [Compiled] {
     static REGISTRY: OnceLock<Vec<Compiled>> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         let mut out: Vec<Compiled> = Vec::with_capacity(SCHEMA_FILES.len());
+        let mut shapes = HashMap::new();
         for &(minor, text) in SCHEMA_FILES {
             let compiled = KubeletVersion::from_minor(minor)
                 .map_err(|e| e.to_string())
                 .and_then(|v| compile(v, text));
             let compiled = compiled.map(|mut s| {
+                s.shapes = shapes_of(&s.types, &mut shapes);
                 if let Some(prev) = out
                     .iter()
                     .flatten()
@@ -187,6 +199,48 @@ fn registry() -> &'static [Compiled] {
         debug_assert_eq!(out.len(), usize::from(MAX_MINOR - MIN_MINOR + 1));
         out
     })
+}
+
+/// Each type's shape, interned in `interner` (shared by every version): a type's description
+/// with its element and field types replaced by their shapes, so equal shapes mean equal
+/// sub-graphs. Types refer to no type that refers back to them (the builder refuses cycles).
+fn shapes_of(types: &[GoType], interner: &mut HashMap<String, u32>) -> Vec<u32> {
+    fn shape(
+        types: &[GoType],
+        ty: TypeId,
+        memo: &mut Vec<Option<u32>>,
+        interner: &mut HashMap<String, u32>,
+    ) -> u32 {
+        if let Some(s) = memo[ty] {
+            return s;
+        }
+        let t = &types[ty];
+        let mut key = format!("{:?}", t.name);
+        match &t.kind {
+            Kind::Ptr(e) => key += &format!(" ptr {}", shape(types, *e, memo, interner)),
+            Kind::Slice(e) => key += &format!(" slice {}", shape(types, *e, memo, interner)),
+            Kind::Map { value } => key += &format!(" map {}", shape(types, *value, memo, interner)),
+            Kind::Struct(fields) => {
+                key += " struct";
+                for f in fields {
+                    let s = shape(types, f.ty, memo, interner);
+                    key += &format!(
+                        " {:?} {:?} {} {} {s}",
+                        f.name, f.json, f.omitempty, f.inline
+                    );
+                }
+            }
+            leaf => key += &format!(" {leaf:?}"),
+        }
+        let next = u32::try_from(interner.len()).unwrap_or(u32::MAX);
+        let s = *interner.entry(key).or_insert(next);
+        memo[ty] = Some(s);
+        s
+    }
+    let mut memo = vec![None; types.len()];
+    (0..types.len())
+        .map(|ty| shape(types, ty, &mut memo, interner))
+        .collect()
 }
 
 // ---- the file format -------------------------------------------------------------------------
@@ -253,6 +307,7 @@ fn compile(version: KubeletVersion, text: &str) -> Compiled {
         root,
         same_as: version,
         keys,
+        shapes: Vec::new(),
     })
 }
 
@@ -445,6 +500,79 @@ mod tests {
         assert_eq!(same("1.11"), "1.10");
         assert_eq!(same("1.8"), "1.8");
         assert_eq!(same("1.36"), same("1.34"));
+    }
+
+    /// Two types share a shape exactly when their whole sub-graphs are alike: checked for every
+    /// pair of types of every two versions against a plain recursive comparison, since a
+    /// decode is shared on it.
+    #[test]
+    fn equal_shapes_are_equal_sub_graphs() {
+        fn alike(a: &Schema, ta: TypeId, b: &Schema, tb: TypeId) -> bool {
+            let (x, y) = (a.ty(ta), b.ty(tb));
+            if x.name != y.name {
+                return false;
+            }
+            match (&x.kind, &y.kind) {
+                (Kind::Ptr(e), Kind::Ptr(f)) | (Kind::Slice(e), Kind::Slice(f)) => {
+                    alike(a, *e, b, *f)
+                }
+                (Kind::Map { value: e }, Kind::Map { value: f }) => alike(a, *e, b, *f),
+                (Kind::Struct(fa), Kind::Struct(fb)) => {
+                    fa.len() == fb.len()
+                        && fa.iter().zip(fb).all(|(p, q)| {
+                            (&p.name, &p.json, p.omitempty, p.inline)
+                                == (&q.name, &q.json, q.omitempty, q.inline)
+                                && alike(a, p.ty, b, q.ty)
+                        })
+                }
+                (k, l) => k == l,
+            }
+        }
+        let all: Vec<&Schema> = KubeletVersion::all()
+            .map(|v| Schema::for_version(v).unwrap())
+            .collect();
+        let (mut equal, mut different) = (0, 0);
+        for a in &all {
+            for b in &all {
+                for ta in 0..a.types.len() {
+                    for tb in 0..b.types.len() {
+                        let same = a.shape(ta) == b.shape(tb);
+                        assert_eq!(
+                            same,
+                            alike(a, ta, b, tb),
+                            "{} {} / {} {}",
+                            a.version(),
+                            a.ty(ta).name,
+                            b.version(),
+                            b.ty(tb).name
+                        );
+                        if same {
+                            equal += 1
+                        } else {
+                            different += 1
+                        }
+                    }
+                }
+            }
+        }
+        assert!(equal > 0 && different > 0);
+        // The container itself changes between these versions; its probes' handler too.
+        let probe = |v: &str| {
+            let s = Schema::for_version(v.parse().unwrap()).unwrap();
+            let f = match &s.ty(s.root()).kind {
+                Kind::Struct(fields) => {
+                    fields
+                        .iter()
+                        .find(|f| f.name == "LivenessProbe")
+                        .unwrap()
+                        .ty
+                }
+                _ => unreachable!(),
+            };
+            s.shape(f)
+        };
+        assert_eq!(probe("1.8"), probe("1.9"));
+        assert_ne!(probe("1.15"), probe("1.30"));
     }
 
     #[test]

@@ -40,6 +40,7 @@ fn type_prefix<S: Sink>(name: &str, out: &mut S) {
 }
 
 fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, ignore_type: bool, out: &mut S) {
+    let v = v.resolved();
     let t = schema.ty(ty);
     if let Kind::Ptr(elem) = t.kind {
         // formatPtr: the type (or `<*>`), then the pointee without its type.
