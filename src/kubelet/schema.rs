@@ -97,6 +97,8 @@ pub struct StructKeys {
     pub sorted: Vec<(String, usize)>,
     /// How many fields the struct has, flattened through inline structs.
     pub flat_len: usize,
+    /// Per key length, the range of `sorted` holding the keys of that length.
+    by_len: Vec<(usize, usize)>,
 }
 
 impl StructKeys {
@@ -108,12 +110,13 @@ impl StructKeys {
             .then_with(|| a.as_bytes().cmp(b.as_bytes()))
     }
 
-    /// The flat index of the field with JSON key `key`.
+    /// The flat index of the field with JSON key `key`: among the few keys of its length.
     pub fn find(&self, key: &str) -> Option<usize> {
-        self.sorted
-            .binary_search_by(|(k, _)| StructKeys::order(k, key))
-            .ok()
-            .map(|i| self.sorted[i].1)
+        let &(from, to) = self.by_len.get(key.len())?;
+        self.sorted[from..to]
+            .iter()
+            .find(|(k, _)| k.as_bytes() == key.as_bytes())
+            .map(|(_, i)| *i)
     }
 }
 
@@ -337,9 +340,18 @@ fn struct_keys(types: &[GoType], ty: TypeId) -> Option<StructKeys> {
     if sorted.windows(2).any(|w| w[0].0 == w[1].0) {
         return None;
     }
+    let longest = sorted.last().map_or(0, |(k, _)| k.len());
+    let by_len = (0..=longest)
+        .map(|len| {
+            let from = sorted.partition_point(|(k, _)| k.len() < len);
+            let to = sorted.partition_point(|(k, _)| k.len() <= len);
+            (from, to)
+        })
+        .collect();
     Some(StructKeys {
         sorted,
         flat_len: flat.len(),
+        by_len,
     })
 }
 
@@ -573,6 +585,31 @@ mod tests {
         };
         assert_eq!(probe("1.8"), probe("1.9"));
         assert_ne!(probe("1.15"), probe("1.30"));
+    }
+
+    #[test]
+    fn every_key_is_found_and_nothing_else() {
+        for v in KubeletVersion::all() {
+            let s = Schema::for_version(v).unwrap();
+            for ty in 0..s.types.len() {
+                let Some(keys) = s.struct_keys(ty) else {
+                    continue;
+                };
+                for (k, i) in &keys.sorted {
+                    assert_eq!(keys.find(k), Some(*i), "{v} {k}");
+                    for near in [format!("{k}x"), k[1..].to_string(), k.to_uppercase()] {
+                        let hit = keys
+                            .sorted
+                            .iter()
+                            .find(|(o, _)| *o == near)
+                            .map(|(_, i)| *i);
+                        assert_eq!(keys.find(&near), hit, "{v} {near}");
+                    }
+                }
+                assert_eq!(keys.find(""), None);
+                assert_eq!(keys.find(&"k".repeat(300)), None);
+            }
+        }
     }
 
     #[test]
