@@ -20,14 +20,14 @@
 mod corpus;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use kubehash::analysis::hashing::{for_each_hashed, hash_item};
+use kubehash::analysis::hashing::for_each_hashed;
 use kubehash::analysis::scan::{scan_input, FromVersions, ScanSetup, Threads};
 use kubehash::cli::hash_output::{HashRow, HashWriter};
 use kubehash::cli::output::Format;
 use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
-use kubehash::source::input::for_each_item_in;
 use kubehash::source::manifests::Manifests;
 use kubehash::source::parallel::Input;
+use kubehash::source::pool::cores;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -36,26 +36,18 @@ const SIZES: [usize; 3] = [3_000, 30_000, 300_000];
 
 /// `kubehash hash` on `bytes`: read, decode, hash, print JSON Lines (to a sink), with the
 /// parsing and hashing on `workers` threads beside the framing reader, or all on this thread
-/// for `None` (the one reader).
-fn hash(bytes: &[u8], versions: &[KubeletVersion], workers: Option<usize>) -> usize {
+/// with none (the one reader).
+fn hash(bytes: &[u8], versions: &[KubeletVersion], workers: usize) -> usize {
     let mut out = HashWriter::new(Format::Jsonl, std::io::sink());
     let mut n = 0;
-    let mut print = |(id, result)| {
+    let input = Input::Bytes {
+        name: "bench",
+        bytes,
+    };
+    for_each_hashed(&input, versions, workers, |(id, result)| {
         n += 1;
         out.row(&HashRow { id, result }).expect("sink");
-    };
-    match workers {
-        None => for_each_item_in(bytes, "bench", |item| print(hash_item(item, versions))),
-        Some(w) => for_each_hashed(
-            &Input::Bytes {
-                name: "bench",
-                bytes,
-            },
-            versions,
-            w,
-            print,
-        ),
-    }
+    })
     .expect("read");
     out.finish().expect("sink");
     n
@@ -106,7 +98,7 @@ fn bench_hash(c: &mut Criterion) {
             let bytes = corpus::records_jsonl(&containers, n);
             g.throughput(Throughput::Elements(n as u64));
             g.bench_function(n.to_string(), |b| {
-                b.iter(|| hash(black_box(&bytes), &versions, Some(cores())))
+                b.iter(|| hash(black_box(&bytes), &versions, cores()))
             });
         }
         g.finish();
@@ -123,17 +115,13 @@ fn bench_hash(c: &mut Criterion) {
     for (label, spec) in [("all-29", "all"), ("1.30", "1.30")] {
         let versions = parse_version_set(spec).expect("versions");
         g.bench_function(format!("{label}/one"), |b| {
-            b.iter(|| hash(black_box(&bytes), &versions, None))
+            b.iter(|| hash(black_box(&bytes), &versions, 0))
         });
         g.bench_function(format!("{label}/all-cores"), |b| {
-            b.iter(|| hash(black_box(&bytes), &versions, Some(cores())))
+            b.iter(|| hash(black_box(&bytes), &versions, cores()))
         });
     }
     g.finish();
-}
-
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 fn bench_scan(c: &mut Criterion) {

@@ -14,7 +14,7 @@ pub type Hashed = (String, std::result::Result<ContainerHashes, Problem>);
 const BATCH: usize = 64;
 
 /// Hashes every item of `input` (see [`crate::source::input`]) for `versions`, parsing and
-/// hashing on `workers` threads, and calls `each` with the results in input order. Memory stays
+/// hashing on `workers` threads (none: all on this thread, the one reader parsing), and calls `each` with the results in input order. Memory stays
 /// bounded: at most `8 × workers` batches are between the reader and `each` at any time.
 pub fn for_each_hashed(
     input: &Input,
@@ -33,8 +33,10 @@ pub fn for_each_hashed(
             let mut items = Vec::new();
             move |n, value| {
                 object_items(value, source, n, &mut items);
-                let hashed: Vec<Hashed> = items.drain(..).map(|i| hash_item(i, versions)).collect();
-                hashed
+                items
+                    .drain(..)
+                    .map(|i| hash_item(i, versions))
+                    .collect::<Vec<_>>()
             }
         },
         |hashed| {

@@ -38,7 +38,7 @@ use crate::source::manifests::Manifests;
 use crate::source::nodes::NodeVersions;
 use crate::source::parallel::{for_each_object_on_cores, Input};
 use crate::source::pods::{pod_containers, ContainerKind, PodContainer, Workload};
-use crate::source::pool::map_in_order;
+use crate::source::pool::{cores, map_in_order};
 
 /// Whether the upgrade recreates a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -301,7 +301,17 @@ pub enum Threads {
 impl Default for Threads {
     /// A worker per core.
     fn default() -> Self {
-        Threads::Workers(std::thread::available_parallelism().map_or(1, usize::from))
+        Threads::Workers(cores())
+    }
+}
+
+impl Threads {
+    /// How many worker threads: none for [`Threads::One`] (see [`map_in_order`]).
+    fn workers(self) -> usize {
+        match self {
+            Threads::One => 0,
+            Threads::Workers(n) => n.max(1),
+        }
     }
 }
 
@@ -347,27 +357,13 @@ pub fn scan_input(
     source_name: String,
     input: &Input,
 ) -> Result<ScanReport> {
-    scan_with(
-        setup,
-        progress,
-        source_name,
-        |judge, threads, take| match threads {
-            Threads::One => {
-                let mut assess = judge.worker();
-                input.for_each_object(&mut |object| take(assess(object)))
-            }
-            Threads::Workers(workers) => for_each_object_on_cores(
-                input,
-                workers,
-                BATCH,
-                || {
-                    let mut assess = judge.worker();
-                    move |_, object| assess(object)
-                },
-                take,
-            ),
-        },
-    )
+    scan_with(setup, progress, source_name, |judge, workers, take| {
+        let worker = || {
+            let mut assess = judge.worker();
+            move |_, object| assess(object)
+        };
+        for_each_object_on_cores(input, workers, BATCH, worker, take)
+    })
 }
 
 /// Scans the pods that `produce` hands over (one at a time, to the callback it is given, on a
@@ -379,29 +375,18 @@ pub fn scan_source(
     produce: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()> + Send,
 ) -> Result<ScanReport> {
     let name = source_name.clone();
-    scan_with(
-        setup,
-        progress,
-        source_name,
-        |judge, threads, take| match threads {
-            Threads::One => {
-                let mut assess = judge.worker();
-                produce(&mut |object| take(assess(object)))
-            }
-            Threads::Workers(workers) => {
-                map_in_order(&name, workers, BATCH, produce, || judge.worker(), take)
-            }
-        },
-    )
+    scan_with(setup, progress, source_name, |judge, workers, take| {
+        map_in_order(&name, workers, BATCH, produce, || judge.worker(), take)
+    })
 }
 
-/// A scan whose pods `drive` judges (with the judge, on the threads asked for) and hands to
-/// the callback in input order.
+/// A scan whose pods `drive` judges (with the judge, on as many worker threads as it is given)
+/// and hands to the callback in input order.
 fn scan_with(
     setup: ScanSetup,
     mut progress: impl FnMut(u64),
     source_name: String,
-    drive: impl FnOnce(&PodJudge, Threads, &mut dyn FnMut(Option<JudgedPod>)) -> Result<()>,
+    drive: impl FnOnce(&PodJudge, usize, &mut dyn FnMut(Option<JudgedPod>)) -> Result<()>,
 ) -> Result<ScanReport> {
     let mut n = 0u64;
     let mut count = move || {
@@ -418,7 +403,7 @@ fn scan_with(
     };
     let mut report = Tally::new(setup.to);
     let mut failed = Ok(());
-    let read = drive(&judge, setup.threads, &mut |judged| {
+    let read = drive(&judge, setup.threads.workers(), &mut |judged| {
         count();
         if let (Ok(()), Some(j)) = (&failed, judged) {
             failed = report.add(j, &judge.from);

@@ -16,6 +16,7 @@ use crate::kubelet::sink::{format_hash, Fnv32a};
 use crate::kubelet::version::{parse_version_set, KubeletVersion};
 use crate::source::input::{for_each_item, Item};
 use crate::source::parallel::Input;
+use crate::source::pool::cores;
 
 pub fn run(args: HashArgs) -> Result<ExitStatus> {
     let versions = parse_version_set(&args.versions)?;
@@ -35,8 +36,7 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
     let (mut rows, mut failed) = (0usize, 0usize);
     let mut shown: Vec<Problem> = Vec::new();
     let mut written = Ok(());
-    let workers = std::thread::available_parallelism().map_or(1, usize::from);
-    for_each_hashed(&Input::Path(&input), &versions, workers, |(id, result)| {
+    for_each_hashed(&Input::Path(&input), &versions, cores(), |(id, result)| {
         let row = HashRow { id, result };
         rows += 1;
         if let Err(e) = &row.result {

@@ -79,16 +79,7 @@ pub enum IntOrString<'a> {
 /// Decodes one container object for `schema`'s kubelet. `path` prefixes error messages
 /// (e.g. `default/web/containers[0]`); pass `""` for none.
 pub fn decode_container<'a>(schema: &Schema, json: &'a Value, path: &str) -> Result<Val<'a>> {
-    let mut d = Decoder {
-        schema,
-        path: Vec::new(),
-        prefix: path,
-        shared: None,
-    };
-    if !json.is_object() {
-        return Err(d.type_error("a container object", json));
-    }
-    d.decode(schema.root(), Some(json))
+    decode_root(schema, json, path, None)
 }
 
 /// [`decode_container`] for one of several type graphs of the same container: a field whose
@@ -100,11 +91,20 @@ pub fn decode_container_sharing<'a>(
     path: &str,
     shared: &mut SharedDecodes<'a>,
 ) -> Result<Val<'a>> {
+    decode_root(schema, json, path, Some(shared))
+}
+
+fn decode_root<'a>(
+    schema: &Schema,
+    json: &'a Value,
+    path: &str,
+    shared: Option<&mut SharedDecodes<'a>>,
+) -> Result<Val<'a>> {
     let mut d = Decoder {
         schema,
         path: Vec::new(),
         prefix: path,
-        shared: Some(shared),
+        shared,
     };
     if !json.is_object() {
         return Err(d.type_error("a container object", json));

@@ -76,6 +76,7 @@ impl Input<'_> {
 /// Calls `each`, in input order, with what a worker's function made of each object of `input`
 /// (numbered from 1). `worker` is called once per worker thread (and once more if the one
 /// reader has to finish the input); see [`map_in_order`] for the threads and the memory bound.
+/// With no workers, the one reader parses and the work runs on the calling thread.
 pub fn for_each_object_on_cores<U, F>(
     input: &Input,
     workers: usize,
@@ -88,22 +89,25 @@ where
     F: FnMut(usize, Value) -> U,
 {
     let source = input.name();
-    let Some(bytes) = input.json_bytes() else {
+    // The worker's function over objects the one reader parsed.
+    let on_parsed = || {
+        let mut work = worker();
+        move |(n, v): (usize, Value)| work(n, v)
+    };
+    // With no workers (everything on this thread), or an input that cannot be framed, the one
+    // reader parses.
+    let framable = if workers == 0 {
+        None
+    } else {
+        input.json_bytes()
+    };
+    let Some(bytes) = framable else {
         return map_in_order(
             &source,
             workers,
             batch,
-            |emit| {
-                let mut n = 0;
-                input.for_each_object(&mut |v| {
-                    n += 1;
-                    emit((n, v));
-                })
-            },
-            || {
-                let mut work = worker();
-                move |(n, v)| work(n, v)
-            },
+            |emit| one_reader_from(input, 0, emit),
+            on_parsed,
             each,
         );
     };
@@ -148,13 +152,24 @@ where
     if !broken.load(Ordering::Relaxed) && !stopped.load(Ordering::Relaxed) {
         return Ok(());
     }
-    // The one reader from the start, past what was handed on.
-    let mut work = worker();
+    // The one reader from the start, past what was handed on, on this thread.
+    map_in_order(
+        &source,
+        0,
+        batch,
+        |emit| one_reader_from(input, handed_on, emit),
+        on_parsed,
+        each,
+    )
+}
+
+/// The one reader's objects of `input`, numbered from 1, after the first `skip`.
+fn one_reader_from(input: &Input, skip: usize, emit: &mut dyn FnMut((usize, Value))) -> Result<()> {
     let mut n = 0;
     input.for_each_object(&mut |v| {
         n += 1;
-        if n > handed_on {
-            each(work(n, v));
+        if n > skip {
+            emit((n, v));
         }
     })
 }
@@ -214,7 +229,7 @@ mod tests {
             "[] {\"items\":[]}",
         ] {
             let want = one_reader(input.as_bytes());
-            for workers in [1, 3] {
+            for workers in [0, 1, 3] {
                 assert_eq!(on_cores(input.as_bytes(), workers, 2), want, "{input}");
             }
         }

@@ -10,8 +10,15 @@ use std::thread;
 
 use crate::error::{Error, Result};
 
+/// A worker per core.
+pub fn cores() -> usize {
+    thread::available_parallelism().map_or(1, usize::from)
+}
+
 /// Maps every item `produce` hands over (on a thread of its own) through a worker's function on
-/// `workers` threads, and hands the results to `each` in input order.
+/// `workers` threads, and hands the results to `each` in input order. With no workers, all of
+/// it runs on the calling thread, one item after the other (the reference the benches compare
+/// with; the results are the same).
 ///
 /// `worker` is called once per worker thread and returns that thread's function, so a worker
 /// may keep state (a cache) between items. Items travel in batches of `batch`, and at most
@@ -31,7 +38,10 @@ where
     U: Send,
     F: FnMut(T) -> U,
 {
-    let workers = workers.max(1);
+    if workers == 0 {
+        let mut work = worker();
+        return produce(&mut |item| each(work(item)));
+    }
     let batch = batch.max(1);
     // Set once a worker panicked: the reader stops handing items on.
     let stop = AtomicBool::new(false);
@@ -144,7 +154,7 @@ mod tests {
 
     #[test]
     fn results_come_in_input_order_with_per_worker_state() {
-        for workers in [1, 2, 5] {
+        for workers in [0, 1, 2, 5] {
             let mut out = Vec::new();
             map_in_order(
                 "t",
