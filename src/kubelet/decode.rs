@@ -2,7 +2,8 @@
 //!
 //! A kubelet receives the pod from the API server and decodes it into the Go structs *it*
 //! vendored. The resulting value, not the JSON, is what gets hashed, so this module turns a
-//! `serde_json::Value` into a [`Val`] tree shaped by one version's [`Schema`]:
+//! parsed JSON value (read through [`Json`]) into a [`Val`] tree shaped by one version's
+//! [`Schema`]:
 //!
 //! * fields that version does not know are dropped (that is why the same pod hashes differently
 //!   across versions);
@@ -20,9 +21,8 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use serde_json::Value;
-
 use crate::error::{Error, Result};
+use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::quantity::{self, Quantity};
 use crate::kubelet::schema::{Kind, Schema, TypeId};
 
@@ -78,7 +78,7 @@ pub enum IntOrString<'a> {
 
 /// Decodes one container object for `schema`'s kubelet. `path` prefixes error messages
 /// (e.g. `default/web/containers[0]`); pass `""` for none.
-pub fn decode_container<'a>(schema: &Schema, json: &'a Value, path: &str) -> Result<Val<'a>> {
+pub fn decode_container<'a>(schema: &Schema, json: impl Json<'a>, path: &str) -> Result<Val<'a>> {
     decode_root(schema, json, path, None)
 }
 
@@ -87,16 +87,16 @@ pub fn decode_container<'a>(schema: &Schema, json: &'a Value, path: &str) -> Res
 /// ([`Schema::shape`]) takes that value, shared, instead of being decoded again.
 pub fn decode_container_sharing<'a>(
     schema: &Schema,
-    json: &'a Value,
+    json: impl Json<'a>,
     path: &str,
     shared: &mut SharedDecodes<'a>,
 ) -> Result<Val<'a>> {
     decode_root(schema, json, path, Some(shared))
 }
 
-fn decode_root<'a>(
+fn decode_root<'a, J: Json<'a>>(
     schema: &Schema,
-    json: &'a Value,
+    json: J,
     path: &str,
     shared: Option<&mut SharedDecodes<'a>>,
 ) -> Result<Val<'a>> {
@@ -131,11 +131,11 @@ const MAX_FIELDS: usize = 48;
 
 /// Where a struct's fields find their JSON values.
 #[derive(Clone, Copy)]
-enum Fields<'s, 'a> {
+enum Fields<'s, 'a, J> {
     /// Matched through the schema's key table, by flattened field index.
-    Slots(&'s [Option<(&'a String, &'a Value)>]),
+    Slots(&'s [Option<(&'a str, J)>]),
     /// Looked up in the object by each field's key.
-    Lookup(&'a serde_json::Map<String, Value>),
+    Lookup(J),
 }
 
 enum Seg<'a> {
@@ -174,42 +174,42 @@ impl<'a> Decoder<'_, 'a> {
         s
     }
 
-    fn type_error(&self, expected: &str, got: &Value) -> Error {
+    fn type_error<J: Json<'a>>(&self, expected: &str, got: J) -> Error {
         Error::Type {
             path: self.path_string(),
             expected: expected.to_string(),
-            got: describe(got),
+            got: got.view().describe(),
         }
     }
 
-    fn decode(&mut self, ty: TypeId, v: Option<&'a Value>) -> Result<Val<'a>> {
+    fn decode<J: Json<'a>>(&mut self, ty: TypeId, v: Option<J>) -> Result<Val<'a>> {
         let schema = self.schema;
         let v = match v {
-            None | Some(Value::Null) => return Ok(zero(schema, ty)),
-            Some(v) => v,
+            Some(v) if !v.is_null() => v,
+            _ => return Ok(zero(schema, ty)),
         };
         let t = schema.ty(ty);
         match &t.kind {
-            Kind::String => match v {
-                Value::String(s) => Ok(Val::Str(s)),
+            Kind::String => match v.view() {
+                JsonValue::String(s) => Ok(Val::Str(s)),
                 _ => Err(self.type_error("string", v)),
             },
-            Kind::Bool => match v {
-                Value::Bool(b) => Ok(Val::Bool(*b)),
+            Kind::Bool => match v.view() {
+                JsonValue::Bool(b) => Ok(Val::Bool(b)),
                 _ => Err(self.type_error("bool", v)),
             },
             Kind::Int32 => self.int(v, i64::from(i32::MIN), i64::from(i32::MAX), "int32"),
             Kind::Int64 => self.int(v, i64::MIN, i64::MAX, "int64"),
             Kind::Ptr(elem) => Ok(Val::Ptr(Box::new(self.decode(*elem, Some(v))?))),
             Kind::Slice(elem) => {
-                let Value::Array(items) = v else {
+                let JsonValue::Array(len, items) = v.view() else {
                     return Err(self.type_error(&format!("a list ({})", t.name), v));
                 };
-                if items.is_empty() {
+                if len == 0 {
                     return Ok(Val::Nil);
                 }
-                let mut out = Vec::with_capacity(items.len());
-                for (i, item) in items.iter().enumerate() {
+                let mut out = Vec::with_capacity(len);
+                for (i, item) in items.enumerate() {
                     self.path.push(Seg::Index(i));
                     // A JSON null inside a list is the element type's zero value, as in Go.
                     out.push(self.decode(*elem, Some(item))?);
@@ -218,29 +218,29 @@ impl<'a> Decoder<'_, 'a> {
                 Ok(Val::List(out))
             }
             Kind::Map { value } => {
-                let Value::Object(obj) = v else {
+                let JsonValue::Object(len, entries) = v.view() else {
                     return Err(self.type_error(&format!("an object ({})", t.name), v));
                 };
-                if obj.is_empty() {
+                if len == 0 {
                     return Ok(Val::Nil);
                 }
-                let mut out = Vec::with_capacity(obj.len());
-                for (k, item) in obj {
+                let mut out = Vec::with_capacity(len);
+                for (k, item) in entries {
                     self.path.push(Seg::Key(k));
-                    out.push((k.as_str(), self.decode(*value, Some(item))?));
+                    out.push((k, self.decode(*value, Some(item))?));
                     self.path.pop();
                 }
                 out.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
                 Ok(Val::Map(out))
             }
-            Kind::Struct(_) => match v {
-                Value::Object(obj) => self.decode_struct(ty, obj),
+            Kind::Struct(_) => match v.view() {
+                JsonValue::Object(_, entries) => self.decode_struct(ty, v, entries),
                 _ => Err(self.type_error(&format!("an object ({})", t.name), v)),
             },
             Kind::Quantity => self.quantity(v),
-            Kind::IntOrString => match v {
-                Value::String(s) => Ok(Val::IntOrString(IntOrString::Str(s))),
-                Value::Number(_) => match self.int(
+            Kind::IntOrString => match v.view() {
+                JsonValue::String(s) => Ok(Val::IntOrString(IntOrString::Str(s))),
+                JsonValue::Number(_) => match self.int(
                     v,
                     i64::from(i32::MIN),
                     i64::from(i32::MAX),
@@ -259,10 +259,11 @@ impl<'a> Decoder<'_, 'a> {
     /// The object's entries are matched to fields through the schema's sorted key table (a
     /// container object has a handful of the ~25 keys its struct knows), then the fields are
     /// decoded in declaration order, so an error is the first in field order, as before.
-    fn decode_struct(
+    fn decode_struct<J: Json<'a>>(
         &mut self,
         ty: TypeId,
-        obj: &'a serde_json::Map<String, Value>,
+        obj: J,
+        entries: J::Entries,
     ) -> Result<Val<'a>> {
         let Some(keys) = self
             .schema
@@ -272,8 +273,8 @@ impl<'a> Decoder<'_, 'a> {
             // No key table (two fields claim one key, or too many fields): look each field up.
             return self.build_struct(ty, Fields::Lookup(obj), &mut 0);
         };
-        let mut slots: [Option<(&'a String, &'a Value)>; MAX_FIELDS] = [None; MAX_FIELDS];
-        for (k, v) in obj {
+        let mut slots: [Option<(&'a str, J)>; MAX_FIELDS] = [None; MAX_FIELDS];
+        for (k, v) in entries {
             if let Some(i) = keys.find(k) {
                 slots[i] = Some((k, v));
             }
@@ -283,10 +284,10 @@ impl<'a> Decoder<'_, 'a> {
 
     /// The struct `ty` from its fields' JSON values; `next` is the index of its first field
     /// among the fields flattened through inline structs.
-    fn build_struct(
+    fn build_struct<J: Json<'a>>(
         &mut self,
         ty: TypeId,
-        json: Fields<'_, 'a>,
+        json: Fields<'_, 'a, J>,
         next: &mut usize,
     ) -> Result<Val<'a>> {
         let Kind::Struct(fields) = &self.schema.ty(ty).kind else {
@@ -301,7 +302,7 @@ impl<'a> Decoder<'_, 'a> {
             let item = match json {
                 Fields::Slots(slots) => slots[*next],
                 // The key is borrowed from the JSON so that the path lives as long as the value.
-                Fields::Lookup(obj) => obj.get_key_value(f.json.as_str()),
+                Fields::Lookup(obj) => obj.entry(&f.json),
             };
             *next += 1;
             match item {
@@ -318,12 +319,12 @@ impl<'a> Decoder<'_, 'a> {
 
     /// A field's value: decoded, or with sharing on, taken from an earlier decode of the same
     /// JSON object or list under a type of the same shape.
-    fn field(&mut self, ty: TypeId, item: &'a Value) -> Result<Val<'a>> {
+    fn field<J: Json<'a>>(&mut self, ty: TypeId, item: J) -> Result<Val<'a>> {
         if self.shared.is_none() || !(item.is_object() || item.is_array()) {
             return self.decode(ty, Some(item));
         }
         // The address of the JSON value names it while the container is borrowed.
-        let key = (std::ptr::from_ref(item) as usize, self.schema.shape(ty));
+        let key = (item.address(), self.schema.shape(ty));
         if let Some(v) = self.shared.as_ref().and_then(|s| s.by_value.get(&key)) {
             return Ok(Val::Shared(Rc::clone(v)));
         }
@@ -334,14 +335,14 @@ impl<'a> Decoder<'_, 'a> {
         Ok(Val::Shared(v))
     }
 
-    fn int(&self, v: &Value, min: i64, max: i64, what: &str) -> Result<Val<'a>> {
+    fn int<J: Json<'a>>(&self, v: J, min: i64, max: i64, what: &str) -> Result<Val<'a>> {
         let out_of_range = || Error::Type {
             path: self.path_string(),
             expected: format!("{what} (a whole number from {min} to {max})"),
-            got: describe(v),
+            got: v.view().describe(),
         };
-        match v {
-            Value::Number(n) => match n.as_i64() {
+        match v.view() {
+            JsonValue::Number(n) => match n.as_i64() {
                 Some(i) if (min..=max).contains(&i) => Ok(Val::Int(i)),
                 _ => Err(out_of_range()),
             },
@@ -349,14 +350,14 @@ impl<'a> Decoder<'_, 'a> {
         }
     }
 
-    fn quantity(&self, v: &'a Value) -> Result<Val<'a>> {
+    fn quantity<J: Json<'a>>(&self, v: J) -> Result<Val<'a>> {
         // Quantity.UnmarshalJSON takes the raw JSON text: a string's contents (trimmed) or a
         // bare number literal. serde keeps integers exactly but not a fraction's spelling, so a
         // fractional number is refused rather than guessed.
-        let text: std::borrow::Cow<'_, str> = match v {
-            Value::String(s) => s.as_str().into(),
-            Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string().into(),
-            Value::Number(_) => {
+        let text: std::borrow::Cow<'_, str> = match v.view() {
+            JsonValue::String(s) => s.into(),
+            JsonValue::Number(n) if n.is_i64() || n.is_u64() => n.to_string().into(),
+            JsonValue::Number(_) => {
                 return Err(self.type_error(
                     "a quantity string (write fractional quantities as strings, e.g. \"0.5\")",
                     v,
@@ -371,18 +372,6 @@ impl<'a> Decoder<'_, 'a> {
                 value: text.into_owned(),
                 reason: e.to_string(),
             })
-    }
-}
-
-/// A JSON value's type for error messages: `string`, `number 1.5`, `object`, ….
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("bool {b}"),
-        Value::Number(n) => format!("number {n}"),
-        Value::String(_) => "string".into(),
-        Value::Array(_) => "list".into(),
-        Value::Object(_) => "object".into(),
     }
 }
 
@@ -454,14 +443,13 @@ mod tests {
         for v in ["1.8", "1.15", "1.23", "1.30", "1.37"] {
             let s = schema(v);
             for c in &cases {
-                let obj = c.as_object().unwrap();
                 let mut d = Decoder {
                     schema: s,
                     path: Vec::new(),
                     prefix: "",
                     shared: None,
                 };
-                let by_lookup = d.build_struct(s.root(), Fields::Lookup(obj), &mut 0);
+                let by_lookup = d.build_struct(s.root(), Fields::Lookup(c), &mut 0);
                 let by_table = decode_container(s, c, "");
                 assert_eq!(format!("{by_lookup:?}"), format!("{by_table:?}"), "{v} {c}");
             }

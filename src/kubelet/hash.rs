@@ -20,11 +20,10 @@
 //! assert_eq!(h.hash_hex(), vec![("1.16".into(), "3c42280f".into()), ("1.31".into(), "8e45cbd0".into())]);
 //! ```
 
-use serde_json::Value;
-
 use crate::error::Result;
 use crate::kubelet::decode::{decode_container, decode_container_sharing, SharedDecodes, Val};
 use crate::kubelet::gojson;
+use crate::kubelet::json::Json;
 use crate::kubelet::schema::Schema;
 use crate::kubelet::sink::{fnv1a_batch, format_hash, Fnv32a, Sink};
 use crate::kubelet::spew::{self, ByteSlice};
@@ -84,8 +83,8 @@ fn hex(v: &[(KubeletVersion, u32)]) -> Vec<(String, String)> {
 /// texts, they are rendered into buffers first: JSON-epoch texts are the spew dump of a JSON
 /// document, so versions whose documents are equal share one text; the distinct texts are then
 /// hashed side by side in FNV lanes ([`fnv1a_batch`]).
-pub fn hash_container(
-    json: &Value,
+pub fn hash_container<'a>(
+    json: impl Json<'a>,
     versions: &[KubeletVersion],
     path: &str,
 ) -> Result<ContainerHashes> {
@@ -226,7 +225,12 @@ fn hash_in_lanes(
 }
 
 /// The exact bytes kubelet `v` feeds to FNV-1a for this container (`--explain`).
-pub fn hashed_text(json: &Value, v: KubeletVersion, a: Annotation, path: &str) -> Result<Vec<u8>> {
+pub fn hashed_text<'a>(
+    json: impl Json<'a>,
+    v: KubeletVersion,
+    a: Annotation,
+    path: &str,
+) -> Result<Vec<u8>> {
     let schema = Schema::for_version(v)?;
     let val = decode_container(schema, json, path)?;
     let mut text = Vec::new();
@@ -235,8 +239,8 @@ pub fn hashed_text(json: &Value, v: KubeletVersion, a: Annotation, path: &str) -
 }
 
 /// The JSON a JSON-epoch kubelet marshals before spew-printing it, for people reading `--explain`.
-pub fn marshalled_json(
-    json: &Value,
+pub fn marshalled_json<'a>(
+    json: impl Json<'a>,
     v: KubeletVersion,
     a: Annotation,
     path: &str,
