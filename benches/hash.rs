@@ -19,9 +19,11 @@ use criterion::{
 };
 use kubehash::kubelet::decode::decode_container;
 use kubehash::kubelet::hash::{hash_container, hashed_text, write_hashed_text, Annotation};
+use kubehash::kubelet::json::Json;
 use kubehash::kubelet::schema::Schema;
 use kubehash::kubelet::sink::{fnv1a_batch, Fnv32a};
 use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
+use kubehash::source::doc::Doc;
 use kubehash::source::frames::frame_objects;
 use kubehash::source::input::{for_each_item_in, object_items, Item};
 
@@ -162,7 +164,7 @@ fn bench_from_bytes(c: &mut Criterion) {
                 let mut acc = 0u32;
                 for_each_item_in(black_box(bytes.as_slice()), "bench", |item| {
                     if let Item::Container { json, path, .. } = item {
-                        if let Ok(h) = hash_container(&json, &versions, &path) {
+                        if let Ok(h) = hash_container(json, &versions, &path) {
                             acc ^= h.hash[0].1;
                         }
                     }
@@ -172,9 +174,10 @@ fn bench_from_bytes(c: &mut Criterion) {
             })
         });
         // What each `kubehash hash` worker does per object since files are framed: the frame
-        // parsed from a slice, then decoded and hashed (the framing itself is the reading
-        // thread's, and is counted here too, on the same thread).
-        g.bench_function("framed-parse-only", |b| {
+        // parsed from a slice into a `Doc`, then decoded and hashed (the framing itself is the
+        // reading thread's, and is counted here too, on the same thread). `framed-parse-value`
+        // is the same frames parsed into a `serde_json::Value`, as workers did before.
+        g.bench_function("framed-parse-value", |b| {
             b.iter(|| {
                 let mut n = 0usize;
                 frame_objects(black_box(bytes.as_slice()), &mut |frame| {
@@ -186,22 +189,32 @@ fn bench_from_bytes(c: &mut Criterion) {
                 n
             })
         });
+        g.bench_function("framed-parse-only", |b| {
+            b.iter(|| {
+                let mut n = 0usize;
+                frame_objects(black_box(bytes.as_slice()), &mut |frame| {
+                    let doc = Doc::parse(frame).expect("frame");
+                    n += usize::from(doc.root().is_object());
+                    true
+                })
+                .expect("frame");
+                n
+            })
+        });
         g.bench_function("framed+decode+hash", |b| {
-            let mut items = Vec::new();
             b.iter(|| {
                 let mut acc = 0u32;
                 let mut n = 0;
                 frame_objects(black_box(bytes.as_slice()), &mut |frame| {
                     n += 1;
-                    let v: Value = serde_json::from_slice(&frame).expect("frame");
-                    object_items(v, "bench", n, &mut items);
-                    for item in items.drain(..) {
+                    let doc = Doc::parse(frame).expect("frame");
+                    object_items(doc.root(), "bench", n, &mut |item| {
                         if let Item::Container { json, path, .. } = item {
-                            if let Ok(h) = hash_container(&json, &versions, &path) {
+                            if let Ok(h) = hash_container(json, &versions, &path) {
                                 acc ^= h.hash[0].1;
                             }
                         }
-                    }
+                    });
                     true
                 })
                 .expect("frame");

@@ -108,6 +108,7 @@ proptest! {
 
     #[test]
     fn random_input_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..200)) {
-        let _ = kubehash::source::input::read_items(&b[..], "fuzz");
+        let _ = kubehash::source::input::for_each_item_in(&b[..], "fuzz", |_| {});
+        let _ = kubehash::source::doc::Doc::parse(b);
     }
 }

@@ -1,9 +1,12 @@
 //! `kubehash hash` over a whole input on every core: one thread splits the input into objects,
-//! the others parse, decode and hash them, and the results come back in input order.
+//! the others parse (into a [`crate::source::doc::Doc`]), decode and hash them, and the results
+//! come back in input order.
 
 use crate::error::{Problem, Result};
 use crate::kubelet::hash::{hash_container, ContainerHashes};
+use crate::kubelet::json::Json;
 use crate::kubelet::version::KubeletVersion;
+use crate::source::doc::Object;
 use crate::source::input::{no_input, object_items, Item};
 use crate::source::parallel::{for_each_object_on_cores, Input};
 
@@ -30,13 +33,17 @@ pub fn for_each_hashed(
         BATCH,
         || {
             let source = &source;
-            let mut items = Vec::new();
-            move |n, value| {
-                object_items(value, source, n, &mut items);
-                items
-                    .drain(..)
-                    .map(|i| hash_item(i, versions))
-                    .collect::<Vec<_>>()
+            move |n, object: Object| {
+                let mut hashed = Vec::new();
+                match &object {
+                    Object::Doc(doc) => object_items(doc.root(), source, n, &mut |i| {
+                        hashed.push(hash_item(i, versions))
+                    }),
+                    Object::Value(value) => object_items(value, source, n, &mut |i| {
+                        hashed.push(hash_item(i, versions))
+                    }),
+                }
+                hashed
             }
         },
         |hashed| {
@@ -51,11 +58,11 @@ pub fn for_each_hashed(
 }
 
 /// The hashes of one item, or its problem.
-pub fn hash_item(item: Item, versions: &[KubeletVersion]) -> Hashed {
+pub fn hash_item<'a>(item: Item<impl Json<'a>>, versions: &[KubeletVersion]) -> Hashed {
     match item {
         Item::Container { id, path, json } => (
             id,
-            hash_container(&json, versions, &path).map_err(Problem::from),
+            hash_container(json, versions, &path).map_err(Problem::from),
         ),
         Item::Invalid { id, error } => (id, Err(error)),
     }

@@ -360,7 +360,7 @@ pub fn scan_input(
     scan_with(setup, progress, source_name, |judge, workers, take| {
         let worker = || {
             let mut assess = judge.worker();
-            move |_, object| assess(object)
+            move |_, object: Value| assess(object)
         };
         for_each_object_on_cores(input, workers, BATCH, worker, take)
     })

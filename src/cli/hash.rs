@@ -4,6 +4,7 @@ use std::io::{Seek, Write};
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
+use serde_json::Value;
 
 use crate::analysis::hashing::for_each_hashed;
 use crate::cli::args::HashArgs;
@@ -14,7 +15,7 @@ use crate::error::Problem;
 use crate::kubelet::hash::{hashed_text, marshalled_json, Annotation};
 use crate::kubelet::sink::{format_hash, Fnv32a};
 use crate::kubelet::version::{parse_version_set, KubeletVersion};
-use crate::source::input::{for_each_item, Item};
+use crate::source::input::{no_input, object_items, Item};
 use crate::source::parallel::Input;
 use crate::source::pool::cores;
 
@@ -23,8 +24,17 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
     let explain = optional_version("--explain", args.explain.as_deref())?;
     let input = args.input.unwrap_or_else(|| PathBuf::from("-"));
     if let Some(v) = explain {
+        // The whole input is read before anything is printed.
+        let input = Input::Path(&input);
+        let mut objects = Vec::new();
+        input.for_each_object(&mut |o| objects.push(o))?;
+        if objects.is_empty() {
+            return Err(no_input(&input.name()).into());
+        }
         let mut items = Vec::new();
-        for_each_item(&input, |i| items.push(i))?;
+        for (n, object) in objects.iter().enumerate() {
+            object_items(object, &input.name(), n + 1, &mut |i| items.push(i));
+        }
         return explain_items(&items, v, &mut stdout());
     }
 
@@ -76,7 +86,11 @@ const SHOWN: usize = 10;
 
 /// `--explain`: the exact text kubelet `v` feeds to FNV-1a, with the hash and (1.16 – 1.30) the
 /// `json.Marshal` output it was made from.
-fn explain_items(items: &[Item], v: KubeletVersion, out: &mut impl Write) -> Result<ExitStatus> {
+fn explain_items(
+    items: &[Item<&Value>],
+    v: KubeletVersion,
+    out: &mut impl Write,
+) -> Result<ExitStatus> {
     let mut annotations = vec![(Annotation::Hash, "io.kubernetes.container.hash")];
     if v.has_hash_without_resources() {
         annotations.push((
@@ -95,7 +109,7 @@ fn explain_items(items: &[Item], v: KubeletVersion, out: &mut impl Write) -> Res
             }
         };
         for (a, key) in &annotations {
-            let text = match hashed_text(json, v, *a, path) {
+            let text = match hashed_text(*json, v, *a, path) {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("kubehash: {e}");
@@ -108,7 +122,7 @@ fn explain_items(items: &[Item], v: KubeletVersion, out: &mut impl Write) -> Res
                 version: v,
                 annotation: key,
                 hash: format_hash(Fnv32a::hash(&text)),
-                marshalled: marshalled_json(json, v, *a, path)?,
+                marshalled: marshalled_json(*json, v, *a, path)?,
                 text,
             };
             write_explained(&explained, out)?;

@@ -20,18 +20,21 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
-use crate::source::pods::{take_container_slots, ContainerSlot};
+use crate::kubelet::json::{to_value, Json, JsonValue};
+use crate::source::pods::{container_slots, ContainerSlot};
 use crate::source::reader::{for_each_object_in_path, for_each_object_in_stream};
 
-/// One thing to hash, or the reason a part of the input could not become one.
+/// One thing to hash, or the reason a part of the input could not become one. `J` is the
+/// container's JSON, a view of the object it came from (`&Value`, or a [`crate::source::doc`]
+/// node).
 #[derive(Debug)]
-pub enum Item {
+pub enum Item<J> {
     Container {
         /// `namespace/pod/container`, the record's `id`, or the container's name.
         id: String,
         /// Prefix for decode errors, e.g. `default/web: spec.containers[1]`.
         path: String,
-        json: Value,
+        json: J,
     },
     Invalid {
         id: String,
@@ -42,7 +45,7 @@ pub enum Item {
 /// Every item in `path`: a file, a directory of them, or `-` for stdin, read by the one reader
 /// ([`crate::source::reader`]), one object at a time: the items of a PodList are parsed and
 /// handed over one at a time.
-pub fn for_each_item(path: &Path, each: impl FnMut(Item)) -> Result<()> {
+pub fn for_each_item(path: &Path, each: impl FnMut(Item<&Value>)) -> Result<()> {
     let source = if path.as_os_str() == "-" {
         "stdin".to_string()
     } else {
@@ -52,32 +55,25 @@ pub fn for_each_item(path: &Path, each: impl FnMut(Item)) -> Result<()> {
 }
 
 /// [`for_each_item`] over a stream (JSON, or YAML if its first byte says so).
-pub fn for_each_item_in(reader: impl Read, source: &str, each: impl FnMut(Item)) -> Result<()> {
+pub fn for_each_item_in(
+    reader: impl Read,
+    source: &str,
+    each: impl FnMut(Item<&Value>),
+) -> Result<()> {
     items(source, each, |f| {
         for_each_object_in_stream(reader, source, None, f)
     })
 }
 
-/// Every item of a stream, collected.
-pub fn read_items(reader: impl Read, source: &str) -> Result<Vec<Item>> {
-    let mut items = Vec::new();
-    for_each_item_in(reader, source, |i| items.push(i))?;
-    Ok(items)
-}
-
 fn items(
     source: &str,
-    mut each: impl FnMut(Item),
+    mut each: impl FnMut(Item<&Value>),
     read: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()>,
 ) -> Result<()> {
     let mut n = 0usize;
-    let mut buf = Vec::new();
     read(&mut |value| {
         n += 1;
-        object_items(value, source, n, &mut buf);
-        for item in buf.drain(..) {
-            each(item);
-        }
+        object_items(&value, source, n, &mut each);
     })?;
     if n == 0 {
         return Err(no_input(source));
@@ -85,10 +81,15 @@ fn items(
     Ok(())
 }
 
-/// The items of the `n`th object (from 1) of `source`, appended to `items`.
-pub fn object_items(value: Value, source: &str, n: usize, items: &mut Vec<Item>) {
+/// Calls `each` with the items of the `n`th object (from 1) of `source`, in input order.
+pub fn object_items<'a, J: Json<'a>>(
+    value: J,
+    source: &str,
+    n: usize,
+    each: &mut impl FnMut(Item<J>),
+) {
     let here = format!("{source}: object {n}");
-    collect(value, &here, n, items);
+    collect(value, &here, n, each);
 }
 
 /// The error for an input without a single object.
@@ -99,107 +100,90 @@ pub fn no_input(source: &str) -> Error {
     }
 }
 
-fn collect(mut value: Value, here: &str, n: usize, items: &mut Vec<Item>) {
-    match &mut value {
-        Value::Array(values) => {
-            for v in std::mem::take(values) {
-                collect(v, here, n, items);
+fn collect<'a, J: Json<'a>>(value: J, here: &str, n: usize, each: &mut impl FnMut(Item<J>)) {
+    let invalid = |reason: String| Item::Invalid {
+        id: here.to_string(),
+        error: Problem(format!("{here}: {reason}")),
+    };
+    match value.view() {
+        JsonValue::Array(_, values) => {
+            for v in values {
+                collect(v, here, n, each);
             }
         }
-        Value::Object(obj) => {
-            let kind = obj
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let kind = kind.as_str();
-            if obj.get("container").is_some_and(Value::is_object) {
+        JsonValue::Object(..) => {
+            let kind = value.field("kind").and_then(J::as_str).unwrap_or("");
+            if let Some(container) = value.field("container").filter(|c| c.is_object()) {
                 // A golden-vector record; its own "kind" (synthetic, …) is not a Kubernetes kind.
-                let container = obj
-                    .get_mut("container")
-                    .map(Value::take)
-                    .unwrap_or_default();
-                let id = match obj.get("id") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(other) => other.to_string(),
+                let id = match value.field("id").map(J::view) {
+                    Some(JsonValue::String(s)) => s.to_string(),
+                    Some(_) => value
+                        .field("id")
+                        .map(to_value)
+                        .unwrap_or_default()
+                        .to_string(),
                     None => format!("#{n}"),
                 };
-                items.push(Item::Container {
+                each(Item::Container {
                     path: id.clone(),
                     id,
                     json: container,
                 });
             } else if kind == "PodList"
                 || kind == "List"
-                || (kind.is_empty() && obj.contains_key("items"))
+                || (kind.is_empty() && value.field("items").is_some())
             {
-                match obj.get_mut("items").map(Value::take) {
-                    Some(Value::Array(pods)) => {
+                match value.field("items").map(J::view) {
+                    Some(JsonValue::Array(_, pods)) => {
                         for pod in pods {
-                            collect(pod, here, n, items);
+                            collect(pod, here, n, each);
                         }
                     }
-                    Some(Value::Null) | None => {}
-                    Some(_) => items.push(Item::Invalid {
-                        id: here.to_string(),
-                        error: Problem(format!("{here}: {kind} items is not a list")),
-                    }),
+                    Some(JsonValue::Null) | None => {}
+                    Some(_) => each(invalid(format!("{kind} items is not a list"))),
                 }
-            } else if kind == "Pod" || (kind.is_empty() && obj.contains_key("spec")) {
-                pod_containers(value, here, items);
+            } else if kind == "Pod" || (kind.is_empty() && value.field("spec").is_some()) {
+                pod_containers(value, here, each);
             } else if !kind.is_empty() {
-                items.push(Item::Invalid {
-                    id: here.to_string(),
-                    error: Problem(format!(
-                        "{here}: a {kind} is not a Pod, PodList or container"
-                    )),
-                });
-            } else if obj.get("name").is_some_and(Value::is_string) {
-                let id = obj
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                items.push(Item::Container {
-                    path: id.clone(),
-                    id,
+                each(invalid(format!(
+                    "a {kind} is not a Pod, PodList or container"
+                )));
+            } else if let Some(id) = value.field("name").and_then(J::as_str) {
+                each(Item::Container {
+                    path: id.to_string(),
+                    id: id.to_string(),
                     json: value,
                 });
             } else {
-                items.push(Item::Invalid {
-                    id: here.to_string(),
-                    error: Problem(format!(
-                        "{here}: not a Pod, PodList, container (no \"name\") or {{\"id\",\"container\"}} record"
-                    )),
-                });
+                each(invalid(
+                    "not a Pod, PodList, container (no \"name\") or {\"id\",\"container\"} record"
+                        .to_string(),
+                ));
             }
         }
-        other => items.push(Item::Invalid {
-            id: here.to_string(),
-            error: Problem(format!(
-                "{here}: expected a JSON object, got {}",
-                short(other)
-            )),
-        }),
+        other => each(invalid(format!(
+            "expected a JSON object, got {}",
+            short(&other)
+        ))),
     }
 }
 
 /// The containers of one pod object, in the order the kubelet starts them.
-fn pod_containers(mut pod: Value, here: &str, items: &mut Vec<Item>) {
+fn pod_containers<'a, J: Json<'a>>(pod: J, here: &str, each: &mut impl FnMut(Item<J>)) {
     let meta = |k: &str| {
-        pod.pointer(&format!("/metadata/{k}"))
-            .and_then(Value::as_str)
+        pod.field("metadata")
+            .and_then(|m| m.field(k))
+            .and_then(J::as_str)
             .unwrap_or("")
-            .to_string()
     };
     let (ns, name) = (meta("namespace"), meta("name"));
     let pod_id = match (ns.is_empty(), name.is_empty()) {
         (_, true) => here.to_string(),
-        (true, false) => name,
+        (true, false) => name.to_string(),
         (false, false) => format!("{ns}/{name}"),
     };
     let mut found = 0;
-    for slot in take_container_slots(&mut pod) {
+    for slot in container_slots(pod) {
         match slot {
             ContainerSlot::Container {
                 list,
@@ -208,43 +192,43 @@ fn pod_containers(mut pod: Value, here: &str, items: &mut Vec<Item>) {
             } => {
                 found += 1;
                 let path = format!("{pod_id}: spec.{list}[{i}]");
-                match c.get("name").and_then(Value::as_str).map(str::to_string) {
-                    Some(cname) if c.is_object() => items.push(Item::Container {
+                match c.field("name").and_then(J::as_str) {
+                    Some(cname) if c.is_object() => each(Item::Container {
                         id: format!("{pod_id}/{cname}"),
                         path,
                         json: c,
                     }),
-                    _ => items.push(Item::Invalid {
+                    _ => each(Item::Invalid {
                         id: format!("{pod_id}/{list}[{i}]"),
                         error: Problem(format!("{path}: a container needs a string \"name\"")),
                     }),
                 }
             }
-            ContainerSlot::NotAList { list, got } => items.push(Item::Invalid {
+            ContainerSlot::NotAList { list, got } => each(Item::Invalid {
                 id: pod_id.clone(),
                 error: Problem(format!(
                     "{pod_id}: spec.{list} must be a list, got {}",
-                    short(&got)
+                    short(&got.view())
                 )),
             }),
         }
     }
     if found == 0 {
-        items.push(Item::Invalid {
+        each(Item::Invalid {
             id: pod_id.clone(),
             error: Problem(format!("{pod_id}: pod has no containers")),
         });
     }
 }
 
-fn short(v: &Value) -> &'static str {
+fn short<'a, J: Json<'a>>(v: &JsonValue<'a, J>) -> &'static str {
     match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a bool",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
+        JsonValue::Null => "null",
+        JsonValue::Bool(_) => "a bool",
+        JsonValue::Number(_) => "a number",
+        JsonValue::String(_) => "a string",
+        JsonValue::Array(..) => "a list",
+        JsonValue::Object(..) => "an object",
     }
 }
 
@@ -253,14 +237,15 @@ mod tests {
     use super::*;
 
     fn ids(input: &str) -> Vec<String> {
-        read_items(input.as_bytes(), "t")
-            .unwrap()
-            .into_iter()
-            .map(|i| match i {
+        let mut ids = Vec::new();
+        for_each_item_in(input.as_bytes(), "t", |i| {
+            ids.push(match i {
                 Item::Container { id, .. } => id,
                 Item::Invalid { error, .. } => format!("ERR {error}"),
             })
-            .collect()
+        })
+        .unwrap();
+        ids
     }
 
     #[test]
@@ -293,7 +278,7 @@ mod tests {
 
     #[test]
     fn broken_json_is_an_error_with_a_position() {
-        let err = read_items(&b"{\"name\":\"a\"}\n{\"name\":"[..], "in.jsonl")
+        let err = for_each_item_in(&b"{\"name\":\"a\"}\n{\"name\":"[..], "in.jsonl", |_| {})
             .unwrap_err()
             .to_string();
         assert!(
@@ -301,6 +286,6 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("line 2"), "{err}");
-        assert!(read_items(&b"  "[..], "x").is_err());
+        assert!(for_each_item_in(&b"  "[..], "x", |_| {}).is_err());
     }
 }

@@ -5,6 +5,7 @@ pub mod goread; // raw JSON bytes as Go's decoder reads them (invalid UTF-8, lon
 pub mod reader; // the one JSON/YAML stream reader every command uses
 pub mod bytescan; // the next quote, escape or non-ASCII byte, eight bytes at a time
 pub mod frames; // where each object of a JSON input begins and ends, for parsing on several threads
+pub mod doc; // one JSON value on a flat tape, read as a Value is: what `hash` parses frames into
 pub mod pool; // reading on one thread, per-object work on every core, results in input order
 pub mod parallel; // every object of an input parsed and worked on on every core, in input order
 pub mod input; // what `hash` hashes: containers, pods, lists, golden records

@@ -73,11 +73,31 @@ impl Input<'_> {
     }
 }
 
+/// How a worker has each object: parsed from its frame on the worker, or as the one reader
+/// parsed it.
+pub trait Parse: Sized {
+    /// The value in `frame`, or `None` where `serde_json::from_slice::<Value>` fails on it (the
+    /// one reader then reads the input from there and names the error).
+    fn frame(frame: Vec<u8>) -> Option<Self>;
+    /// A value the one reader parsed.
+    fn value(value: Value) -> Self;
+}
+
+impl Parse for Value {
+    fn frame(frame: Vec<u8>) -> Option<Value> {
+        serde_json::from_slice(&frame).ok()
+    }
+
+    fn value(value: Value) -> Value {
+        value
+    }
+}
+
 /// Calls `each`, in input order, with what a worker's function made of each object of `input`
 /// (numbered from 1). `worker` is called once per worker thread (and once more if the one
 /// reader has to finish the input); see [`map_in_order`] for the threads and the memory bound.
 /// With no workers, the one reader parses and the work runs on the calling thread.
-pub fn for_each_object_on_cores<U, F>(
+pub fn for_each_object_on_cores<P, U, F>(
     input: &Input,
     workers: usize,
     batch: usize,
@@ -85,14 +105,15 @@ pub fn for_each_object_on_cores<U, F>(
     mut each: impl FnMut(U),
 ) -> Result<()>
 where
+    P: Parse,
     U: Send,
-    F: FnMut(usize, Value) -> U,
+    F: FnMut(usize, P) -> U,
 {
     let source = input.name();
     // The worker's function over objects the one reader parsed.
     let on_parsed = || {
         let mut work = worker();
-        move |(n, v): (usize, Value)| work(n, v)
+        move |(n, v): (usize, Value)| work(n, P::value(v))
     };
     // With no workers (everything on this thread), or an input that cannot be framed, the one
     // reader parses.
@@ -135,10 +156,7 @@ where
         },
         || {
             let mut work = worker();
-            move |(n, frame): (usize, Vec<u8>)| {
-                let v = serde_json::from_slice::<Value>(&frame).ok()?;
-                Some(work(n, v))
-            }
+            move |(n, frame): (usize, Vec<u8>)| Some(work(n, P::frame(frame)?))
         },
         |done: Option<U>| match done {
             Some(u) if !broken.load(Ordering::Relaxed) => {
@@ -202,7 +220,7 @@ mod tests {
             &input,
             workers,
             batch,
-            || |n, v| (n, v),
+            || |n, v: Value| (n, v),
             |(n, v)| {
                 assert_eq!(n, seen.len() + 1, "numbered in input order");
                 seen.push(v);
@@ -301,7 +319,7 @@ mod tests {
             let input = Input::Path(p);
             assert_eq!(input.json_bytes().is_some(), p == &json);
             let mut seen = Vec::new();
-            for_each_object_on_cores(&input, 2, 1, || |_, v| v, |v| seen.push(v)).unwrap();
+            for_each_object_on_cores(&input, 2, 1, || |_, v: Value| v, |v| seen.push(v)).unwrap();
             assert_eq!(
                 seen,
                 [serde_json::json!({"a":1}), serde_json::json!({"a":2})]

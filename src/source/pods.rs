@@ -14,6 +14,7 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::error::Problem;
+use crate::kubelet::json::{Json, JsonValue};
 
 /// What kind of container slot in the pod.
 #[derive(
@@ -138,23 +139,25 @@ pub fn workload_of(pod: &Value) -> Workload {
     }
 }
 
-/// What a pod's container lists hold, in the order the kubelet starts containers.
-pub enum ContainerSlot {
+/// What a pod's container lists hold, in the order the kubelet starts containers; `J` is a
+/// container's JSON: owned ([`take_container_slots`]) or a view ([`container_slots`]).
+pub enum ContainerSlot<J> {
     Container {
         /// `initContainers`, `containers` or `ephemeralContainers`.
         list: &'static str,
         index: usize,
-        json: Value,
+        json: J,
     },
     /// The list is there but is not a JSON list.
-    NotAList { list: &'static str, got: Value },
+    NotAList { list: &'static str, got: J },
 }
 
 /// The pod's container lists, in start order.
 pub const CONTAINER_LISTS: [&str; 3] = ["initContainers", "containers", "ephemeralContainers"];
 
 /// Takes every container out of a pod object (init, regular, ephemeral), leaving the lists null.
-pub fn take_container_slots(pod: &mut Value) -> Vec<ContainerSlot> {
+/// [`container_slots`] is the same over a view.
+pub fn take_container_slots(pod: &mut Value) -> Vec<ContainerSlot<Value>> {
     let mut out = Vec::new();
     for list in CONTAINER_LISTS {
         match pod.pointer_mut(&format!("/spec/{list}")).map(Value::take) {
@@ -170,9 +173,27 @@ pub fn take_container_slots(pod: &mut Value) -> Vec<ContainerSlot> {
     out
 }
 
-/// Splits a pod object into its containers (init, sidecar, regular, ephemeral), taking the
-/// container values out of it. An object that is not a pod, or a pod without containers, is an
-/// error naming it.
+/// Every container of a pod object (init, regular, ephemeral), read through a view.
+/// [`take_container_slots`] is the same, taking them out of a `Value`.
+pub fn container_slots<'a, J: Json<'a>>(pod: J) -> Vec<ContainerSlot<J>> {
+    let mut out = Vec::new();
+    let spec = pod.field("spec");
+    for list in CONTAINER_LISTS {
+        let Some(got) = spec.and_then(|s| s.field(list)) else {
+            continue;
+        };
+        match got.view() {
+            JsonValue::Null => {}
+            JsonValue::Array(_, cs) => out.extend(
+                cs.enumerate()
+                    .map(|(index, json)| ContainerSlot::Container { list, index, json }),
+            ),
+            _ => out.push(ContainerSlot::NotAList { list, got }),
+        }
+    }
+    out
+}
+
 /// What a pod's status says about which of its containers run. The kubelet compares hashes only
 /// for running regular containers (`computePodActions`) and running sidecars
 /// (`computeInitContainerActions`); it never restarts regular init containers or ephemeral
@@ -249,6 +270,9 @@ impl ContainerStates {
     }
 }
 
+/// Splits a pod object into its containers (init, sidecar, regular, ephemeral), taking the
+/// container values out of it. An object that is not a pod, or a pod without containers, is an
+/// error naming it.
 pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, Problem> {
     let kind = pod.get("kind").and_then(Value::as_str).unwrap_or("Pod");
     if kind != "Pod" {
