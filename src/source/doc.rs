@@ -2,23 +2,21 @@
 //!
 //! A `serde_json::Value` costs an allocation and a hash-map insert per object, and serde_json
 //! checks each string's UTF-8 on its own, which made parsing most of the time `hash` spent per
-//! container. A [`Doc`] keeps the frame's bytes and one vector of nodes for the whole value: a
-//! string is a span of the bytes (or of a side buffer when it had escapes), and the members of a
-//! list or object sit next to each other on the tape. It is read through [`Json`], as a `Value`
-//! is.
+//! container. A [`Doc`] keeps the frame's bytes and one vector of nodes for the whole value, in
+//! document order, each written once: a string is a span of the bytes (or of a side buffer when
+//! it had escapes), a list or object knows how many members it has and where its last one ends.
+//! It is read through [`Json`], as a `Value` is.
 //!
 //! [`Doc::parse`] accepts a part of JSON and refuses the rest; [`Object::frame`] hands what it
 //! refuses to serde_json, so a frame always ends up exactly as `serde_json::from_slice::<Value>`
 //! has it. What it accepts, it reads as a `Value` holds it (tested against `Value` on random
-//! JSON below):
-//! * an object keeps each key once, at its first position, with its last value (the
-//!   `preserve_order` map);
-//! * integers are kept when serde_json keeps them as integers: from 0 to `u64::MAX`, and
-//!   negative ones down to `i64::MIN`; a fraction, an exponent, `-0` or a larger integer is
-//!   refused (serde_json makes those `f64`);
-//! * string escapes are decoded, a `\u` surrogate only as a whole pair; a lone surrogate,
-//!   a control byte, a bad escape, or nesting deeper than [`MAX_DEPTH`] is refused;
-//! * the whole frame must be UTF-8, checked once.
+//! JSON below). It refuses:
+//! * an object with a repeated key (serde_json's `preserve_order` map keeps the first position
+//!   and the last value);
+//! * a fraction, an exponent, `-0`, or an integer above `u64::MAX` or below `i64::MIN`
+//!   (serde_json makes those `f64`);
+//! * a lone `\u` surrogate, a control byte in a string, a bad escape, nesting deeper than
+//!   [`MAX_DEPTH`], a frame that is not UTF-8, and anything that is not JSON.
 
 use serde_json::{Number, Value};
 
@@ -56,11 +54,10 @@ pub struct Doc {
     text: String,
     /// Strings that had escapes, unescaped.
     unescaped: String,
-    /// Every value but the root; the members of one list or object are consecutive.
+    /// Every value in document order, the whole value first.
     nodes: Vec<Node>,
     /// `keys[i]` is the key of `nodes[i]` when that is an object member.
     keys: Vec<Span>,
-    root: Node,
 }
 
 #[derive(Debug, Clone)]
@@ -69,14 +66,14 @@ enum Node {
     Bool(bool),
     Number(Number),
     String(Span),
-    /// Members at `nodes[start..start + len]`.
+    /// `len` members from the next node on; `end` is the index after the last one's nodes.
     Array {
-        start: u32,
         len: u32,
+        end: u32,
     },
     Object {
-        start: u32,
         len: u32,
+        end: u32,
     },
 }
 
@@ -112,15 +109,14 @@ impl Doc {
             // About one value per 12 bytes of a pod's JSON.
             nodes: Vec::with_capacity(text.len() / 12),
             keys: Vec::with_capacity(text.len() / 12),
-            members: Vec::new(),
-            member_keys: Vec::new(),
+            open_keys: Vec::new(),
         };
         p.skip_space();
-        let root = p.value(0);
+        let parsed = p.value(0, Span::EMPTY);
         p.skip_space();
-        let Some(root) = root.filter(|_| p.at == p.bytes.len()) else {
+        if parsed.is_none() || p.at != p.bytes.len() {
             return Err(text.into_bytes());
-        };
+        }
         let Parser {
             unescaped,
             nodes,
@@ -132,16 +128,12 @@ impl Doc {
             unescaped,
             nodes,
             keys,
-            root,
         })
     }
 
     /// The value, to read.
     pub fn root(&self) -> DocRef<'_> {
-        DocRef {
-            doc: self,
-            node: &self.root,
-        }
+        DocRef { doc: self, at: 0 }
     }
 
     fn str(&self, s: Span) -> &str {
@@ -151,8 +143,16 @@ impl Doc {
             &self.text
         };
         let (start, end) = (s.start as usize, s.start as usize + s.len as usize);
-        // Spans are made from the `&str`s serde_json handed over, so they are on boundaries.
+        // Spans are made at ASCII quotes and backslashes of UTF-8 text, so on boundaries.
         from.get(start..end).unwrap_or_default()
+    }
+
+    /// The index after node `at` and its members.
+    fn after(&self, at: u32) -> u32 {
+        match self.nodes.get(at as usize) {
+            Some(Node::Array { end, .. } | Node::Object { end, .. }) => *end,
+            _ => at + 1,
+        }
     }
 }
 
@@ -160,88 +160,70 @@ impl Doc {
 #[derive(Debug, Clone, Copy)]
 pub struct DocRef<'a> {
     doc: &'a Doc,
-    node: &'a Node,
+    at: u32,
 }
 
-/// The members of a list.
-pub struct DocItems<'a> {
+/// The members of a list or object, in order.
+pub struct Members<'a> {
     doc: &'a Doc,
-    nodes: std::slice::Iter<'a, Node>,
+    next: u32,
+    left: u32,
 }
 
-impl<'a> Iterator for DocItems<'a> {
+impl<'a> Iterator for Members<'a> {
     type Item = DocRef<'a>;
 
     fn next(&mut self) -> Option<DocRef<'a>> {
-        let doc = self.doc;
-        self.nodes.next().map(|node| DocRef { doc, node })
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let at = self.next;
+        self.next = self.doc.after(at);
+        Some(DocRef { doc: self.doc, at })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.nodes.size_hint()
+        (self.left as usize, Some(self.left as usize))
     }
 }
 
 /// The members of an object, with their keys.
-pub struct DocEntries<'a> {
-    doc: &'a Doc,
-    members: std::iter::Zip<std::slice::Iter<'a, Span>, std::slice::Iter<'a, Node>>,
-}
+pub struct Entries<'a>(Members<'a>);
 
-impl<'a> Iterator for DocEntries<'a> {
+impl<'a> Iterator for Entries<'a> {
     type Item = (&'a str, DocRef<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let doc = self.doc;
-        self.members
-            .next()
-            .map(|(k, node)| (doc.str(*k), DocRef { doc, node }))
+        let member = self.0.next()?;
+        let key = member.doc.keys.get(member.at as usize).copied();
+        Some((member.doc.str(key.unwrap_or(Span::EMPTY)), member))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.members.size_hint()
-    }
-}
-
-impl<'a> DocRef<'a> {
-    fn members(self, start: u32, len: u32) -> (&'a [Span], &'a [Node]) {
-        let range = start as usize..start as usize + len as usize;
-        (
-            self.doc.keys.get(range.clone()).unwrap_or_default(),
-            self.doc.nodes.get(range).unwrap_or_default(),
-        )
+        self.0.size_hint()
     }
 }
 
 impl<'a> Json<'a> for DocRef<'a> {
-    type Items = DocItems<'a>;
-    type Entries = DocEntries<'a>;
+    type Items = Members<'a>;
+    type Entries = Entries<'a>;
 
     fn view(self) -> JsonValue<'a, Self> {
-        match self.node {
-            Node::Null => JsonValue::Null,
-            Node::Bool(b) => JsonValue::Bool(*b),
-            Node::Number(n) => JsonValue::Number(n),
-            Node::String(s) => JsonValue::String(self.doc.str(*s)),
-            &Node::Array { start, len } => {
-                let (_, nodes) = self.members(start, len);
-                JsonValue::Array(
-                    nodes.len(),
-                    DocItems {
-                        doc: self.doc,
-                        nodes: nodes.iter(),
-                    },
-                )
-            }
-            &Node::Object { start, len } => {
-                let (keys, nodes) = self.members(start, len);
-                JsonValue::Object(
-                    nodes.len(),
-                    DocEntries {
-                        doc: self.doc,
-                        members: keys.iter().zip(nodes),
-                    },
-                )
+        let doc = self.doc;
+        let members = |len: u32| Members {
+            doc,
+            next: self.at + 1,
+            left: len,
+        };
+        match doc.nodes.get(self.at as usize) {
+            None | Some(Node::Null) => JsonValue::Null,
+            Some(Node::Bool(b)) => JsonValue::Bool(*b),
+            Some(Node::Number(n)) => JsonValue::Number(n),
+            Some(Node::String(s)) => JsonValue::String(doc.str(*s)),
+            Some(&Node::Array { len, .. }) => JsonValue::Array(len as usize, members(len)),
+            Some(&Node::Object { len, .. }) => {
+                JsonValue::Object(len as usize, Entries(members(len)))
             }
         }
     }
@@ -254,7 +236,7 @@ impl<'a> Json<'a> for DocRef<'a> {
     }
 
     fn address(self) -> usize {
-        std::ptr::from_ref(self.node) as usize
+        self.doc.nodes.as_ptr().wrapping_add(self.at as usize) as usize
     }
 }
 
@@ -276,17 +258,16 @@ fn filter_bit(key: &[u8]) -> usize {
 /// to it).
 pub const MAX_DEPTH: usize = 100;
 
-/// Reads one frame onto a tape. The members of the list or object being read wait on `members`
-/// (their keys on `member_keys`) and move to the tape together when it ends, so that they are
-/// consecutive there. Every method returns `None` for what it refuses.
+/// Reads one frame onto a tape, each node pushed once, in document order. The keys of the
+/// objects being read wait on `open_keys`, to find a repeated one. Every method returns `None`
+/// for what it refuses.
 struct Parser<'f> {
     bytes: &'f [u8],
     at: usize,
     unescaped: String,
     nodes: Vec<Node>,
     keys: Vec<Span>,
-    members: Vec<Node>,
-    member_keys: Vec<Span>,
+    open_keys: Vec<Span>,
 }
 
 impl Parser<'_> {
@@ -306,17 +287,25 @@ impl Parser<'_> {
         (self.bytes.get(self.at..end)? == word).then(|| self.at = end)
     }
 
-    fn value(&mut self, depth: usize) -> Option<Node> {
-        match self.peek()? {
-            b'{' if depth < MAX_DEPTH => self.object(depth + 1),
-            b'[' if depth < MAX_DEPTH => self.array(depth + 1),
-            b'"' => self.string().map(Node::String),
-            b't' => self.expect(b"true").map(|()| Node::Bool(true)),
-            b'f' => self.expect(b"false").map(|()| Node::Bool(false)),
-            b'n' => self.expect(b"null").map(|()| Node::Null),
-            b'-' | b'0'..=b'9' => self.number(),
-            _ => None,
-        }
+    fn push(&mut self, node: Node, key: Span) {
+        self.nodes.push(node);
+        self.keys.push(key);
+    }
+
+    /// One value, with its key when it is an object member.
+    fn value(&mut self, depth: usize, key: Span) -> Option<()> {
+        let node = match self.peek()? {
+            b'{' if depth < MAX_DEPTH => return self.object(depth + 1, key),
+            b'[' if depth < MAX_DEPTH => return self.array(depth + 1, key),
+            b'"' => Node::String(self.string()?),
+            b't' => self.expect(b"true").map(|()| Node::Bool(true))?,
+            b'f' => self.expect(b"false").map(|()| Node::Bool(false))?,
+            b'n' => self.expect(b"null").map(|()| Node::Null)?,
+            b'-' | b'0'..=b'9' => self.number()?,
+            _ => return None,
+        };
+        self.push(node, key);
+        Some(())
     }
 
     /// An integer as serde_json keeps it: `u64` when not negative, `i64` when negative.
@@ -431,17 +420,30 @@ impl Parser<'_> {
         Some(n)
     }
 
-    fn array(&mut self, depth: usize) -> Option<Node> {
+    /// Where the list or object opened at `me` ends, once its `len` members are read.
+    fn close(&mut self, me: usize, len: u32) -> Option<()> {
+        let end = u32::try_from(self.nodes.len()).ok()?;
+        match &mut self.nodes[me] {
+            Node::Array { len: l, end: e } | Node::Object { len: l, end: e } => {
+                (*l, *e) = (len, end);
+            }
+            _ => {}
+        }
+        Some(())
+    }
+
+    fn array(&mut self, depth: usize, key: Span) -> Option<()> {
         self.at += 1;
-        let from = self.members.len();
+        let me = self.nodes.len();
+        self.push(Node::Array { len: 0, end: 0 }, key);
+        let mut len = 0u32;
         self.skip_space();
         if self.peek()? == b']' {
             self.at += 1;
         } else {
             loop {
-                let node = self.value(depth)?;
-                self.members.push(node);
-                self.member_keys.push(Span::EMPTY);
+                self.value(depth, Span::EMPTY)?;
+                len += 1;
                 self.skip_space();
                 match self.peek()? {
                     b',' => {
@@ -456,15 +458,17 @@ impl Parser<'_> {
                 }
             }
         }
-        let (start, len) = self.close(from);
-        Some(Node::Array { start, len })
+        self.close(me, len)
     }
 
-    fn object(&mut self, depth: usize) -> Option<Node> {
+    fn object(&mut self, depth: usize, key: Span) -> Option<()> {
         self.at += 1;
-        let from = self.members.len();
+        let me = self.nodes.len();
+        self.push(Node::Object { len: 0, end: 0 }, key);
+        let mut len = 0u32;
+        let open = self.open_keys.len();
         // A 256-bit filter of the keys seen in this object: a key is looked for among them
-        // only when its bit is set (repeated keys are rare; objects of 30 keys are not).
+        // only when its bit is set.
         let mut seen = [0u64; 4];
         self.skip_space();
         if self.peek()? == b'}' {
@@ -475,27 +479,22 @@ impl Parser<'_> {
                     return None;
                 }
                 let key = self.string()?;
-                self.skip_space();
-                self.expect(b":")?;
-                self.skip_space();
-                let node = self.value(depth)?;
                 let k = self.key(key);
                 let bit = filter_bit(k);
                 let (word, mask) = (bit / 64, 1u64 << (bit % 64));
-                let repeated = if seen[word] & mask != 0 {
-                    (from..self.members.len()).find(|&i| self.key(self.member_keys[i]) == k)
-                } else {
-                    None
-                };
-                match repeated {
-                    // The first position, the last value.
-                    Some(i) => self.members[i] = node,
-                    None => {
-                        seen[word] |= mask;
-                        self.members.push(node);
-                        self.member_keys.push(key);
-                    }
+                if seen[word] & mask != 0
+                    && self.open_keys[open..].iter().any(|&o| self.key(o) == k)
+                {
+                    // A repeated key: left to serde_json.
+                    return None;
                 }
+                seen[word] |= mask;
+                self.open_keys.push(key);
+                self.skip_space();
+                self.expect(b":")?;
+                self.skip_space();
+                self.value(depth, key)?;
+                len += 1;
                 self.skip_space();
                 match self.peek()? {
                     b',' => {
@@ -510,8 +509,8 @@ impl Parser<'_> {
                 }
             }
         }
-        let (start, len) = self.close(from);
-        Some(Node::Object { start, len })
+        self.open_keys.truncate(open);
+        self.close(me, len)
     }
 
     fn key(&self, s: Span) -> &[u8] {
@@ -522,15 +521,6 @@ impl Parser<'_> {
         };
         from.get(s.start as usize..s.start as usize + s.len as usize)
             .unwrap_or_default()
-    }
-
-    /// Moves the members from `from` on to the tape; returns where they start and how many.
-    fn close(&mut self, from: usize) -> (u32, u32) {
-        let start = self.nodes.len() as u32;
-        let len = (self.members.len() - from) as u32;
-        self.nodes.extend(self.members.drain(from..));
-        self.keys.extend(self.member_keys.drain(from..));
-        (start, len)
     }
 }
 
@@ -561,9 +551,7 @@ mod tests {
     fn it_reads_what_a_value_holds() {
         for text in [
             r#"{"name":"a","image":"b","args":["x","y\n\u00e9"],"n":[1,-2,0,-9223372036854775808,18446744073709551615]}"#,
-            r#"{"a":1,"b":2,"a":3}"#,
-            r#"{"b":{"x":1},"a":[],"b":{"y":2},"\u0062":null}"#,
-            r#"{"long-key-one":1,"long-key-two":2,"long-key-one":3,"q":4}"#,
+            r#"{"b":{"x":1},"a":[],"c":{"y":2},"\u0064":null,"é":{"b":1}}"#,
             r#"[[],{},[[{}]],"",null,true,false]"#,
             r#"  "top"  "#,
             r#"{"s":"\ud83d\ude00 \" \\ \/ \b \f \r \t \u0000 x"}"#,
@@ -586,6 +574,10 @@ mod tests {
             "[-0]",
             "[18446744073709551616]",
             "[-9223372036854775809]",
+            r#"{"a":1,"b":2,"a":3}"#,
+            r#"{"b":{"x":1},"a":[],"b":{"y":2},"\u0062":null}"#,
+            r#"{"long-key-one":1,"long-key-two":2,"long-key-one":3,"q":4}"#,
+            r#"[{"a":[1,{"k":1,"k":2}]}]"#,
             &format!(
                 "{}1{}",
                 "[".repeat(MAX_DEPTH + 1),
