@@ -19,6 +19,7 @@
 //! quantities.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
@@ -66,7 +67,36 @@ impl<'a> Val<'a> {
 /// versions' type graphs (see [`decode_container_sharing`]).
 #[derive(Default)]
 pub struct SharedDecodes<'a> {
-    by_value: HashMap<(usize, u32), Rc<Val<'a>>>,
+    by_value: HashMap<(usize, u32), Rc<Val<'a>>, BuildHasherDefault<AddressHasher>>,
+}
+
+/// Hashes the keys of [`SharedDecodes`]: an address and a shape number, both the program's own,
+/// never the input's, so a multiply does (SipHash was a tenth of hashing all 29 versions).
+#[derive(Default)]
+pub struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(26) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
 }
 
 /// `intstr.IntOrString`: `Type` 0 (Int) with `IntVal`, or 1 (String) with `StrVal`.
@@ -184,25 +214,26 @@ impl<'a> Decoder<'_, 'a> {
 
     fn decode<J: Json<'a>>(&mut self, ty: TypeId, v: Option<J>) -> Result<Val<'a>> {
         let schema = self.schema;
-        let v = match v {
-            Some(v) if !v.is_null() => v,
-            _ => return Ok(zero(schema, ty)),
+        // The view is taken once: a value is looked at once per type it is decoded under.
+        let (v, view) = match v.map(|v| (v, v.view())) {
+            Some((_, JsonValue::Null)) | None => return Ok(zero(schema, ty)),
+            Some(both) => both,
         };
         let t = schema.ty(ty);
         match &t.kind {
-            Kind::String => match v.view() {
+            Kind::String => match view {
                 JsonValue::String(s) => Ok(Val::Str(s)),
                 _ => Err(self.type_error("string", v)),
             },
-            Kind::Bool => match v.view() {
+            Kind::Bool => match view {
                 JsonValue::Bool(b) => Ok(Val::Bool(b)),
                 _ => Err(self.type_error("bool", v)),
             },
-            Kind::Int32 => self.int(v, i64::from(i32::MIN), i64::from(i32::MAX), "int32"),
-            Kind::Int64 => self.int(v, i64::MIN, i64::MAX, "int64"),
+            Kind::Int32 => self.int(v, &view, i64::from(i32::MIN), i64::from(i32::MAX), "int32"),
+            Kind::Int64 => self.int(v, &view, i64::MIN, i64::MAX, "int64"),
             Kind::Ptr(elem) => Ok(Val::Ptr(Box::new(self.decode(*elem, Some(v))?))),
             Kind::Slice(elem) => {
-                let JsonValue::Array(len, items) = v.view() else {
+                let JsonValue::Array(len, items) = view else {
                     return Err(self.type_error(&format!("a list ({})", t.name), v));
                 };
                 if len == 0 {
@@ -218,7 +249,7 @@ impl<'a> Decoder<'_, 'a> {
                 Ok(Val::List(out))
             }
             Kind::Map { value } => {
-                let JsonValue::Object(len, entries) = v.view() else {
+                let JsonValue::Object(len, entries) = view else {
                     return Err(self.type_error(&format!("an object ({})", t.name), v));
                 };
                 if len == 0 {
@@ -233,15 +264,16 @@ impl<'a> Decoder<'_, 'a> {
                 out.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
                 Ok(Val::Map(out))
             }
-            Kind::Struct(_) => match v.view() {
+            Kind::Struct(_) => match view {
                 JsonValue::Object(_, entries) => self.decode_struct(ty, v, entries),
                 _ => Err(self.type_error(&format!("an object ({})", t.name), v)),
             },
-            Kind::Quantity => self.quantity(v),
-            Kind::IntOrString => match v.view() {
+            Kind::Quantity => self.quantity(v, view),
+            Kind::IntOrString => match view {
                 JsonValue::String(s) => Ok(Val::IntOrString(IntOrString::Str(s))),
                 JsonValue::Number(_) => match self.int(
                     v,
+                    &view,
                     i64::from(i32::MIN),
                     i64::from(i32::MAX),
                     "an int32 or a string",
@@ -320,7 +352,7 @@ impl<'a> Decoder<'_, 'a> {
     /// A field's value: decoded, or with sharing on, taken from an earlier decode of the same
     /// JSON object or list under a type of the same shape.
     fn field<J: Json<'a>>(&mut self, ty: TypeId, item: J) -> Result<Val<'a>> {
-        if self.shared.is_none() || !(item.is_object() || item.is_array()) {
+        if self.shared.is_none() || !item.is_list_or_object() {
             return self.decode(ty, Some(item));
         }
         // The address of the JSON value names it while the container is borrowed.
@@ -335,13 +367,20 @@ impl<'a> Decoder<'_, 'a> {
         Ok(Val::Shared(v))
     }
 
-    fn int<J: Json<'a>>(&self, v: J, min: i64, max: i64, what: &str) -> Result<Val<'a>> {
+    fn int<J: Json<'a>>(
+        &self,
+        v: J,
+        view: &JsonValue<'a, J>,
+        min: i64,
+        max: i64,
+        what: &str,
+    ) -> Result<Val<'a>> {
         let out_of_range = || Error::Type {
             path: self.path_string(),
             expected: format!("{what} (a whole number from {min} to {max})"),
-            got: v.view().describe(),
+            got: view.describe(),
         };
-        match v.view() {
+        match view {
             JsonValue::Number(n) => match n.as_i64() {
                 Some(i) if (min..=max).contains(&i) => Ok(Val::Int(i)),
                 _ => Err(out_of_range()),
@@ -350,11 +389,11 @@ impl<'a> Decoder<'_, 'a> {
         }
     }
 
-    fn quantity<J: Json<'a>>(&self, v: J) -> Result<Val<'a>> {
+    fn quantity<J: Json<'a>>(&self, v: J, view: JsonValue<'a, J>) -> Result<Val<'a>> {
         // Quantity.UnmarshalJSON takes the raw JSON text: a string's contents (trimmed) or a
         // bare number literal. serde keeps integers exactly but not a fraction's spelling, so a
         // fractional number is refused rather than guessed.
-        let text: std::borrow::Cow<'_, str> = match v.view() {
+        let text: std::borrow::Cow<'_, str> = match view {
             JsonValue::String(s) => s.into(),
             JsonValue::Number(n) if n.is_i64() || n.is_u64() => n.to_string().into(),
             JsonValue::Number(_) => {

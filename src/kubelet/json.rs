@@ -45,6 +45,10 @@ pub trait Json<'a>: Copy + 'a {
         matches!(self.view(), JsonValue::Array(..))
     }
 
+    fn is_list_or_object(self) -> bool {
+        matches!(self.view(), JsonValue::Array(..) | JsonValue::Object(..))
+    }
+
     /// An object's value for `key`.
     fn field(self, key: &str) -> Option<Self> {
         self.entry(key).map(|(_, v)| v)

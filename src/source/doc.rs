@@ -235,6 +235,13 @@ impl<'a> Json<'a> for DocRef<'a> {
         }
     }
 
+    fn is_list_or_object(self) -> bool {
+        matches!(
+            self.doc.nodes.get(self.at as usize),
+            Some(Node::Array { .. } | Node::Object { .. })
+        )
+    }
+
     fn address(self) -> usize {
         self.doc.nodes.as_ptr().wrapping_add(self.at as usize) as usize
     }
