@@ -92,6 +92,49 @@ mod tests {
         }
     }
 
+    /// Containers and pods to break: typed fields, escapes, numbers the `Doc` parser leaves to
+    /// serde_json, a repeated key, a record.
+    const PIECES: [&str; 6] = [
+        r#"{"name":"a","image":"b:1","ports":[{"containerPort":80,"protocol":"TCP"}],"env":[{"name":"X","value":"\u00e9\n"}]}"#,
+        r#"{"kind":"Pod","metadata":{"namespace":"n","name":"p"},"spec":{"initContainers":[{"name":"i","image":"x","restartPolicy":"Always"}],"containers":[{"name":"c","image":"y","resources":{"limits":{"cpu":"500m","memory":1024,"cpu":"1"}}}]}}"#,
+        r#"{"id":"g","container":{"name":"c","image":"i","livenessProbe":{"httpGet":{"port":"http"},"periodSeconds":10}},"hash":{"1.30":"x"}}"#,
+        r#"{"name":"f","image":"i","ports":[{"containerPort":8.0}],"tty":true}"#,
+        r#"{"name":"d","image":"i","image":"j","args":["-0",-0,1e2]}"#,
+        r#"{"kind":"List","items":[{"spec":{"containers":[{"name":"q","image":"z","livenessProbe":{"exec":{"command":["x"]},"periodSeconds":-3}}]}}]}"#,
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// The adversary against the `Doc` path: containers and pods with random bytes broken,
+        /// inserted or removed, hashed on cores (frames parsed into `Doc`s, or by serde_json
+        /// where the `Doc` parser refuses) give the one reader's hashes, problems and errors.
+        #[test]
+        fn broken_inputs_hash_on_cores_as_by_the_one_reader(
+            picks in proptest::collection::vec(0..PIECES.len(), 1..5),
+            edits in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), 0..3u8,
+                proptest::sample::select(vec![b'{', b'}', b'[', b']', b'"', b',', b':', b'\\', b'-', b'.', b'e', b'0', b'9', b'x', 0xff])), 0..3),
+        ) {
+            let mut input = picks.iter().map(|&i| PIECES[i]).collect::<Vec<_>>().join("\n").into_bytes();
+            for (at, how, byte) in edits {
+                let i = at.index(input.len() + 1);
+                match how {
+                    0 if i < input.len() => input[i] = byte,
+                    1 if i < input.len() => { input.remove(i); }
+                    _ => input.insert(i, byte),
+                }
+            }
+            let versions = parse_version_set("1.15,1.30,1.31").unwrap();
+            let input = Input::Bytes { name: "t", bytes: &input };
+            let run = |workers| {
+                let mut out = Vec::new();
+                let err = for_each_hashed(&input, &versions, workers, |h| out.push(h)).err().map(|e| e.to_string());
+                (out, err)
+            };
+            let alone = run(0);
+            proptest::prop_assert_eq!(run(2), alone);
+        }
+    }
+
     #[test]
     fn a_read_error_is_the_error() {
         let dir = tempfile::tempdir().unwrap();
