@@ -106,9 +106,10 @@ impl Doc {
             bytes: text.as_bytes(),
             at: 0,
             unescaped: String::new(),
-            // About one value per 12 bytes of a pod's JSON.
-            nodes: Vec::with_capacity(text.len() / 12),
-            keys: Vec::with_capacity(text.len() / 12),
+            // About one value per 12 bytes of a pod's JSON; a frame that is one long string
+            // gets no more than a pod's worth reserved.
+            nodes: Vec::with_capacity((text.len() / 12).min(CAPACITY)),
+            keys: Vec::with_capacity((text.len() / 12).min(CAPACITY)),
             open_keys: Vec::new(),
         };
         p.skip_space();
@@ -260,6 +261,9 @@ fn filter_bit(key: &[u8]) -> usize {
     let h = word(head) ^ word(tail).rotate_left(29) ^ n as u64;
     (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize
 }
+
+/// The most nodes a parse reserves room for before it has seen them.
+const CAPACITY: usize = 4096;
 
 /// How deep lists and objects may nest in a [`Doc`] (serde_json allows 128; deeper frames go
 /// to it).
