@@ -115,14 +115,7 @@ mod tests {
                 proptest::sample::select(vec![b'{', b'}', b'[', b']', b'"', b',', b':', b'\\', b'-', b'.', b'e', b'0', b'9', b'x', 0xff])), 0..3),
         ) {
             let mut input = picks.iter().map(|&i| PIECES[i]).collect::<Vec<_>>().join("\n").into_bytes();
-            for (at, how, byte) in edits {
-                let i = at.index(input.len() + 1);
-                match how {
-                    0 if i < input.len() => input[i] = byte,
-                    1 if i < input.len() => { input.remove(i); }
-                    _ => input.insert(i, byte),
-                }
-            }
+            crate::source::parallel::break_bytes(&mut input, &edits);
             let versions = parse_version_set("1.15,1.30,1.31").unwrap();
             let input = Input::Bytes { name: "t", bytes: &input };
             let run = |workers| {

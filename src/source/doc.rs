@@ -443,31 +443,41 @@ impl Parser<'_> {
         Some(())
     }
 
+    /// Just inside a list or object: whether a member follows (else steps over `close`).
+    fn first_member(&mut self, close: u8) -> Option<bool> {
+        self.skip_space();
+        if self.peek()? == close {
+            self.at += 1;
+            return Some(false);
+        }
+        Some(true)
+    }
+
+    /// After a member: whether another follows (a comma), or the list or object ends (`close`).
+    fn next_member(&mut self, close: u8) -> Option<bool> {
+        self.skip_space();
+        let b = self.peek()?;
+        self.at += 1;
+        match b {
+            b',' => {
+                self.skip_space();
+                Some(true)
+            }
+            _ if b == close => Some(false),
+            _ => None,
+        }
+    }
+
     fn array(&mut self, depth: usize, key: Span) -> Option<()> {
         self.at += 1;
         let me = self.nodes.len();
         self.push(Node::Array { len: 0, end: 0 }, key);
         let mut len = 0u32;
-        self.skip_space();
-        if self.peek()? == b']' {
-            self.at += 1;
-        } else {
-            loop {
-                self.value(depth, Span::EMPTY)?;
-                len += 1;
-                self.skip_space();
-                match self.peek()? {
-                    b',' => {
-                        self.at += 1;
-                        self.skip_space();
-                    }
-                    b']' => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
-            }
+        let mut more = self.first_member(b']')?;
+        while more {
+            self.value(depth, Span::EMPTY)?;
+            len += 1;
+            more = self.next_member(b']')?;
         }
         self.close(me, len)
     }
@@ -481,44 +491,27 @@ impl Parser<'_> {
         // A 256-bit filter of the keys seen in this object: a key is looked for among them
         // only when its bit is set.
         let mut seen = [0u64; 4];
-        self.skip_space();
-        if self.peek()? == b'}' {
-            self.at += 1;
-        } else {
-            loop {
-                if self.peek()? != b'"' {
-                    return None;
-                }
-                let key = self.string()?;
-                let k = self.key(key);
-                let bit = filter_bit(k);
-                let (word, mask) = (bit / 64, 1u64 << (bit % 64));
-                if seen[word] & mask != 0
-                    && self.open_keys[open..].iter().any(|&o| self.key(o) == k)
-                {
-                    // A repeated key: left to serde_json.
-                    return None;
-                }
-                seen[word] |= mask;
-                self.open_keys.push(key);
-                self.skip_space();
-                self.expect(b":")?;
-                self.skip_space();
-                self.value(depth, key)?;
-                len += 1;
-                self.skip_space();
-                match self.peek()? {
-                    b',' => {
-                        self.at += 1;
-                        self.skip_space();
-                    }
-                    b'}' => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
+        let mut more = self.first_member(b'}')?;
+        while more {
+            if self.peek()? != b'"' {
+                return None;
             }
+            let key = self.string()?;
+            let k = self.key(key);
+            let bit = filter_bit(k);
+            let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+            if seen[word] & mask != 0 && self.open_keys[open..].iter().any(|&o| self.key(o) == k) {
+                // A repeated key: left to serde_json.
+                return None;
+            }
+            seen[word] |= mask;
+            self.open_keys.push(key);
+            self.skip_space();
+            self.expect(b":")?;
+            self.skip_space();
+            self.value(depth, key)?;
+            len += 1;
+            more = self.next_member(b'}')?;
         }
         self.open_keys.truncate(open);
         self.close(me, len)

@@ -192,6 +192,22 @@ fn one_reader_from(input: &Input, skip: usize, emit: &mut dyn FnMut((usize, Valu
     })
 }
 
+/// Test support: `input` with each edit applied in turn, at its index into the bytes: 0 replaces
+/// the byte there, 1 removes it, anything else inserts the edit's byte.
+#[cfg(test)]
+pub(crate) fn break_bytes(input: &mut Vec<u8>, edits: &[(proptest::sample::Index, u8, u8)]) {
+    for (at, how, byte) in edits {
+        let i = at.index(input.len() + 1);
+        match how {
+            0 if i < input.len() => input[i] = *byte,
+            1 if i < input.len() => {
+                input.remove(i);
+            }
+            _ => input.insert(i, *byte),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,14 +311,7 @@ mod tests {
             batch in 1..4usize,
         ) {
             let mut input = pieces.join("\n").into_bytes();
-            for (at, how, byte) in edits {
-                let i = at.index(input.len() + 1);
-                match how {
-                    0 if i < input.len() => input[i] = byte,
-                    1 if i < input.len() => { input.remove(i); }
-                    _ => input.insert(i, byte),
-                }
-            }
+            break_bytes(&mut input, &edits);
             let want = one_reader(&input);
             prop_assert_eq!(on_cores(&input, workers, batch), want, "{}", String::from_utf8_lossy(&input));
         }
