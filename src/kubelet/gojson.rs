@@ -26,6 +26,8 @@
 //! assert_eq!(out, br#""a\u003cb\u003e\u0026\u2028\n""#);
 //! ```
 
+use std::rc::Rc;
+
 use crate::kubelet::decode::{zero, IntOrString, Val};
 use crate::kubelet::schema::{Kind, Schema, TypeId};
 use crate::kubelet::sink::Sink;
@@ -107,6 +109,11 @@ fn is_empty(v: &Val) -> bool {
 }
 
 fn write_value<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, out: &mut S) {
+    // A shared value has one text under every type of its shape.
+    if let Val::Shared(inner) = v {
+        let key = Rc::as_ptr(inner) as usize;
+        return out.shared(key, &mut |out| write_value(schema, ty, inner, out));
+    }
     let t = schema.ty(ty);
     match (&t.kind, v.resolved()) {
         (_, Val::Nil) => out.put(b"null"),

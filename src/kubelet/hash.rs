@@ -25,7 +25,7 @@ use crate::kubelet::decode::{decode_container, decode_container_sharing, SharedD
 use crate::kubelet::gojson;
 use crate::kubelet::json::Json;
 use crate::kubelet::schema::Schema;
-use crate::kubelet::sink::{fnv1a_batch, format_hash, Fnv32a, Sink};
+use crate::kubelet::sink::{fnv1a_batch, format_hash, Fnv32a, Remembering, SharedTexts, Sink};
 use crate::kubelet::spew::{self, ByteSlice};
 use crate::kubelet::version::{HashEpoch, KubeletVersion};
 
@@ -165,6 +165,9 @@ struct Buffers {
     json: Vec<Vec<u8>>,
     /// Per distinct text: its bytes.
     text: Vec<Vec<u8>>,
+    /// The JSON and the struct-dump texts of values shared by several type graphs.
+    json_shared: SharedTexts,
+    spew_shared: SharedTexts,
 }
 
 thread_local! {
@@ -180,6 +183,9 @@ fn hash_in_lanes(
     let n = texts.len();
     b.json.resize_with(n, Vec::new);
     b.text.resize_with(n, Vec::new);
+    // Shared texts are keyed by the addresses of this container's values.
+    b.json_shared.clear();
+    b.spew_shared.clear();
     // Per text, the distinct text it is (an index into `b.text`).
     let mut same: Vec<usize> = Vec::with_capacity(n);
     let mut distinct = 0;
@@ -190,7 +196,16 @@ fn hash_in_lanes(
             HashEpoch::Json => {
                 let buf = &mut b.json[i];
                 buf.clear();
-                gojson::write_container(schema, val, a == Annotation::HashWithoutResources, buf);
+                let mut out = Remembering {
+                    out: buf,
+                    texts: &mut b.json_shared,
+                };
+                gojson::write_container(
+                    schema,
+                    val,
+                    a == Annotation::HashWithoutResources,
+                    &mut out,
+                );
                 Some(i)
             }
             HashEpoch::NameImage => {
@@ -212,7 +227,14 @@ fn hash_in_lanes(
         let text = &mut b.text[distinct];
         text.clear();
         match json {
-            None => spew::write_container(schema, val, text),
+            None => spew::write_container(
+                schema,
+                val,
+                &mut Remembering {
+                    out: text,
+                    texts: &mut b.spew_shared,
+                },
+            ),
             Some(i) => spew::byte_slice_into(&b.json[i], text),
         }
         same.push(distinct);

@@ -1,9 +1,67 @@
 //! Where the writers put their bytes: straight into an FNV-1a hasher (no intermediate text), or
 //! into a buffer when a person wants to see the text (`--explain`).
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::ops::Range;
+
+use crate::kubelet::decode::AddressHasher;
+
 /// A byte sink. The writers in [`crate::kubelet::spew`] and [`crate::kubelet::gojson`] stream into any of these.
 pub trait Sink {
     fn put(&mut self, bytes: &[u8]);
+
+    /// Writes the text of a value several type graphs of one container share (`key` names it
+    /// while they live, [`crate::kubelet::decode::Val::Shared`]); `render` writes it. A sink that
+    /// keeps such texts ([`Remembering`]) renders each once and copies it after.
+    #[inline]
+    fn shared(&mut self, key: usize, render: &mut dyn FnMut(&mut Self))
+    where
+        Self: Sized,
+    {
+        let _ = key;
+        render(self);
+    }
+}
+
+/// The texts of shared values already rendered for one container, by key (see [`Sink::shared`]).
+/// Keys are addresses, so it must be cleared before the next container.
+#[derive(Default)]
+pub struct SharedTexts {
+    at: HashMap<usize, Range<usize>, BuildHasherDefault<AddressHasher>>,
+    bytes: Vec<u8>,
+}
+
+impl SharedTexts {
+    pub fn clear(&mut self) {
+        self.at.clear();
+        self.bytes.clear();
+    }
+}
+
+/// A buffer that writes each shared value's text once and copies it where it comes again.
+pub struct Remembering<'a> {
+    pub out: &'a mut Vec<u8>,
+    pub texts: &'a mut SharedTexts,
+}
+
+impl Sink for Remembering<'_> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
+    fn shared(&mut self, key: usize, render: &mut dyn FnMut(&mut Self)) {
+        if let Some(r) = self.texts.at.get(&key) {
+            self.out.extend_from_slice(&self.texts.bytes[r.clone()]);
+            return;
+        }
+        let start = self.out.len();
+        render(self);
+        let from = self.texts.bytes.len();
+        self.texts.bytes.extend_from_slice(&self.out[start..]);
+        self.texts.at.insert(key, from..self.texts.bytes.len());
+    }
 }
 
 impl Sink for Vec<u8> {
@@ -196,6 +254,34 @@ pub fn format_hash(h: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_shared_text_is_rendered_once_and_copied_after() {
+        let (mut out, mut texts) = (Vec::new(), SharedTexts::default());
+        let mut renders = 0;
+        let mut sink = Remembering {
+            out: &mut out,
+            texts: &mut texts,
+        };
+        for key in [7, 9, 7, 7] {
+            sink.put(b"<");
+            sink.shared(key, &mut |s| {
+                renders += 1;
+                s.put(format!("text{key}").as_bytes());
+            });
+        }
+        assert_eq!(out, b"<text7<text9<text7<text7");
+        assert_eq!(renders, 2);
+        texts.clear();
+        let mut again = Vec::new();
+        Remembering {
+            out: &mut again,
+            texts: &mut texts,
+        }
+        .shared(7, &mut |s| s.put(b"new"));
+        assert_eq!(again, b"new", "cleared texts are rendered anew");
+    }
+
     use super::*;
 
     #[test]

@@ -23,6 +23,8 @@
 //! assert!(text.starts_with(b"(v1.Container){Name:(string)a Image:(string)b Command:([]string)<nil>"));
 //! ```
 
+use std::rc::Rc;
+
 use crate::kubelet::decode::{IntOrString, Val};
 use crate::kubelet::quantity::{nat_words, Quantity};
 use crate::kubelet::schema::{Kind, Schema, TypeId};
@@ -40,7 +42,11 @@ fn type_prefix<S: Sink>(name: &str, out: &mut S) {
 }
 
 fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, ignore_type: bool, out: &mut S) {
-    let v = v.resolved();
+    // A shared value has one text under every type of its shape (and the same `ignore_type`).
+    if let Val::Shared(inner) = v {
+        let key = (Rc::as_ptr(inner) as usize) << 1 | usize::from(ignore_type);
+        return out.shared(key, &mut |out| write(schema, ty, inner, ignore_type, out));
+    }
     let t = schema.ty(ty);
     if let Kind::Ptr(elem) = t.kind {
         // formatPtr: the type (or `<*>`), then the pointee without its type.
