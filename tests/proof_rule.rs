@@ -243,6 +243,13 @@ proptest! {
             prop_assert_eq!(together.get_without_resources(v), alone.get_without_resources(v), "{} {}", v, spec);
             let text = hashed_text(&spec, v, Annotation::Hash, "").unwrap();
             prop_assert_eq!(alone.get(v), Some(kubehash::kubelet::sink::Fnv32a::hash(&text)));
+            if v.has_hash_without_resources() {
+                let text = hashed_text(&spec, v, Annotation::HashWithoutResources, "").unwrap();
+                prop_assert_eq!(
+                    alone.get_without_resources(v),
+                    Some(kubehash::kubelet::sink::Fnv32a::hash(&text))
+                );
+            }
         }
     }
 }

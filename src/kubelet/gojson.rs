@@ -26,6 +26,7 @@
 //! assert_eq!(out, br#""a\u003cb\u003e\u0026\u2028\n""#);
 //! ```
 
+use std::ops::Range;
 use std::rc::Rc;
 
 use crate::kubelet::decode::{zero, IntOrString, Val};
@@ -43,8 +44,39 @@ pub fn write_container<S: Sink>(schema: &Schema, v: &Val, without_resources: boo
     };
     out.put(b"{");
     let mut first = true;
-    write_fields(schema, schema.root(), v, skip, &mut first, out);
+    write_fields(schema, schema.root(), v, skip, None, &mut first, out);
     out.put(b"}");
+}
+
+/// [`write_container`] of the whole container (`hash`), also giving where in `out` the root's
+/// `resources` value went, for sinks that know positions. The `hashWithoutResources` document
+/// is the same bytes with that value replaced by [`write_zero_resources`]: the two marshal the
+/// same struct but for that one field, which is never omitted (a struct is never empty).
+pub fn write_container_marking<S: Sink>(
+    schema: &Schema,
+    v: &Val,
+    out: &mut S,
+) -> Option<Range<usize>> {
+    let mut at = None;
+    let mark = schema.root_field("Resources").map(|i| (i, &mut at));
+    out.put(b"{");
+    let mut first = true;
+    write_fields(schema, schema.root(), v, None, mark, &mut first, out);
+    out.put(b"}");
+    at
+}
+
+/// The root's `resources` value as `hashWithoutResources` marshals it: the zero value.
+pub fn write_zero_resources<S: Sink>(schema: &Schema, out: &mut S) {
+    let Some(i) = schema.root_field("Resources") else {
+        return;
+    };
+    let Kind::Struct(fields) = &schema.ty(schema.root()).kind else {
+        return;
+    };
+    if let Some(f) = fields.get(i) {
+        write_value(schema, f.ty, &zero(schema, f.ty), out);
+    }
 }
 
 /// Writes `json.Marshal(map[string]string{"name": name, "image": image})` (keys sorted).
@@ -56,11 +88,14 @@ pub fn write_name_image<S: Sink>(name: &str, image: &str, out: &mut S) {
     out.put(b"}");
 }
 
+/// The fields of struct `ty`; the one at `zeroed` is written as its zero value, and where the
+/// value of the one at `mark` goes is recorded (both count this struct's own fields).
 fn write_fields<S: Sink>(
     schema: &Schema,
     ty: TypeId,
     v: &Val,
     zeroed: Option<usize>,
+    mut mark: Option<(usize, &mut Option<Range<usize>>)>,
     first: &mut bool,
     out: &mut S,
 ) {
@@ -77,7 +112,7 @@ fn write_fields<S: Sink>(
             item
         };
         if f.inline {
-            write_fields(schema, f.ty, item, None, first, out);
+            write_fields(schema, f.ty, item, None, None, first, out);
             continue;
         }
         if f.omitempty && is_empty(item) {
@@ -90,7 +125,11 @@ fn write_fields<S: Sink>(
         out.put(b"\"");
         out.put(f.json.as_bytes()); // JSON names are plain ASCII identifiers
         out.put(b"\":");
+        let start = out.position();
         write_value(schema, f.ty, item, out);
+        if let Some((_, at)) = mark.as_mut().filter(|(m, _)| *m == i) {
+            **at = start.zip(out.position()).map(|(s, e)| s..e);
+        }
     }
 }
 
@@ -146,7 +185,7 @@ fn write_value<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, out: &mut S) {
         (Kind::Struct(_), Val::Struct(_)) => {
             out.put(b"{");
             let mut first = true;
-            write_fields(schema, ty, v, None, &mut first, out);
+            write_fields(schema, ty, v, None, None, &mut first, out);
             out.put(b"}");
         }
         (_, Val::Quantity(q)) => write_string(&q.json_text(), out),

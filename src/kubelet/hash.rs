@@ -20,6 +20,8 @@
 //! assert_eq!(h.hash_hex(), vec![("1.16".into(), "3c42280f".into()), ("1.31".into(), "8e45cbd0".into())]);
 //! ```
 
+use std::ops::Range;
+
 use crate::error::Result;
 use crate::kubelet::decode::{decode_container, decode_container_sharing, SharedDecodes, Val};
 use crate::kubelet::gojson;
@@ -163,6 +165,8 @@ pub fn hash_container<'a>(
 struct Buffers {
     /// Per text: the JSON document (JSON epochs) it dumps.
     json: Vec<Vec<u8>>,
+    /// Per `hash` JSON document: where its root `resources` value is.
+    resources_at: Vec<Option<Range<usize>>>,
     /// Per distinct text: its bytes.
     text: Vec<Vec<u8>>,
     /// The JSON and the struct-dump texts of values shared by several type graphs.
@@ -182,6 +186,8 @@ fn hash_in_lanes(
 ) -> Vec<u32> {
     let n = texts.len();
     b.json.resize_with(n, Vec::new);
+    b.resources_at.clear();
+    b.resources_at.resize(n, None);
     b.text.resize_with(n, Vec::new);
     // Shared texts are keyed by the addresses of this container's values.
     b.json_shared.clear();
@@ -194,18 +200,35 @@ fn hash_in_lanes(
         let json = match epoch {
             HashEpoch::Spew => None,
             HashEpoch::Json => {
-                let buf = &mut b.json[i];
+                let (before, rest) = b.json.split_at_mut(i);
+                let buf = &mut rest[0];
                 buf.clear();
-                let mut out = Remembering {
-                    out: buf,
-                    texts: &mut b.json_shared,
-                };
-                gojson::write_container(
-                    schema,
-                    val,
-                    a == Annotation::HashWithoutResources,
-                    &mut out,
-                );
+                // The hashWithoutResources document is the hash document of the same value
+                // with the resources value zeroed (gojson::write_container_marking).
+                let whole = (0..i)
+                    .filter(|&j| a == Annotation::HashWithoutResources && texts[j].3 == d)
+                    .filter(|&j| (texts[j].0, texts[j].2) == (HashEpoch::Json, Annotation::Hash))
+                    .find_map(|j| Some((j, b.resources_at[j].clone()?)));
+                match whole {
+                    Some((j, r)) => {
+                        let doc = &before[j];
+                        buf.extend_from_slice(&doc[..r.start]);
+                        gojson::write_zero_resources(schema, buf);
+                        buf.extend_from_slice(&doc[r.end..]);
+                    }
+                    None => {
+                        let mut out = Remembering {
+                            out: buf,
+                            texts: &mut b.json_shared,
+                        };
+                        if a == Annotation::Hash {
+                            b.resources_at[i] =
+                                gojson::write_container_marking(schema, val, &mut out);
+                        } else {
+                            gojson::write_container(schema, val, true, &mut out);
+                        }
+                    }
+                }
                 Some(i)
             }
             HashEpoch::NameImage => {

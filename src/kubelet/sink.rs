@@ -11,6 +11,12 @@ use crate::kubelet::decode::AddressHasher;
 pub trait Sink {
     fn put(&mut self, bytes: &[u8]);
 
+    /// How many bytes were written, for sinks that keep them.
+    #[inline]
+    fn position(&self) -> Option<usize> {
+        None
+    }
+
     /// Writes the text of a value several type graphs of one container share (`key` names it
     /// while they live, [`crate::kubelet::decode::Val::Shared`]); `render` writes it. A sink that
     /// keeps such texts ([`Remembering`]) renders each once and copies it after.
@@ -51,6 +57,11 @@ impl Sink for Remembering<'_> {
         self.out.extend_from_slice(bytes);
     }
 
+    #[inline]
+    fn position(&self) -> Option<usize> {
+        Some(self.out.len())
+    }
+
     fn shared(&mut self, key: usize, render: &mut dyn FnMut(&mut Self)) {
         if let Some(r) = self.texts.at.get(&key) {
             self.out.extend_from_slice(&self.texts.bytes[r.clone()]);
@@ -68,6 +79,11 @@ impl Sink for Vec<u8> {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
         self.extend_from_slice(bytes);
+    }
+
+    #[inline]
+    fn position(&self) -> Option<usize> {
+        Some(self.len())
     }
 }
 
