@@ -241,23 +241,29 @@ impl<'s, S: Sink> ByteSlice<'s, S> {
     }
 }
 
-/// `([]uint8)[…]` of `bytes` appended to `out`, as [`ByteSlice`] writes it, four bytes at a time.
+/// `([]uint8)[…]` of `bytes` appended to `out`, as [`ByteSlice`] writes it: each number is
+/// written as four bytes from a table into a block on the stack (the next number overwrites what
+/// is past its length), and each block goes to `out` at once.
 pub fn byte_slice_into(bytes: &[u8], out: &mut Vec<u8>) {
+    const BLOCK: usize = 256;
     out.extend_from_slice(b"([]uint8)[");
-    let start = out.len();
-    out.resize(start + 4 * bytes.len(), 0);
-    let mut w = start;
-    for (i, &b) in bytes.iter().enumerate() {
-        let (text, len) = &DECIMAL[usize::from(b)];
-        out[w..w + 4].copy_from_slice(text);
+    if let Some((&first, rest)) = bytes.split_first() {
         // The first number has no leading space.
-        let skip = usize::from(i == 0);
-        if skip == 1 {
-            out.copy_within(w + 1..w + 4, w);
+        let (text, len) = &DECIMAL[usize::from(first)];
+        out.extend_from_slice(&text[1..usize::from(*len)]);
+        out.reserve(4 * rest.len() + 1);
+        let mut block = [0u8; 4 * BLOCK];
+        for chunk in rest.chunks(BLOCK) {
+            let mut w = 0;
+            for &b in chunk {
+                let (text, len) = &DECIMAL[usize::from(b)];
+                // At most BLOCK - 1 numbers of at most 4 bytes came before: w + 4 <= 4 * BLOCK.
+                block[w..w + 4].copy_from_slice(text);
+                w += usize::from(*len);
+            }
+            out.extend_from_slice(&block[..w]);
         }
-        w += usize::from(*len) - skip;
     }
-    out.truncate(w);
     out.push(b']');
 }
 
@@ -287,7 +293,14 @@ mod tests {
 
     #[test]
     fn byte_slice_into_writes_what_byte_slice_writes() {
-        for bytes in [&b""[..], b"a", b"{\"a\":1}", &[0, 9, 10, 99, 100, 255]] {
+        let long: Vec<u8> = (0..700u32).map(|i| (i * 37 % 256) as u8).collect();
+        for bytes in [
+            &b""[..],
+            b"a",
+            b"{\"a\":1}",
+            &[0, 9, 10, 99, 100, 255],
+            &long,
+        ] {
             let mut want = Vec::new();
             let mut w = ByteSlice::open(&mut want);
             w.put(bytes);
@@ -295,6 +308,21 @@ mod tests {
             let mut got = b"x".to_vec();
             byte_slice_into(bytes, &mut got);
             assert_eq!(&got[1..], &want[..], "{bytes:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn byte_slice_into_writes_what_byte_slice_writes_for_any_bytes(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..1100),
+        ) {
+            let mut want = Vec::new();
+            let mut w = ByteSlice::open(&mut want);
+            w.put(&bytes);
+            w.close();
+            let mut got = Vec::new();
+            byte_slice_into(&bytes, &mut got);
+            proptest::prop_assert_eq!(got, want);
         }
     }
 
