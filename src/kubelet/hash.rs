@@ -260,6 +260,15 @@ fn hash_in_lanes(
             ),
             Some(i) => spew::byte_slice_into(&b.json[i], text),
         }
+        // Type graphs that differ only where this container has nothing (or only in JSON tags)
+        // dump the same struct text: equal texts, one hash.
+        if json.is_none() {
+            let (earlier, this) = b.text.split_at(distinct);
+            if let Some(k) = earlier.iter().position(|t| *t == this[0]) {
+                same.push(k);
+                continue;
+            }
+        }
         same.push(distinct);
         distinct += 1;
     }
