@@ -26,10 +26,6 @@ pub trait Json<'a>: Copy + 'a {
     /// are keyed by it).
     fn address(self) -> usize;
 
-    fn is_null(self) -> bool {
-        matches!(self.view(), JsonValue::Null)
-    }
-
     fn as_str(self) -> Option<&'a str> {
         match self.view() {
             JsonValue::String(s) => Some(s),
@@ -39,10 +35,6 @@ pub trait Json<'a>: Copy + 'a {
 
     fn is_object(self) -> bool {
         matches!(self.view(), JsonValue::Object(..))
-    }
-
-    fn is_array(self) -> bool {
-        matches!(self.view(), JsonValue::Array(..))
     }
 
     fn is_list_or_object(self) -> bool {
