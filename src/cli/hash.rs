@@ -26,14 +26,15 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
     if let Some(v) = explain {
         // The whole input is read before anything is printed.
         let input = Input::Path(&input);
+        let source = input.name();
         let mut objects = Vec::new();
         input.for_each_object(&mut |o| objects.push(o))?;
         if objects.is_empty() {
-            return Err(no_input(&input.name()).into());
+            return Err(no_input(&source).into());
         }
         let mut items = Vec::new();
         for (n, object) in objects.iter().enumerate() {
-            object_items(object, &input.name(), n + 1, &mut |i| items.push(i));
+            object_items(object, &source, n + 1, &mut |i| items.push(i));
         }
         return explain_items(&items, v, &mut stdout());
     }

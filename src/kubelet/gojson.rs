@@ -135,7 +135,7 @@ fn write_fields<S: Sink>(
 
 /// Go's `isEmptyValue` for the kinds a container has (structs are never empty).
 fn is_empty(v: &Val) -> bool {
-    match v.resolved() {
+    match v {
         Val::Str(s) => s.is_empty(),
         Val::Bool(b) => !b,
         Val::Int(i) => *i == 0,
@@ -154,7 +154,7 @@ fn write_value<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, out: &mut S) {
         return out.shared(key, &mut |out| write_value(schema, ty, inner, out));
     }
     let t = schema.ty(ty);
-    match (&t.kind, v.resolved()) {
+    match (&t.kind, v) {
         (_, Val::Nil) => out.put(b"null"),
         (_, Val::Str(s)) => write_string(s, out),
         (_, Val::Bool(b)) => out.put(if *b { b"true" } else { b"false" }),

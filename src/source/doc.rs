@@ -91,6 +91,11 @@ impl Span {
         len: 0,
         unescaped: false,
     };
+
+    /// Its bytes' range in the frame, or in `unescaped`.
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
 }
 
 impl Doc {
@@ -143,9 +148,8 @@ impl Doc {
         } else {
             &self.text
         };
-        let (start, end) = (s.start as usize, s.start as usize + s.len as usize);
         // Spans are made at ASCII quotes and backslashes of UTF-8 text, so on boundaries.
-        from.get(start..end).unwrap_or_default()
+        from.get(s.range()).unwrap_or_default()
     }
 
     /// The index after node `at` and its members.
@@ -523,8 +527,7 @@ impl Parser<'_> {
         } else {
             self.bytes
         };
-        from.get(s.start as usize..s.start as usize + s.len as usize)
-            .unwrap_or_default()
+        from.get(s.range()).unwrap_or_default()
     }
 }
 

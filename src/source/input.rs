@@ -113,15 +113,13 @@ fn collect<'a, J: Json<'a>>(value: J, here: &str, n: usize, each: &mut impl FnMu
         }
         JsonValue::Object(..) => {
             let kind = value.field("kind").and_then(J::as_str).unwrap_or("");
+            let items = value.field("items");
             if let Some(container) = value.field("container").filter(|c| c.is_object()) {
                 // A golden-vector record; its own "kind" (synthetic, …) is not a Kubernetes kind.
-                let id = match value.field("id").map(J::view) {
-                    Some(JsonValue::String(s)) => s.to_string(),
-                    Some(_) => value
-                        .field("id")
-                        .map(to_value)
-                        .unwrap_or_default()
-                        .to_string(),
+                let id = match value.field("id") {
+                    Some(id) => id
+                        .as_str()
+                        .map_or_else(|| to_value(id).to_string(), str::to_string),
                     None => format!("#{n}"),
                 };
                 each(Item::Container {
@@ -129,11 +127,8 @@ fn collect<'a, J: Json<'a>>(value: J, here: &str, n: usize, each: &mut impl FnMu
                     id,
                     json: container,
                 });
-            } else if kind == "PodList"
-                || kind == "List"
-                || (kind.is_empty() && value.field("items").is_some())
-            {
-                match value.field("items").map(J::view) {
+            } else if kind == "PodList" || kind == "List" || (kind.is_empty() && items.is_some()) {
+                match items.map(J::view) {
                     Some(JsonValue::Array(_, pods)) => {
                         for pod in pods {
                             collect(pod, here, n, each);
