@@ -25,7 +25,7 @@ use std::rc::Rc;
 use crate::error::{Error, Result};
 use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::quantity::{self, Quantity};
-use crate::kubelet::schema::{Kind, Schema, TypeId};
+use crate::kubelet::schema::{Field, Kind, Schema, TypeId};
 
 /// A Go value of a type known from the schema (the schema, not the tree, knows the type).
 #[derive(Debug, Clone, PartialEq)]
@@ -143,16 +143,23 @@ fn decode_root<'a, J: Json<'a>>(
 }
 
 /// The zero value of a type (what a missing field decodes to).
+// Inlined: most fields of a container are missing, and a zero scalar built in place is not
+// written to memory only to be read back.
+#[inline]
 pub fn zero<'a>(schema: &Schema, ty: TypeId) -> Val<'a> {
     match &schema.ty(ty).kind {
         Kind::String => Val::Str(""),
         Kind::Bool => Val::Bool(false),
         Kind::Int32 | Kind::Int64 => Val::Int(0),
         Kind::Ptr(_) | Kind::Slice(_) | Kind::Map { .. } => Val::Nil,
-        Kind::Struct(fields) => Val::Struct(fields.iter().map(|f| zero(schema, f.ty)).collect()),
+        Kind::Struct(fields) => zero_struct(schema, fields),
         Kind::Quantity => Val::Quantity(Box::default()),
         Kind::IntOrString => Val::IntOrString(IntOrString::Int(0)),
     }
+}
+
+fn zero_struct<'a>(schema: &Schema, fields: &[Field]) -> Val<'a> {
+    Val::Struct(fields.iter().map(|f| zero(schema, f.ty)).collect())
 }
 
 /// The most fields (flattened through inline structs) a struct decodes through its key table;

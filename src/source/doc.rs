@@ -214,6 +214,7 @@ impl<'a> Json<'a> for DocRef<'a> {
     type Items = Members<'a>;
     type Entries = Entries<'a>;
 
+    #[inline]
     fn view(self) -> JsonValue<'a, Self> {
         let doc = self.doc;
         let members = |len: u32| Members {
