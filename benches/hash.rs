@@ -4,7 +4,7 @@
 //! * `render+fnv`: the writers streaming a decoded container into the hasher (what `hash` does
 //!   after decoding);
 //! * `fnv-floor`: FNV-1a over the exact same bytes, already in memory, one text after another;
-//! * `fnv-lanes`: the same texts hashed as a batch in interleaved lanes (`sink::fnv1a_batch`);
+//! * `fnv-lanes`: the same texts hashed as a batch in interleaved lanes (`lanes::fnv1a_batch`);
 //! * `decode+render+fnv`: from `serde_json::Value` to hash, decode included;
 //! * `from-bytes-*`: from the input bytes, as `kubehash hash` reads them (the one reader, the
 //!   CLI's allocator) for 1.15, 1.30, 1.31 and all 29 versions, next to the FNV floor over every
@@ -20,8 +20,9 @@ use criterion::{
 use kubehash::kubelet::decode::decode_container;
 use kubehash::kubelet::hash::{hash_container, hashed_text, write_hashed_text, Annotation};
 use kubehash::kubelet::json::Json;
+use kubehash::kubelet::lanes::fnv1a_batch;
 use kubehash::kubelet::schema::Schema;
-use kubehash::kubelet::sink::{fnv1a_batch, Fnv32a};
+use kubehash::kubelet::sink::Fnv32a;
 use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
 use kubehash::source::doc::Doc;
 use kubehash::source::frames::frame_objects;

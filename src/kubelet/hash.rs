@@ -27,7 +27,8 @@ use crate::kubelet::decode::{decode_container, decode_container_sharing, SharedD
 use crate::kubelet::gojson;
 use crate::kubelet::json::Json;
 use crate::kubelet::schema::Schema;
-use crate::kubelet::sink::{fnv1a_batch, format_hash, Fnv32a, Remembering, SharedTexts, Sink};
+use crate::kubelet::lanes::fnv1a_sharing;
+use crate::kubelet::sink::{format_hash, Fnv32a, Remembering, SharedTexts, Sink};
 use crate::kubelet::spew::{self, ByteSlice};
 use crate::kubelet::version::{HashEpoch, KubeletVersion};
 
@@ -84,7 +85,8 @@ fn hex(v: &[(KubeletVersion, u32)]) -> Vec<(String, String)> {
 /// Each distinct type graph is decoded once and each distinct text rendered once. With several
 /// texts, they are rendered into buffers first: JSON-epoch texts are the spew dump of a JSON
 /// document, so versions whose documents are equal share one text; the distinct texts are then
-/// hashed side by side in FNV lanes ([`fnv1a_batch`]).
+/// hashed side by side in FNV lanes, a prefix texts share once
+/// ([`crate::kubelet::lanes::fnv1a_sharing`]).
 pub fn hash_container<'a>(
     json: impl Json<'a>,
     versions: &[KubeletVersion],
@@ -274,7 +276,7 @@ fn hash_in_lanes(
     }
     let refs: Vec<&[u8]> = b.text[..distinct].iter().map(Vec::as_slice).collect();
     let mut hashes = vec![0u32; distinct];
-    fnv1a_batch(&refs, &mut hashes);
+    fnv1a_sharing(&refs, &mut hashes);
     same.into_iter().map(|t| hashes[t]).collect()
 }
 

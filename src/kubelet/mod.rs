@@ -9,7 +9,8 @@ pub mod json; // the view decoding reads a parsed JSON value through
 pub mod decode; // JSON → typed value tree, as encoding/json into the Go structs
 pub mod spew; // go-spew %#v writer (kubelet ≤ 1.15)
 pub mod gojson; // Go encoding/json writer (kubelet 1.16 +)
-pub mod sink; // FNV-1a 32 and byte sinks, lanes
+pub mod sink; // FNV-1a 32 and byte sinks
+pub mod lanes; // FNV-1a over many texts: lanes, shared prefixes once
 pub mod hash; // one function per epoch: the hashes a kubelet stores
 pub mod diff; // why two kubelets' hashes of a container differ
 pub mod facts; // version facts other than the hash: checkpoints, flags, cgroups
