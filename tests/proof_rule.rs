@@ -359,3 +359,101 @@ fn a_field_the_old_kubelet_dropped_is_never_masked() {
         assert!(p.reason.contains(field), "{}", p.reason);
     }
 }
+
+/// Every root key any version's `v1.Container` knows, with values the golden corpus gives it
+/// (up to three) and values of every wrong JSON type.
+fn root_values() -> &'static Vec<(String, Vec<Value>)> {
+    static VALUES: std::sync::OnceLock<Vec<(String, Vec<Value>)>> = std::sync::OnceLock::new();
+    VALUES.get_or_init(|| {
+        let corpus = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/testdata/golden/public.jsonl"
+        ))
+        .unwrap();
+        let containers: Vec<Value> = corpus
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["container"].clone())
+            .collect();
+        let mut keys: Vec<String> = Vec::new();
+        for v in KubeletVersion::all() {
+            let s = Schema::for_version(v).unwrap();
+            if let kubehash::kubelet::schema::Kind::Struct(fields) = &s.ty(s.root()).kind {
+                for f in fields {
+                    if !keys.contains(&f.json) {
+                        keys.push(f.json.clone());
+                    }
+                }
+            }
+        }
+        keys.push("notAField".into());
+        keys.into_iter()
+            .map(|k| {
+                let mut values: Vec<Value> = Vec::new();
+                for c in &containers {
+                    if let Some(v) = c.get(&k) {
+                        if values.len() < 3 && !values.contains(v) {
+                            values.push(v.clone());
+                        }
+                    }
+                }
+                values.extend([
+                    json!(7),
+                    json!("x"),
+                    json!([1]),
+                    json!({"a": 1}),
+                    json!(true),
+                    json!(null),
+                ]);
+                (k, values)
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// A type graph that takes the last graph's decode and texts (`kubelet::alike`: the
+    /// container has none of the root keys where the two differ) must hash, and fail, as it
+    /// would alone. Random root keys of every version, each with a real value or a wrong one,
+    /// and random version sets: every hash equals the version's own, and the first version
+    /// that refuses the container names the error of the whole set.
+    #[test]
+    fn a_graph_taking_anothers_decode_hashes_and_fails_as_itself(
+        picks in proptest::collection::vec(proptest::option::weighted(0.3, 0..9usize), root_values().len()),
+        versions in proptest::collection::vec(proptest::bool::weighted(0.6), usize::from(kubehash::kubelet::version::MAX_MINOR - kubehash::kubelet::version::MIN_MINOR) + 1),
+    ) {
+        let mut spec = Map::new();
+        spec.insert("name".into(), json!("app"));
+        for ((key, values), pick) in root_values().iter().zip(&picks) {
+            if let Some(i) = pick {
+                spec.insert(key.clone(), values[i % values.len()].clone());
+            }
+        }
+        let spec = Value::Object(spec);
+        let versions: Vec<KubeletVersion> = versions
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p)
+            .map(|(i, _)| version(kubehash::kubelet::version::MIN_MINOR + i as u8))
+            .collect();
+        prop_assume!(!versions.is_empty());
+        let together = hash_container(&spec, &versions, "c");
+        let alone: Vec<_> = versions.iter().map(|&v| (v, hash_container(&spec, &[v], "c"))).collect();
+        match alone.iter().find_map(|(_, r)| r.as_ref().err()) {
+            Some(first) => prop_assert_eq!(
+                together.map_err(|e| e.to_string()).err(),
+                Some(first.to_string()),
+                "{}", spec
+            ),
+            None => {
+                let together = together.unwrap();
+                for (v, a) in alone {
+                    let a = a.unwrap();
+                    prop_assert_eq!(together.get(v), a.get(v), "{} {}", v, spec);
+                    prop_assert_eq!(together.get_without_resources(v), a.get_without_resources(v), "{} {}", v, spec);
+                }
+            }
+        }
+    }
+}

@@ -30,7 +30,7 @@ use std::ops::Range;
 use std::rc::Rc;
 
 use crate::kubelet::decode::{zero, IntOrString, Val};
-use crate::kubelet::schema::{Kind, Schema, TypeId};
+use crate::kubelet::schema::{Field, Kind, Schema, TypeId};
 use crate::kubelet::sink::Sink;
 use crate::kubelet::spew::put_int;
 
@@ -77,6 +77,19 @@ pub fn write_zero_resources<S: Sink>(schema: &Schema, out: &mut S) {
     if let Some(f) = fields.get(i) {
         write_value(schema, f.ty, &zero(schema, f.ty), out);
     }
+}
+
+/// Writes what encoding/json writes for a (not embedded) struct field holding its zero value,
+/// `"key":zero`, or nothing when `omitempty` drops it, as `write_fields` does for each field.
+pub fn write_zero_field<S: Sink>(schema: &Schema, f: &Field, out: &mut S) {
+    let value = zero(schema, f.ty);
+    if f.omitempty && is_empty(&value) {
+        return;
+    }
+    out.put(b"\"");
+    out.put(f.json.as_bytes());
+    out.put(b"\":");
+    write_value(schema, f.ty, &value, out);
 }
 
 /// Writes `json.Marshal(map[string]string{"name": name, "image": image})` (keys sorted).

@@ -9,7 +9,9 @@
 //!
 //! The writers stream straight into the hasher. A container is decoded once per distinct type
 //! graph among the requested versions (a field whose type has the same shape in several graphs
-//! once for all of them), and each distinct (graph, epoch) is hashed once.
+//! once for all of them), and each distinct (graph, epoch) is hashed once. A graph that differs
+//! from the last one only in root fields the container does not have takes its decode and texts
+//! ([`crate::kubelet::alike`]).
 //!
 //! ```
 //! use kubehash::kubelet::{hash::hash_container, version::parse_version_set};
@@ -23,11 +25,12 @@
 use std::ops::Range;
 
 use crate::error::Result;
+use crate::kubelet::alike::alike;
 use crate::kubelet::decode::{decode_container, decode_container_sharing, SharedDecodes, Val};
 use crate::kubelet::gojson;
 use crate::kubelet::json::Json;
-use crate::kubelet::schema::Schema;
 use crate::kubelet::lanes::fnv1a_sharing;
+use crate::kubelet::schema::Schema;
 use crate::kubelet::sink::{format_hash, Fnv32a, Remembering, SharedTexts, Sink};
 use crate::kubelet::spew::{self, ByteSlice};
 use crate::kubelet::version::{HashEpoch, KubeletVersion};
@@ -100,24 +103,48 @@ pub fn hash_container<'a>(
     let mut texts: Vec<(HashEpoch, KubeletVersion, Annotation, usize)> = Vec::new();
     // Per requested (version, annotation), its text.
     let mut wanted: Vec<(KubeletVersion, Annotation, usize)> = Vec::new();
+    // Per type graph met: (its oldest version, index into `decoded`, the graph whose texts
+    // it writes); and the last one met, with its schema.
+    let mut graphs: Vec<(KubeletVersion, usize, KubeletVersion)> = Vec::new();
+    let mut last: Option<(&'static Schema, usize, KubeletVersion)> = None;
     for &v in versions {
         let schema = Schema::for_version(v)?;
         let group = schema.same_as();
-        let d = match decoded.iter().position(|(g, _, _)| *g == group) {
-            Some(i) => i,
+        let (d, text_group) = match graphs.iter().find(|(g, _, _)| *g == group) {
+            Some(&(_, d, t)) => (d, t),
             None => {
-                let val = match shared.as_mut() {
-                    Some(shared) => decode_container_sharing(schema, json, path, shared)?,
-                    None => decode_container(schema, json, path)?,
+                // A graph that decodes and writes this container as the last one did takes
+                // its decode (and, in the same epoch, its texts): see `alike`.
+                let taken = last.and_then(|(prev, d, t)| {
+                    let same = alike(prev, schema)?;
+                    if same.keys.iter().any(|k| json.entry(k).is_some()) {
+                        return None;
+                    }
+                    match v.epoch() {
+                        HashEpoch::NameImage => Some((d, group)),
+                        _ => same.texts.then_some((d, t)),
+                    }
+                });
+                let (d, t) = match taken {
+                    Some(both) => both,
+                    None => {
+                        let val = match shared.as_mut() {
+                            Some(shared) => decode_container_sharing(schema, json, path, shared)?,
+                            None => decode_container(schema, json, path)?,
+                        };
+                        decoded.push((group, schema, val));
+                        (decoded.len() - 1, group)
+                    }
                 };
-                decoded.push((group, schema, val));
-                decoded.len() - 1
+                graphs.push((group, d, t));
+                (d, t)
             }
         };
+        last = Some((schema, d, text_group));
         // Name+image hashes do not depend on the type graph.
         let key_group = match v.epoch() {
             HashEpoch::NameImage => KubeletVersion::from_minor(31)?,
-            _ => group,
+            _ => text_group,
         };
         let mut annotations = [Some(Annotation::Hash), None];
         if v.has_hash_without_resources() {

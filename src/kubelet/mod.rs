@@ -11,6 +11,7 @@ pub mod spew; // go-spew %#v writer (kubelet ≤ 1.15)
 pub mod gojson; // Go encoding/json writer (kubelet 1.16 +)
 pub mod sink; // FNV-1a 32 and byte sinks
 pub mod lanes; // FNV-1a over many texts: lanes, shared prefixes once
+pub mod alike; // when a second type graph decodes and hashes a container as the first
 pub mod hash; // one function per epoch: the hashes a kubelet stores
 pub mod diff; // why two kubelets' hashes of a container differ
 pub mod facts; // version facts other than the hash: checkpoints, flags, cgroups

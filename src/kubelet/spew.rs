@@ -25,14 +25,22 @@
 
 use std::rc::Rc;
 
-use crate::kubelet::decode::{IntOrString, Val};
+use crate::kubelet::decode::{zero, IntOrString, Val};
 use crate::kubelet::quantity::{nat_words, Quantity};
-use crate::kubelet::schema::{Kind, Schema, TypeId};
+use crate::kubelet::schema::{Field, Kind, Schema, TypeId};
 use crate::kubelet::sink::Sink;
 
 /// Writes `%#v` of a `v1.Container` value (the hashed text for kubelet ≤ 1.15).
 pub fn write_container<S: Sink>(schema: &Schema, v: &Val, out: &mut S) {
     write(schema, schema.root(), v, false, out);
+}
+
+/// Writes what `%#v` prints for a struct field holding its zero value (`Name:(type)zero`),
+/// as the struct case of `write` does for each field.
+pub fn write_zero_field<S: Sink>(schema: &Schema, f: &Field, out: &mut S) {
+    out.put(f.name.as_bytes());
+    out.put(b":");
+    write(schema, f.ty, &zero(schema, f.ty), false, out);
 }
 
 fn type_prefix<S: Sink>(name: &str, out: &mut S) {
