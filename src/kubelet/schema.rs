@@ -99,6 +99,22 @@ pub struct StructKeys {
     pub flat_len: usize,
     /// Per key length, the range of `sorted` holding the keys of that length.
     by_len: Vec<(usize, usize)>,
+    /// Per key of `sorted`, its [`print`].
+    prints: Vec<(u64, u64)>,
+}
+
+/// A key's first and last eight bytes as two words (zero-padded when shorter): for keys of one
+/// length up to 16 bytes, equal prints are equal keys; longer ones are compared in full after.
+fn print(key: &[u8]) -> (u64, u64) {
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(w)
+    };
+    match key.len() {
+        0..=8 => (word(key), 0),
+        n => (word(&key[..8]), word(&key[n - 8..])),
+    }
 }
 
 impl StructKeys {
@@ -110,13 +126,14 @@ impl StructKeys {
             .then_with(|| a.as_bytes().cmp(b.as_bytes()))
     }
 
-    /// The flat index of the field with JSON key `key`: among the few keys of its length.
+    /// The flat index of the field with JSON key `key`: among the few keys of its length, by
+    /// their first and last eight bytes (a byte compare is a call; two words are not).
     pub fn find(&self, key: &str) -> Option<usize> {
         let &(from, to) = self.by_len.get(key.len())?;
-        self.sorted[from..to]
-            .iter()
-            .find(|(k, _)| k.as_bytes() == key.as_bytes())
-            .map(|(_, i)| *i)
+        let p = print(key.as_bytes());
+        (from..to)
+            .find(|&i| self.prints[i] == p && (key.len() <= 16 || self.sorted[i].0 == key))
+            .map(|i| self.sorted[i].1)
     }
 }
 
@@ -349,6 +366,7 @@ fn struct_keys(types: &[GoType], ty: TypeId) -> Option<StructKeys> {
         })
         .collect();
     Some(StructKeys {
+        prints: sorted.iter().map(|(k, _)| print(k.as_bytes())).collect(),
         sorted,
         flat_len: flat.len(),
         by_len,
@@ -597,7 +615,15 @@ mod tests {
                 };
                 for (k, i) in &keys.sorted {
                     assert_eq!(keys.find(k), Some(*i), "{v} {k}");
-                    for near in [format!("{k}x"), k[1..].to_string(), k.to_uppercase()] {
+                    // Near misses: longer, shorter, another case, and one byte changed at
+                    // each place (the first and last words and, past 16 bytes, the middle).
+                    let flipped = (0..k.len()).map(|at| {
+                        let mut b = k.clone().into_bytes();
+                        b[at] ^= 0x01;
+                        String::from_utf8(b).unwrap()
+                    });
+                    let near = [format!("{k}x"), k[1..].to_string(), k.to_uppercase()];
+                    for near in near.into_iter().chain(flipped) {
                         let hit = keys
                             .sorted
                             .iter()
