@@ -20,9 +20,10 @@
 use std::sync::OnceLock;
 
 use crate::kubelet::gojson;
+use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::schema::{Field, Kind, Schema};
 use crate::kubelet::spew;
-use crate::kubelet::version::{HashEpoch, MAX_MINOR, MIN_MINOR};
+use crate::kubelet::version::{HashEpoch, KubeletVersion, MAX_MINOR, MIN_MINOR};
 
 /// What two type graphs have in common for containers without some root keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +31,8 @@ pub struct Alike {
     /// The JSON keys of the root fields the two graphs do not have alike. A container with any
     /// of them is decoded under each graph.
     pub keys: Vec<String>,
+    /// `keys` as a set of [`root_keys`] bits.
+    pub mask: u64,
     /// Whether, for a container without `keys`, the two graphs write the same text in their
     /// hash epoch, for either annotation. False when their epochs differ.
     pub texts: bool,
@@ -67,12 +70,50 @@ fn compare(a: &Schema, b: &Schema) -> Option<Alike> {
         }
     }
     keys.sort();
+    let mut mask = 0;
+    for k in &keys {
+        // Every version's root key has a bit (see `known`); without one, nothing is alike.
+        mask |= 1u64 << known().iter().position(|o| o == k)?;
+    }
     let (ea, eb) = (a.version().epoch(), b.version().epoch());
     let texts = ea == eb
         && ea != HashEpoch::NameImage
         && a.ty(a.root()).name == b.ty(b.root()).name
         && parts(a, fa, &keys, ea) == parts(b, fb, &keys, eb);
-    Some(Alike { keys, texts })
+    Some(Alike { keys, mask, texts })
+}
+
+/// The root JSON keys of every version's `v1.Container`, sorted: bit `i` of a [`root_keys`]
+/// set is `known()[i]`. Empty (so nothing is alike) if there were more than 64.
+fn known() -> &'static [String] {
+    static KNOWN: OnceLock<Vec<String>> = OnceLock::new();
+    KNOWN.get_or_init(|| {
+        let mut keys: Vec<String> = Vec::new();
+        for v in KubeletVersion::all() {
+            let fields = Schema::for_version(v).ok().and_then(root_fields);
+            for f in fields.unwrap_or_default() {
+                keys.push(f.json.clone());
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        if keys.len() > 64 {
+            keys.clear();
+        }
+        keys
+    })
+}
+
+/// Which of the [`known`] root keys a container object has, as bits for [`Alike::mask`]: one
+/// pass over its entries instead of a lookup per differing key.
+pub fn root_keys<'a>(json: impl Json<'a>) -> u64 {
+    let JsonValue::Object(_, entries) = json.view() else {
+        return 0;
+    };
+    let known = known();
+    entries
+        .filter_map(|(k, _)| known.binary_search_by(|o| o.as_str().cmp(k)).ok())
+        .fold(0, |set, i| set | 1 << i)
 }
 
 /// The root struct's fields, when each is a named field with a JSON key of its own.
@@ -125,7 +166,6 @@ fn parts<'s>(
 /// For the tests: every version's schema.
 #[cfg(test)]
 fn schemas() -> Vec<&'static Schema> {
-    use crate::kubelet::version::KubeletVersion;
     KubeletVersion::all()
         .map(|v| Schema::for_version(v).expect("schema"))
         .collect()
@@ -177,6 +217,20 @@ mod tests {
                 }
             };
             assert_eq!(got, String::from_utf8_lossy(&want), "{}", s.version());
+        }
+    }
+
+    #[test]
+    fn root_keys_are_the_known_keys_a_container_has() {
+        let c = serde_json::json!({"name": "a", "resources": null, "notAField": 1, "env": []});
+        let set = root_keys(&c);
+        let bit = |k: &str| 1u64 << known().iter().position(|o| o == k).expect("known");
+        assert_eq!(set, bit("name") | bit("resources") | bit("env"));
+        assert_eq!(root_keys(&serde_json::json!([1])), 0);
+        for s in schemas() {
+            let one = alike(s, schemas()[0]).expect("comparable");
+            let from_keys = one.keys.iter().fold(0, |m, k| m | bit(k));
+            assert_eq!(one.mask, from_keys, "{}", s.version());
         }
     }
 

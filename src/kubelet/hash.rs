@@ -25,7 +25,7 @@
 use std::ops::Range;
 
 use crate::error::Result;
-use crate::kubelet::alike::alike;
+use crate::kubelet::alike::{alike, root_keys};
 use crate::kubelet::decode::{decode_container, decode_container_sharing, SharedDecodes, Val};
 use crate::kubelet::gojson;
 use crate::kubelet::json::Json;
@@ -107,6 +107,7 @@ pub fn hash_container<'a>(
     // it writes); and the last one met, with its schema.
     let mut graphs: Vec<(KubeletVersion, usize, KubeletVersion)> = Vec::new();
     let mut last: Option<(&'static Schema, usize, KubeletVersion)> = None;
+    let mut has_keys = None;
     for &v in versions {
         let schema = Schema::for_version(v)?;
         let group = schema.same_as();
@@ -117,7 +118,7 @@ pub fn hash_container<'a>(
                 // its decode (and, in the same epoch, its texts): see `alike`.
                 let taken = last.and_then(|(prev, d, t)| {
                     let same = alike(prev, schema)?;
-                    if same.keys.iter().any(|k| json.entry(k).is_some()) {
+                    if *has_keys.get_or_insert_with(|| root_keys(json)) & same.mask != 0 {
                         return None;
                     }
                     match v.epoch() {
