@@ -99,21 +99,35 @@ pub struct StructKeys {
     pub flat_len: usize,
     /// Per key length, the range of `sorted` holding the keys of that length.
     by_len: Vec<(usize, usize)>,
-    /// Per key of `sorted`, its [`print`].
+    /// Per key of `sorted`, its [`key_words`].
     prints: Vec<(u64, u64)>,
 }
 
-/// A key's first and last eight bytes as two words (zero-padded when shorter): for keys of one
-/// length up to 16 bytes, equal prints are equal keys; longer ones are compared in full after.
-fn print(key: &[u8]) -> (u64, u64) {
-    let word = |b: &[u8]| {
-        let mut w = [0u8; 8];
-        w[..b.len()].copy_from_slice(b);
-        u64::from_le_bytes(w)
+/// Two words read from a key's first and last bytes (overlapping when it is short) that hold
+/// every byte of a key up to 16 bytes long: for keys of one length up to 16, equal words are
+/// equal keys; longer keys are compared in full after. Loads straight from the key: a copy to
+/// a zeroed buffer first is a store the word's load cannot be forwarded from.
+#[inline]
+pub fn key_words(key: &[u8]) -> (u64, u64) {
+    let n = key.len();
+    let word = |at: usize| {
+        key.get(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
     };
-    match key.len() {
-        0..=8 => (word(key), 0),
-        n => (word(&key[..8]), word(&key[n - 8..])),
+    let half = |at: usize| {
+        key.get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u32::from_le_bytes)
+    };
+    match n {
+        8.. => (word(0), word(n - 8)),
+        4.. => (u64::from(half(0)) | u64::from(half(n - 4)) << 32, 0),
+        1.. => {
+            let (a, b, c) = (key[0], key[n / 2], key[n - 1]);
+            (u64::from(a) | u64::from(b) << 8 | u64::from(c) << 16, 0)
+        }
+        0 => (0, 0),
     }
 }
 
@@ -130,7 +144,7 @@ impl StructKeys {
     /// their first and last eight bytes (a byte compare is a call; two words are not).
     pub fn find(&self, key: &str) -> Option<usize> {
         let &(from, to) = self.by_len.get(key.len())?;
-        let p = print(key.as_bytes());
+        let p = key_words(key.as_bytes());
         (from..to)
             .find(|&i| self.prints[i] == p && (key.len() <= 16 || self.sorted[i].0 == key))
             .map(|i| self.sorted[i].1)
@@ -366,7 +380,10 @@ fn struct_keys(types: &[GoType], ty: TypeId) -> Option<StructKeys> {
         })
         .collect();
     Some(StructKeys {
-        prints: sorted.iter().map(|(k, _)| print(k.as_bytes())).collect(),
+        prints: sorted
+            .iter()
+            .map(|(k, _)| key_words(k.as_bytes()))
+            .collect(),
         sorted,
         flat_len: flat.len(),
         by_len,
@@ -603,6 +620,25 @@ mod tests {
         };
         assert_eq!(probe("1.8"), probe("1.9"));
         assert_ne!(probe("1.15"), probe("1.30"));
+    }
+
+    proptest::proptest! {
+        /// Up to 16 bytes, a key's two words hold all of it: keys of one length are equal
+        /// exactly when their words are (the key table relies on it).
+        #[test]
+        fn key_words_tell_keys_of_one_length_apart(
+            a in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..=16),
+            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 1..=255u8), 0..3),
+        ) {
+            let mut b = a.clone();
+            for (at, bits) in flips {
+                if !b.is_empty() {
+                    let at = at % b.len();
+                    b[at] ^= bits;
+                }
+            }
+            proptest::prop_assert_eq!(key_words(&a) == key_words(&b), a == b, "{:?} {:?}", a, b);
+        }
     }
 
     #[test]

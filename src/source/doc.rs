@@ -21,6 +21,7 @@
 use serde_json::{Number, Value};
 
 use crate::kubelet::json::{Json, JsonValue};
+use crate::kubelet::schema::key_words;
 use crate::source::bytescan::find_string_stop;
 use crate::source::parallel::Parse;
 
@@ -254,16 +255,11 @@ impl<'a> Json<'a> for DocRef<'a> {
 }
 
 /// A key's bit (0 – 255) in an object's filter of the keys it has: from its length and its
-/// first and last eight bytes.
+/// first and last bytes.
+#[inline]
 fn filter_bit(key: &[u8]) -> usize {
-    let word = |part: &[u8]| {
-        let mut w = [0u8; 8];
-        w[..part.len()].copy_from_slice(part);
-        u64::from_le_bytes(w)
-    };
-    let n = key.len();
-    let (head, tail) = (&key[..n.min(8)], &key[n.saturating_sub(8)..]);
-    let h = word(head) ^ word(tail).rotate_left(29) ^ n as u64;
+    let (head, tail) = key_words(key);
+    let h = head ^ tail.rotate_left(29) ^ key.len() as u64;
     (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize
 }
 
@@ -354,6 +350,7 @@ impl Parser<'_> {
 
     /// A string at its opening quote, as a span of the frame, or of `unescaped` if it had
     /// escapes.
+    #[inline]
     fn string(&mut self) -> Option<Span> {
         self.at += 1;
         let start = self.at;
@@ -372,6 +369,7 @@ impl Parser<'_> {
 
     /// The rest of a string whose plain run `start..stop` ended at a backslash; `self.at` is
     /// just after it.
+    #[cold]
     fn escaped(&mut self, start: usize, stop: usize) -> Option<Span> {
         let out_start = self.unescaped.len();
         let mut run = start..stop;
