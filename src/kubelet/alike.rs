@@ -33,6 +33,9 @@ pub struct Alike {
     pub keys: Vec<String>,
     /// `keys` as a set of [`root_keys`] bits.
     pub mask: u64,
+    /// Per root field of the second graph, the first graph's field it is alike, if any: a
+    /// container with some of `keys` still decodes those fields alike under both.
+    pub take: Vec<Option<usize>>,
     /// Whether, for a container without `keys`, the two graphs write the same text in their
     /// hash epoch, for either annotation. False when their epochs differ.
     pub texts: bool,
@@ -80,7 +83,16 @@ fn compare(a: &Schema, b: &Schema) -> Option<Alike> {
         && ea != HashEpoch::NameImage
         && a.ty(a.root()).name == b.ty(b.root()).name
         && parts(a, fa, &keys, ea) == parts(b, fb, &keys, eb);
-    Some(Alike { keys, mask, texts })
+    let take = fb
+        .iter()
+        .map(|g| fa.iter().position(|f| alike(f, g)))
+        .collect();
+    Some(Alike {
+        keys,
+        mask,
+        take,
+        texts,
+    })
 }
 
 /// The root JSON keys of every version's `v1.Container`, sorted: bit `i` of a [`root_keys`]

@@ -124,6 +124,47 @@ pub fn decode_container_sharing<'a>(
     decode_root(schema, json, path, Some(shared))
 }
 
+/// [`decode_container_sharing`] for a graph whose root fields are mostly alike those of a graph
+/// the container was decoded under (same key, name, `omitempty` and shape; see
+/// [`crate::kubelet::alike`]): `base` is that decode's root fields, and root field `i` takes
+/// `base[j]` when `take[i]` is `Some(j)`. The other fields are decoded, in field order, so an
+/// error is the one a decode of the whole container would give: the taken ones decoded without
+/// one.
+pub fn decode_container_taking<'a, J: Json<'a>>(
+    schema: &Schema,
+    json: J,
+    path: &str,
+    shared: &mut SharedDecodes<'a>,
+    base: &[Val<'a>],
+    take: &[Option<usize>],
+) -> Result<Val<'a>> {
+    let mut d = Decoder {
+        schema,
+        path: Vec::new(),
+        prefix: path,
+        shared: Some(shared),
+    };
+    let (Kind::Struct(fields), true) = (&schema.ty(schema.root()).kind, json.is_object()) else {
+        return decode_root(schema, json, path, d.shared);
+    };
+    let mut out = Vec::with_capacity(fields.len());
+    for (i, f) in fields.iter().enumerate() {
+        if let Some(v) = take.get(i).copied().flatten().and_then(|j| base.get(j)) {
+            out.push(v.clone());
+            continue;
+        }
+        match json.entry(&f.json) {
+            None => out.push(zero(schema, f.ty)),
+            Some((key, item)) => {
+                d.path.push(Seg::Key(key));
+                out.push(d.field(f.ty, item)?);
+                d.path.pop();
+            }
+        }
+    }
+    Ok(Val::Struct(out))
+}
+
 fn decode_root<'a, J: Json<'a>>(
     schema: &Schema,
     json: J,

@@ -26,7 +26,9 @@ use std::ops::Range;
 
 use crate::error::Result;
 use crate::kubelet::alike::{alike, root_keys};
-use crate::kubelet::decode::{decode_container, decode_container_sharing, SharedDecodes, Val};
+use crate::kubelet::decode::{
+    decode_container, decode_container_sharing, decode_container_taking, SharedDecodes, Val,
+};
 use crate::kubelet::gojson;
 use crate::kubelet::json::Json;
 use crate::kubelet::lanes::fnv1a_sharing;
@@ -129,9 +131,19 @@ pub fn hash_container<'a>(
                 let (d, t) = match taken {
                     Some(both) => both,
                     None => {
-                        let val = match shared.as_mut() {
-                            Some(shared) => decode_container_sharing(schema, json, path, shared)?,
-                            None => decode_container(schema, json, path)?,
+                        // The root fields alike the last decode's are taken from it.
+                        let base = last.and_then(|(_, d, _)| match &decoded[d] {
+                            (_, s, Val::Struct(fields)) => Some((alike(s, schema)?, fields)),
+                            _ => None,
+                        });
+                        let val = match (shared.as_mut(), base) {
+                            (Some(shared), Some((same, fields))) => decode_container_taking(
+                                schema, json, path, shared, fields, &same.take,
+                            )?,
+                            (Some(shared), None) => {
+                                decode_container_sharing(schema, json, path, shared)?
+                            }
+                            (None, _) => decode_container(schema, json, path)?,
                         };
                         decoded.push((group, schema, val));
                         (decoded.len() - 1, group)
