@@ -126,6 +126,16 @@ fn spec_of(choices: &[Option<usize>]) -> Value {
     Value::Object(m)
 }
 
+/// The versions whose places (from the oldest) are picked.
+fn picked(picks: &[bool]) -> Vec<KubeletVersion> {
+    picks
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| **p)
+        .map(|(i, _)| version(kubehash::kubelet::version::MIN_MINOR + i as u8))
+        .collect()
+}
+
 fn version(minor: u8) -> KubeletVersion {
     KubeletVersion::from_minor(minor).unwrap()
 }
@@ -230,12 +240,7 @@ proptest! {
         picks in proptest::collection::vec(proptest::bool::ANY, usize::from(kubehash::kubelet::version::MAX_MINOR - kubehash::kubelet::version::MIN_MINOR) + 1),
     ) {
         let spec = spec_of(&choices);
-        let versions: Vec<KubeletVersion> = picks
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| **p)
-            .map(|(i, _)| version(kubehash::kubelet::version::MIN_MINOR + i as u8))
-            .collect();
+        let versions = picked(&picks);
         let together = hash_container(&spec, &versions, "").unwrap();
         for &v in &versions {
             let alone = hash_container(&spec, &[v], "").unwrap();
@@ -431,12 +436,7 @@ proptest! {
             }
         }
         let spec = Value::Object(spec);
-        let versions: Vec<KubeletVersion> = versions
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| **p)
-            .map(|(i, _)| version(kubehash::kubelet::version::MIN_MINOR + i as u8))
-            .collect();
+        let versions = picked(&versions);
         prop_assume!(!versions.is_empty());
         let together = hash_container(&spec, &versions, "c");
         let alone: Vec<_> = versions.iter().map(|&v| (v, hash_container(&spec, &[v], "c"))).collect();
