@@ -99,8 +99,8 @@ pub fn hash_container<'a>(
 ) -> Result<ContainerHashes> {
     // Fields whose types have the same shape in several graphs are decoded once.
     let mut shared = (versions.len() > 1).then(SharedDecodes::default);
-    // The decoded value of each distinct type graph: (oldest version with it, schema, value).
-    let mut decoded: Vec<(KubeletVersion, &'static Schema, Val)> = Vec::new();
+    // The decoded values: (the schema decoded under, value).
+    let mut decoded: Vec<(&'static Schema, Val)> = Vec::new();
     // The distinct texts: (epoch, type graph, annotation, index into `decoded`).
     let mut texts: Vec<(HashEpoch, KubeletVersion, Annotation, usize)> = Vec::new();
     // Per requested (version, annotation), its text.
@@ -133,7 +133,7 @@ pub fn hash_container<'a>(
                     None => {
                         // The root fields alike the last decode's are taken from it.
                         let base = last.and_then(|(_, d, _)| match &decoded[d] {
-                            (_, s, Val::Struct(fields)) => Some((alike(s, schema)?, fields)),
+                            (s, Val::Struct(fields)) => Some((alike(s, schema)?, fields)),
                             _ => None,
                         });
                         let val = match (shared.as_mut(), base) {
@@ -145,7 +145,7 @@ pub fn hash_container<'a>(
                             }
                             (None, _) => decode_container(schema, json, path)?,
                         };
-                        decoded.push((group, schema, val));
+                        decoded.push((schema, val));
                         (decoded.len() - 1, group)
                     }
                 };
@@ -181,7 +181,7 @@ pub fn hash_container<'a>(
     let hashes: Vec<u32> = match texts.as_slice() {
         [] => Vec::new(),
         &[(epoch, _, a, d)] => {
-            let (_, schema, val) = &decoded[d];
+            let (schema, val) = &decoded[d];
             let mut hasher = Fnv32a::new();
             write_hashed_text(schema, val, epoch, a, &mut hasher);
             vec![hasher.finish()]
@@ -223,7 +223,7 @@ thread_local! {
 /// Renders every text into a buffer, once per distinct text, and hashes them in lanes.
 fn hash_in_lanes(
     texts: &[(HashEpoch, KubeletVersion, Annotation, usize)],
-    decoded: &[(KubeletVersion, &'static Schema, Val)],
+    decoded: &[(&'static Schema, Val)],
     b: &mut Buffers,
 ) -> Vec<u32> {
     let n = texts.len();
@@ -238,7 +238,7 @@ fn hash_in_lanes(
     let mut same: Vec<usize> = Vec::with_capacity(n);
     let mut distinct = 0;
     for (i, &(epoch, _, a, d)) in texts.iter().enumerate() {
-        let (_, schema, val) = &decoded[d];
+        let (schema, val) = &decoded[d];
         let json = match epoch {
             HashEpoch::Spew => None,
             HashEpoch::Json => {

@@ -75,10 +75,15 @@ pub fn fnv1a_sharing(texts: &[&[u8]], out: &mut [u32]) {
     let mut cut = cuts.iter().peekable();
     for (j, t) in texts.iter().enumerate() {
         let (from, mut at) = parent[j];
-        let mut after = (from != NONE).then(|| {
-            let k = ends.binary_search_by(|e| (e.0, e.1).cmp(&(from, at)));
-            ends[k.expect("a parent's cut is made before its child")].2
-        });
+        // The parent's run ending where this text parts from it (made before: parents come
+        // first). Were it missing, the whole text is hashed from the start, still exactly.
+        let mut after = None;
+        if from != NONE {
+            match ends.binary_search_by(|e| (e.0, e.1).cmp(&(from, at))) {
+                Ok(k) => after = Some(ends[k].2),
+                Err(_) => at = 0,
+            }
+        }
         while let Some(&(_, c)) = cut.next_if(|&&(k, _)| k as usize == j) {
             runs.push(Run {
                 after,
