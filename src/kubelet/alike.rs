@@ -62,11 +62,24 @@ fn compare(a: &Schema, b: &Schema) -> Option<Alike> {
             && f.omitempty == g.omitempty
             && a.shape(f.ty) == b.shape(g.ty)
     };
-    let mut keys: Vec<String> = Vec::new();
-    let differing = fa
+    // Per field of `b`, the field of `a` it is alike; the fields of either that no field of
+    // the other is alike differ.
+    let take: Vec<Option<usize>> = fb
         .iter()
-        .filter(|f| !fb.iter().any(|g| alike(f, g)))
-        .chain(fb.iter().filter(|g| !fa.iter().any(|f| alike(f, g))));
+        .map(|g| fa.iter().position(|f| alike(f, g)))
+        .collect();
+    let mut keys: Vec<String> = Vec::new();
+    let differing = fb
+        .iter()
+        .zip(&take)
+        .filter(|(_, t)| t.is_none())
+        .map(|(g, _)| g)
+        .chain(
+            fa.iter()
+                .enumerate()
+                .filter(|(i, _)| !take.contains(&Some(*i)))
+                .map(|(_, f)| f),
+        );
     for f in differing {
         if !keys.contains(&f.json) {
             keys.push(f.json.clone());
@@ -83,10 +96,6 @@ fn compare(a: &Schema, b: &Schema) -> Option<Alike> {
         && ea != HashEpoch::NameImage
         && a.ty(a.root()).name == b.ty(b.root()).name
         && parts(a, fa, &keys, ea) == parts(b, fb, &keys, eb);
-    let take = fb
-        .iter()
-        .map(|g| fa.iter().position(|f| alike(f, g)))
-        .collect();
     Some(Alike {
         keys,
         mask,
@@ -128,16 +137,17 @@ pub fn root_keys<'a>(json: impl Json<'a>) -> u64 {
         .fold(0, |set, i| set | 1 << i)
 }
 
-/// The root struct's fields, when each is a named field with a JSON key of its own.
+/// The root struct's fields, when each is a named field with a JSON key of its own (the schema
+/// has no key table for a struct where two fields claim one key).
 fn root_fields(s: &Schema) -> Option<&[Field]> {
     let Kind::Struct(fields) = &s.ty(s.root()).kind else {
         return None;
     };
-    let distinct = fields
+    s.struct_keys(s.root())?;
+    fields
         .iter()
-        .enumerate()
-        .all(|(i, f)| !f.inline && fields[..i].iter().all(|g| g.json != f.json));
-    distinct.then_some(fields.as_slice())
+        .all(|f| !f.inline)
+        .then_some(fields.as_slice())
 }
 
 /// One part of a root struct's text for a container without the differing keys.

@@ -109,7 +109,8 @@ pub fn hash_container<'a>(
     // it writes); and the last one met, with its schema.
     let mut graphs: Vec<(KubeletVersion, usize, KubeletVersion)> = Vec::new();
     let mut last: Option<(&'static Schema, usize, KubeletVersion)> = None;
-    let mut has_keys = None;
+    // The container's root keys, as `alike` masks them (read once, when first needed).
+    let mut root_key_set = None;
     for &v in versions {
         let schema = Schema::for_version(v)?;
         let group = schema.same_as();
@@ -120,7 +121,7 @@ pub fn hash_container<'a>(
                 // its decode (and, in the same epoch, its texts): see `alike`.
                 let taken = last.and_then(|(prev, d, t)| {
                     let same = alike(prev, schema)?;
-                    if *has_keys.get_or_insert_with(|| root_keys(json)) & same.mask != 0 {
+                    if *root_key_set.get_or_insert_with(|| root_keys(json)) & same.mask != 0 {
                         return None;
                     }
                     match v.epoch() {
