@@ -344,3 +344,104 @@ async fn the_new_kubelet_sees_translated_hashes_and_everything_else_as_is() {
     );
     stop(&mut shim);
 }
+
+/// The usual case on a real node: for some containers, kubelet 1.31's hash is not as long as
+/// 1.30's (both are unpadded hex), so the shim holds each answer whole to give it its new
+/// lengths. What the kubelet receives must be the runtime's answer with those values changed and
+/// nothing else.
+#[tokio::test(flavor = "current_thread")]
+async fn translations_that_change_lengths_reach_the_kubelet_whole() {
+    let ctrd = Containerd::start();
+    let runtime = ctrd.endpoint();
+    let mut cri = Cri::connect(&runtime).await.unwrap();
+    // Containers whose 1.31 hash is longer, shorter and as long as their 1.30 hash, and one
+    // that is not translated.
+    let named = |prefix: &str, wanted: std::cmp::Ordering| {
+        (0..)
+            .map(|j| json!({"name": format!("{prefix}-{j}"), "image": harness::IMAGE}))
+            .find(|s| hash(s, "1.31").len().cmp(&hash(s, "1.30").len()) == wanted)
+            .unwrap()
+    };
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let (longer, shorter) = (named("g", Greater), named("s", Less));
+    let (kept, left) = (named("k", Equal), named("l", Equal));
+    let stored = |spec: &serde_json::Value| TestContainer {
+        spec: spec.clone(),
+        stored_hash: Some(hash(spec, "1.30")),
+    };
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "sizes-1",
+        "uid-sizes-1",
+        &[
+            stored(&longer),
+            stored(&shorter),
+            stored(&kept),
+            stored(&left),
+        ],
+        "1.30".parse().unwrap(),
+    )
+    .await;
+    let pods_file = ctrd.dir.join("pods.json");
+    // `left` is not in the pod the plan reads, so it is not translated.
+    let planned = pod_json(
+        "shop",
+        "sizes-1",
+        "uid-sizes-1",
+        &[longer.clone(), shorter.clone(), kept.clone()],
+    );
+    std::fs::write(&pods_file, serde_json::to_vec(&planned).unwrap()).unwrap();
+    let (mut shim, listen) = start_shim(
+        &ctrd.dir,
+        &runtime,
+        &[
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+            &pods_file.display().to_string(),
+        ],
+    );
+    let mut via = Cri::connect(&listen).await.unwrap();
+    let ids = &pod.container_ids;
+    // What the kubelet should see: the 1.31 hash for a translated container, also as its
+    // hashWithoutResources (kubelet 1.31 still compares that one: see analysis::plan).
+    let shown = |id: &str, annotations: &mut std::collections::HashMap<String, String>| {
+        let new = match ids.iter().position(|i| i == id) {
+            Some(0) => hash(&longer, "1.31"),
+            Some(1) => hash(&shorter, "1.31"),
+            Some(2) => hash(&kept, "1.31"),
+            _ => return,
+        };
+        for key in [keys::HASH, keys::HASH_WITHOUT_RESOURCES] {
+            if let Some(v) = annotations.get_mut(key) {
+                *v = new.clone();
+            }
+        }
+    };
+    let direct = cri.list_containers().await.unwrap();
+    let listed = via.list_containers().await.unwrap();
+    assert_eq!(listed.len(), direct.len());
+    for d in &direct {
+        let mut want = d.clone();
+        shown(&d.id, &mut want.annotations);
+        let got = listed.iter().find(|c| c.id == d.id).unwrap();
+        assert_eq!(
+            got, &want,
+            "only the hashes differ from the runtime's answer"
+        );
+    }
+    for id in ids {
+        let direct = cri.container_status(id).await.unwrap();
+        let status = via.container_status(id).await.unwrap();
+        let mut want = direct.clone();
+        if let Some(s) = want.status.as_mut() {
+            shown(id, &mut s.annotations);
+        }
+        assert_eq!(status, want, "ContainerStatus of {id}");
+    }
+    stop(&mut shim);
+}

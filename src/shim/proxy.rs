@@ -42,7 +42,7 @@ use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::socket_path;
 use crate::shim::batched::{Batched, OutboxHandle};
-use crate::shim::wire::{edit_response, Carrier, Hashes};
+use crate::shim::wire::{Carrier, Hashes, StreamEditor};
 
 /// What the kubelet should see instead of the stored hash, for one container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -523,7 +523,12 @@ async fn call(
             return;
         };
         if !ended {
-            let editor = carrier.map(|c| Editor::new(c, shown.streaming));
+            // A plan whose translations all keep lengths edits answers as they stream;
+            // otherwise each message is held until it ends, to give its new length.
+            let editor = carrier.map(|c| match shown.streaming {
+                true => StreamEditor::new(c),
+                false => StreamEditor::holding(c),
+            });
             pipe(body, to_kubelet, editor, &shown.decisions).await;
         }
     };
@@ -554,7 +559,7 @@ fn passed_reason(e: &h2::Error) -> Reason {
 async fn pipe(
     mut from: RecvStream,
     mut to: SendStream<Bytes>,
-    mut editor: Option<Editor>,
+    mut editor: Option<StreamEditor>,
     decisions: &Decisions,
 ) {
     let mut first = true;
@@ -572,7 +577,7 @@ async fn pipe(
         };
         let len = chunk.len();
         let mut out = match editor.as_mut() {
-            Some(ed) => ed.push(&chunk, decisions),
+            Some(ed) => Bytes::from(ed.push(&chunk, &mut |id, ann| decisions.decide(id, ann))),
             None => chunk,
         };
         // The stream ended with this chunk and no trailers follow: end it on the same frame.
@@ -616,9 +621,9 @@ async fn pipe(
 }
 
 /// `out` followed by whatever the editor still holds back (the body is ending).
-fn with_held(out: Bytes, editor: &mut Option<Editor>) -> Bytes {
-    match editor.as_mut().map(Editor::finish) {
-        Some(rest) if out.is_empty() => rest,
+fn with_held(out: Bytes, editor: &mut Option<StreamEditor>) -> Bytes {
+    match editor.as_mut().map(StreamEditor::finish) {
+        Some(rest) if out.is_empty() => Bytes::from(rest),
         Some(rest) if !rest.is_empty() => {
             let mut all = BytesMut::from(&out[..]);
             all.extend_from_slice(&rest);
@@ -639,80 +644,6 @@ async fn window(to: &mut SendStream<Bytes>) -> bool {
         }
     }
     true
-}
-
-/// Takes every complete gRPC message from `buf`, edits the uncompressed ones, and returns the
-/// bytes to send; an incomplete tail stays in `buf`.
-fn take_messages(buf: &mut BytesMut, carrier: Carrier, decisions: &Decisions) -> Bytes {
-    let mut out = BytesMut::new();
-    while buf.len() >= 5 {
-        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-        if buf.len() < 5 + len {
-            break;
-        }
-        let compressed = buf[0] != 0;
-        let frame = buf.split_to(5 + len);
-        let edited = if compressed {
-            None // compressed messages are forwarded untouched (the kubelet does not compress)
-        } else {
-            edit_response(&frame[5..], carrier, &mut |id, ann| {
-                decisions.decide(id, ann)
-            })
-        };
-        match edited {
-            Some(msg) => {
-                out.extend_from_slice(&[0]);
-                out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-                out.extend_from_slice(&msg);
-            }
-            None => out.extend_from_slice(&frame),
-        }
-    }
-    out.freeze()
-}
-
-/// How a response's gRPC messages are edited: whole messages (lengths may change), or in place as
-/// the bytes stream (every translation keeps lengths).
-enum Editor {
-    Whole(Carrier, BytesMut),
-    Streaming(crate::shim::wire::StreamEditor),
-}
-
-impl Editor {
-    fn new(carrier: Carrier, streaming: bool) -> Editor {
-        if streaming {
-            Editor::Streaming(crate::shim::wire::StreamEditor::new(carrier))
-        } else {
-            Editor::Whole(carrier, BytesMut::new())
-        }
-    }
-
-    /// Takes the next body bytes; returns what can be sent on now.
-    fn push(&mut self, data: &[u8], decisions: &Decisions) -> Bytes {
-        match self {
-            Editor::Whole(carrier, buf) => {
-                buf.extend_from_slice(data);
-                take_messages(buf, *carrier, decisions)
-            }
-            Editor::Streaming(ed) => {
-                let mut out = Vec::with_capacity(ed.held() + data.len());
-                ed.push(data, &mut |id, ann| decisions.decide(id, ann), &mut out);
-                Bytes::from(out)
-            }
-        }
-    }
-
-    /// The body ended (or its trailers came): what is still held goes on unedited.
-    fn finish(&mut self) -> Bytes {
-        match self {
-            Editor::Whole(_, buf) => buf.split().freeze(),
-            Editor::Streaming(ed) => {
-                let mut out = Vec::new();
-                ed.finish(&mut out);
-                Bytes::from(out)
-            }
-        }
-    }
 }
 
 /// Serves kubelet connections on `listen` until `shutdown` resolves, showing `shown` (a plan, or
@@ -899,7 +830,7 @@ mod tests {
     }
 
     #[test]
-    fn grpc_frames_are_edited_whole_and_tails_kept() {
+    fn grpc_messages_are_held_whole_and_tails_kept() {
         use crate::runtime::cri::proto;
         use prost::Message;
         let msg = proto::ContainerStatusResponse {
@@ -916,9 +847,16 @@ mod tests {
         framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
         framed.extend_from_slice(&msg);
         framed.extend_from_slice(&[0, 0, 0]); // the start of the next frame
-        let out = take_messages(&mut framed, Carrier::Statuses(1), &Decisions::new(&state()));
-        assert_eq!(&framed[..], &[0, 0, 0]);
+        let decisions = Decisions::new(&state());
+        let mut editor = StreamEditor::holding(Carrier::Statuses(1));
+        let out = editor.push(&framed, &mut |id, ann| decisions.decide(id, ann));
+        assert_eq!(editor.finish(), [0, 0, 0], "the next frame's start is held");
         let got = proto::ContainerStatusResponse::decode(&out[5..]).unwrap();
         assert_eq!(got.status.unwrap().annotations[keys::HASH], "999");
+        assert_eq!(
+            out[1..5],
+            ((out.len() - 5) as u32).to_be_bytes(),
+            "its new length"
+        );
     }
 }

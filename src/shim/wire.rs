@@ -283,73 +283,72 @@ fn len_field_len(number: u32, payload: usize) -> usize {
     varint_len(u64::from(number) << 3) + varint_len(payload as u64) + payload
 }
 
-/// Edits one container message, returning the new message bytes, or None when `decide` changes
-/// nothing or the message does not parse. Untouched bytes are copied in spans; only replaced
-/// annotation entries are encoded anew.
-fn edit_container(b: &[u8], annotations_field: u32, decide: &mut Decide) -> Option<Vec<u8>> {
-    let found = scan_container(b, annotations_field)?;
-    let edits = found.edits(b, decide);
-    if edits.is_empty() {
-        return None;
-    }
+/// Appends one container element to `out`: its field head as it came (`head`), then its message
+/// `b` with the values `decide` gives in place of the old ones. With `resize` (the most the
+/// element may grow), an edit that changes a value's length re-encodes the entry and the
+/// element's length (field `number`); without it such an edit is not made. Equal-length edits are
+/// written over the old values in place. An element that does not parse, or that `decide` leaves
+/// alone, is appended as it came. Returns how much longer the element became (negative: shorter).
+fn write_container(
+    head: &[u8],
+    b: &[u8],
+    number: u32,
+    annotations_field: u32,
+    resize: Option<usize>,
+    decide: &mut Decide,
+    out: &mut Vec<u8>,
+) -> isize {
+    let found = scan_container(b, annotations_field);
+    let edits = match &found {
+        Some(found) => found.edits(b, decide),
+        None => Vec::new(),
+    };
     let entry_len = |k: &str, v: &[u8]| len_field_len(1, k.len()) + len_field_len(2, v.len());
-    let mut out = Vec::with_capacity(b.len() + 32);
+    let new_len = edits.iter().fold(b.len(), |n, (e, k, v)| {
+        n - e.whole.len() + len_field_len(annotations_field, entry_len(k, v))
+    });
+    let new_whole = len_field_len(number, new_len);
+    let grows = new_whole as isize - (head.len() + b.len()) as isize;
+    let in_place = edits.iter().all(|(e, _, v)| e.value(b).len() == v.len());
+    let resizable = resize.is_some_and(|most| grows <= most as isize);
+    if edits.is_empty() || !(in_place || resizable) {
+        out.extend_from_slice(head);
+        out.extend_from_slice(b);
+        return 0;
+    }
+    if in_place {
+        let at = out.len() + head.len();
+        out.extend_from_slice(head);
+        out.extend_from_slice(b);
+        for (e, _, v) in edits {
+            if let Some(r) = &e.value {
+                out[at + r.start..at + r.end].copy_from_slice(v);
+            }
+        }
+        return 0;
+    }
+    // Untouched bytes are copied in spans; only the replaced entries are encoded anew.
+    put_varint(out, (u64::from(number) << 3) | 2);
+    put_varint(out, new_len as u64);
     let mut last = 0;
     for (e, k, v) in edits {
         out.extend_from_slice(&b[last..e.whole.start]);
-        put_varint(&mut out, (u64::from(annotations_field) << 3) | 2);
-        put_varint(&mut out, entry_len(k, v) as u64);
-        put_len_field(&mut out, 1, k.as_bytes());
-        put_len_field(&mut out, 2, v);
+        put_varint(out, (u64::from(annotations_field) << 3) | 2);
+        put_varint(out, entry_len(k, v) as u64);
+        put_len_field(out, 1, k.as_bytes());
+        put_len_field(out, 2, v);
         last = e.whole.end;
     }
     out.extend_from_slice(&b[last..]);
-    Some(out)
-}
-
-/// Appends one container message to `out`, with the values `decide` gives written over the old
-/// ones in place when every one of them has the old value's length. Otherwise (or when the
-/// message does not parse) the message is appended unedited.
-fn patch_container(b: &[u8], annotations_field: u32, decide: &mut Decide, out: &mut Vec<u8>) {
-    let at = out.len();
-    out.extend_from_slice(b);
-    let Some(found) = scan_container(b, annotations_field) else {
-        return;
-    };
-    let edits = found.edits(b, decide);
-    if !edits.iter().all(|(e, _, v)| e.value(b).len() == v.len()) {
-        return;
-    }
-    for (e, _, v) in edits {
-        if let Some(r) = &e.value {
-            out[at + r.start..at + r.end].copy_from_slice(v);
-        }
-    }
-}
-
-/// Edits every container message a response carries. `decide` gets each container's id and
-/// annotations and returns the annotation values to replace. Returns None when nothing changed
-/// or the message could not be parsed (the caller then forwards the original bytes).
-pub fn edit_response(msg: &[u8], carrier: Carrier, decide: &mut Decide) -> Option<Vec<u8>> {
-    let (field, annotations) = carrier.field_and_layout();
-    let mut out = Vec::with_capacity(msg.len() + 1024);
-    let mut changed = false;
-    for f in fields(msg) {
-        let f = f.ok()?;
-        if f.number == field && f.wire == 2 {
-            if let Some(edited) = edit_container(&msg[f.payload.clone()], annotations, decide) {
-                put_len_field(&mut out, field, &edited);
-                changed = true;
-                continue;
-            }
-        }
-        out.extend_from_slice(&msg[f.whole]);
-    }
-    changed.then_some(out)
+    grows
 }
 
 /// The largest container element [`StreamEditor`] holds back to edit; a larger one passes as is.
 const MAX_ELEMENT: usize = 8 << 20;
+
+/// The largest message a holding [`StreamEditor`] holds whole; a larger one streams, and only
+/// edits that keep lengths are made in it. (The kubelet accepts CRI messages up to 16 MB.)
+const MAX_HELD: usize = 64 << 20;
 
 #[derive(Debug, Clone, Copy)]
 enum St {
@@ -360,59 +359,159 @@ enum St {
     Raw { left: usize, then: Option<usize> },
     /// At a field key inside an uncompressed message with `left` bytes left.
     Fields { left: usize },
-    /// Holding back a carrier element of `need` bytes; `after` bytes of the message follow it.
-    Element { need: usize, after: usize },
+    /// Holding back a carrier element: its field head (`head` bytes, key and length) and its
+    /// message (`need` bytes); `after` bytes of the message follow it.
+    Element {
+        head: usize,
+        need: usize,
+        after: usize,
+    },
 }
 
-/// Edits gRPC response frames as they stream, for edits that keep every length (a translated hash
-/// as long as the stored one). Bytes are passed on as soon as their place in the message is known;
-/// only the container element being read is held back, edited in place and passed on. An edit
-/// that would change a length, and anything that does not parse, passes through unedited.
+/// A message held until it ends, so that its header can give its edited length.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// Where its 5-byte header is in the output.
+    at: usize,
+    /// The length its header declared.
+    declared: usize,
+    /// How much longer its edits have made it so far (negative: shorter).
+    grown: isize,
+}
+
+impl Held {
+    /// The length its header gives: the declared length, changed by the edits so far. For a
+    /// message cut short this leaves exactly as many bytes missing as the runtime's did.
+    fn length(&self) -> usize {
+        // Never negative (edits remove at most what they replace) and never past u32::MAX
+        // (`StreamEditor::room`).
+        (self.declared as isize + self.grown) as usize
+    }
+}
+
+/// Edits gRPC response frames as they stream. Only the container element being read is held
+/// back; anything that does not parse passes through unedited.
+///
+/// In place ([`StreamEditor::new`], for plans whose every translated hash is as long as the
+/// stored one): bytes are passed on as soon as their place in the message is known, and an edit
+/// that would change a length is not made. Holding ([`StreamEditor::holding`]): each uncompressed
+/// message is held until it ends, so that edits may change lengths, and then passed on with its
+/// new length. Either way the input is copied once, into the output.
 pub struct StreamEditor {
     field: u32,
     annotations: u32,
+    hold: bool,
+    /// Input that cannot be passed on yet (a header or an element not all there).
     buf: Vec<u8>,
+    /// Output not handed out yet.
+    out: Vec<u8>,
+    /// The message being held, if any.
+    held: Option<Held>,
     st: St,
 }
 
 impl StreamEditor {
+    /// An editor that edits in place: every length stays as it came.
     pub fn new(carrier: Carrier) -> StreamEditor {
+        StreamEditor::with(carrier, false)
+    }
+
+    /// An editor that holds each message until it ends, so that edits may change lengths.
+    pub fn holding(carrier: Carrier) -> StreamEditor {
+        StreamEditor::with(carrier, true)
+    }
+
+    fn with(carrier: Carrier, hold: bool) -> StreamEditor {
         let (field, annotations) = carrier.field_and_layout();
         StreamEditor {
             field,
             annotations,
+            hold,
             buf: Vec::new(),
+            out: Vec::new(),
+            held: None,
             st: St::Header,
         }
     }
 
-    /// Takes the next bytes of the body and appends to `out` what can be passed on already.
-    pub fn push(&mut self, data: &[u8], decide: &mut Decide, out: &mut Vec<u8>) {
+    /// Takes the next bytes of the body; returns what can be passed on now.
+    pub fn push(&mut self, data: &[u8], decide: &mut Decide) -> Vec<u8> {
+        if self.held.is_none() {
+            self.out.reserve(self.buf.len() + data.len());
+        }
         if self.buf.is_empty() {
             // The usual case: nothing held back, so work on `data` itself and keep only its tail.
-            let used = self.run(data, decide, out);
+            let used = self.run(data, decide);
             self.buf.extend_from_slice(&data[used..]);
         } else {
             let mut buf = std::mem::take(&mut self.buf);
             buf.extend_from_slice(data);
-            let used = self.run(&buf, decide, out);
+            let used = self.run(&buf, decide);
             buf.drain(..used);
             self.buf = buf;
         }
+        self.ready()
+    }
+
+    /// The body ended (or its trailers came): returns what is still held, with the input not yet
+    /// used as it came. A held message that did not end keeps as many bytes missing as it had.
+    pub fn finish(&mut self) -> Vec<u8> {
+        self.close();
+        self.out.append(&mut self.buf);
+        self.st = St::Header;
+        std::mem::take(&mut self.out)
+    }
+
+    /// The output before the message being held.
+    fn ready(&mut self) -> Vec<u8> {
+        match &mut self.held {
+            None => std::mem::take(&mut self.out),
+            Some(h) if h.at == 0 => Vec::new(),
+            Some(h) => {
+                let mut rest = self.out.split_off(h.at);
+                rest.reserve((5 + h.declared).saturating_sub(rest.len()));
+                h.at = 0;
+                std::mem::replace(&mut self.out, rest)
+            }
+        }
+    }
+
+    /// The message being held has ended (or the body has): its header gets its length.
+    fn close(&mut self) {
+        if let Some(h) = self.held.take() {
+            let len = h.length() as u32;
+            self.out[h.at + 1..h.at + 5].copy_from_slice(&len.to_be_bytes());
+        }
+    }
+
+    /// How much the element being read may grow: in a held message, as much as keeps its
+    /// length within a gRPC header's 32 bits; otherwise nothing may change a length.
+    fn room(&self) -> Option<usize> {
+        self.held.map(|h| u32::MAX as usize - h.length())
     }
 
     /// Passes on what `input` allows; returns how many bytes were used (the rest must be held).
-    fn run(&mut self, input: &[u8], decide: &mut Decide, out: &mut Vec<u8>) -> usize {
+    fn run(&mut self, input: &[u8], decide: &mut Decide) -> usize {
         let mut pos = 0;
         loop {
             let avail = &input[pos..];
             match self.st {
                 St::Header => {
+                    self.close();
                     if avail.len() < 5 {
                         break;
                     }
                     let len = u32::from_be_bytes([avail[1], avail[2], avail[3], avail[4]]) as usize;
-                    out.extend_from_slice(&avail[..5]);
+                    if self.hold && avail[0] == 0 && len > 0 && len <= MAX_HELD {
+                        // Edits change a length by a few bytes at most.
+                        self.out.reserve(5 + len + len / 16);
+                        self.held = Some(Held {
+                            at: self.out.len(),
+                            declared: len,
+                            grown: 0,
+                        });
+                    }
+                    self.out.extend_from_slice(&avail[..5]);
                     self.st = match (avail[0], len) {
                         (_, 0) => St::Header,
                         (0, _) => St::Fields { left: len },
@@ -425,7 +524,7 @@ impl StreamEditor {
                 }
                 St::Raw { left, then } => {
                     let n = left.min(avail.len());
-                    out.extend_from_slice(&avail[..n]);
+                    self.out.extend_from_slice(&avail[..n]);
                     pos += n;
                     if n < left {
                         self.st = St::Raw {
@@ -475,15 +574,19 @@ impl StreamEditor {
                         self.st = St::Raw { left, then: None };
                         continue;
                     }
-                    out.extend_from_slice(&avail[..head]);
-                    pos += head;
                     let after = left - head - payload;
-                    self.st = if wire == 2 && number == self.field && payload <= MAX_ELEMENT {
-                        St::Element {
+                    if wire == 2 && number == self.field && payload <= MAX_ELEMENT {
+                        // The element's head is written with it, once its length is known.
+                        self.st = St::Element {
+                            head,
                             need: payload,
                             after,
-                        }
-                    } else if payload == 0 {
+                        };
+                        continue;
+                    }
+                    self.out.extend_from_slice(&avail[..head]);
+                    pos += head;
+                    self.st = if payload == 0 {
                         if after == 0 {
                             St::Header
                         } else {
@@ -496,12 +599,23 @@ impl StreamEditor {
                         }
                     };
                 }
-                St::Element { need, after } => {
-                    if avail.len() < need {
+                St::Element { head, need, after } => {
+                    if avail.len() < head + need {
                         break;
                     }
-                    patch_container(&avail[..need], self.annotations, decide, out);
-                    pos += need;
+                    let grown = write_container(
+                        &avail[..head],
+                        &avail[head..head + need],
+                        self.field,
+                        self.annotations,
+                        self.room(),
+                        decide,
+                        &mut self.out,
+                    );
+                    if let Some(h) = &mut self.held {
+                        h.grown += grown;
+                    }
+                    pos += head + need;
                     self.st = if after == 0 {
                         St::Header
                     } else {
@@ -510,18 +624,10 @@ impl StreamEditor {
                 }
             }
         }
+        if let St::Header = self.st {
+            self.close();
+        }
         pos
-    }
-
-    /// Bytes held back so far (at most what the next `push` can pass on besides its own).
-    pub fn held(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// Passes on whatever is still held (the body ended).
-    pub fn finish(&mut self, out: &mut Vec<u8>) {
-        out.append(&mut self.buf);
-        self.st = St::Header;
     }
 }
 
@@ -530,6 +636,52 @@ mod tests {
     use super::*;
     use crate::runtime::cri::proto;
     use prost::Message;
+
+    /// Edits one container message, returning the new message bytes, or None when `decide` changes
+    /// nothing or the message does not parse. Untouched bytes are copied in spans; only replaced
+    /// annotation entries are encoded anew.
+    fn edit_container(b: &[u8], annotations_field: u32, decide: &mut Decide) -> Option<Vec<u8>> {
+        let found = scan_container(b, annotations_field)?;
+        let edits = found.edits(b, decide);
+        if edits.is_empty() {
+            return None;
+        }
+        let entry_len = |k: &str, v: &[u8]| len_field_len(1, k.len()) + len_field_len(2, v.len());
+        let mut out = Vec::with_capacity(b.len() + 32);
+        let mut last = 0;
+        for (e, k, v) in edits {
+            out.extend_from_slice(&b[last..e.whole.start]);
+            put_varint(&mut out, (u64::from(annotations_field) << 3) | 2);
+            put_varint(&mut out, entry_len(k, v) as u64);
+            put_len_field(&mut out, 1, k.as_bytes());
+            put_len_field(&mut out, 2, v);
+            last = e.whole.end;
+        }
+        out.extend_from_slice(&b[last..]);
+        Some(out)
+    }
+
+    /// The reference the stream editors are checked against: edits every container message a
+    /// response carries, whole. `decide` gets each container's id and
+    /// annotations and returns the annotation values to replace. Returns None when nothing changed
+    /// or the message could not be parsed (the caller then forwards the original bytes).
+    fn edit_response(msg: &[u8], carrier: Carrier, decide: &mut Decide) -> Option<Vec<u8>> {
+        let (field, annotations) = carrier.field_and_layout();
+        let mut out = Vec::with_capacity(msg.len() + 1024);
+        let mut changed = false;
+        for f in fields(msg) {
+            let f = f.ok()?;
+            if f.number == field && f.wire == 2 {
+                if let Some(edited) = edit_container(&msg[f.payload.clone()], annotations, decide) {
+                    put_len_field(&mut out, field, &edited);
+                    changed = true;
+                    continue;
+                }
+            }
+            out.extend_from_slice(&msg[f.whole]);
+        }
+        changed.then_some(out)
+    }
 
     fn show(hash: &'static [u8]) -> Hashes<'static> {
         Hashes {
@@ -621,17 +773,17 @@ mod tests {
             let mut ed = StreamEditor::new(Carrier::Containers);
             let mut out = Vec::new();
             for c in input.chunks(chunk) {
-                ed.push(c, &mut decide, &mut out);
+                out.extend(ed.push(c, &mut decide));
             }
-            ed.finish(&mut out);
+            out.extend(ed.finish());
             assert_eq!(out, want, "chunks of {chunk}");
         }
         // A length-changing edit is not made (the element passes as is).
         let mut longer = |_: &[u8], _: Hashes<'_>| show(b"toolong12345");
         let mut ed = StreamEditor::new(Carrier::Containers);
         let mut out = Vec::new();
-        ed.push(&frame(&msg), &mut longer, &mut out);
-        ed.finish(&mut out);
+        out.extend(ed.push(&frame(&msg), &mut longer));
+        out.extend(ed.finish());
         assert_eq!(out, frame(&msg));
     }
 
@@ -670,8 +822,8 @@ mod tests {
         };
         let mut ed = StreamEditor::new(Carrier::Containers);
         let mut out = Vec::new();
-        ed.push(&frame(&msg), &mut decide, &mut out);
-        ed.finish(&mut out);
+        out.extend(ed.push(&frame(&msg), &mut decide));
+        out.extend(ed.finish());
         assert_eq!(
             seen,
             vec![(Some(b"33333333".to_vec()), Some(b"22222222".to_vec()))]
@@ -717,5 +869,211 @@ mod tests {
             ))
             .is_none()
         );
+    }
+
+    mod random {
+        //! The stream editors against the whole-message reference, over random answers, random
+        //! plans, random chunkings and answers cut short.
+        use super::*;
+        use proptest::prelude::*;
+
+        /// One field of a container message, encoded canonically.
+        fn container_field() -> impl Strategy<Value = Vec<u8>> {
+            let key = prop::sample::select(vec![
+                keys::HASH,
+                keys::HASH_WITHOUT_RESOURCES,
+                "io.kubernetes.container.restartCount",
+                "",
+            ]);
+            let value = "[0-9a-f]{0,12}";
+            prop_oneof![
+                prop::sample::select(vec!["a", "b", "c", ""]).prop_map(|id| {
+                    let mut f = Vec::new();
+                    put_len_field(&mut f, 1, id.as_bytes());
+                    f
+                }),
+                (key, value).prop_map(|(k, v)| {
+                    let mut entry = Vec::new();
+                    put_len_field(&mut entry, 1, k.as_bytes());
+                    put_len_field(&mut entry, 2, v.as_bytes());
+                    let mut f = Vec::new();
+                    put_len_field(&mut f, 9, &entry);
+                    f
+                }),
+                "[a-z]{0,9}".prop_map(|l| {
+                    let mut f = Vec::new();
+                    put_len_field(&mut f, 8, l.as_bytes()); // a label, as bytes
+                    f
+                }),
+                any::<u32>().prop_map(|n| {
+                    let mut f = vec![7 << 3]; // created_at, a varint
+                    put_varint(&mut f, u64::from(n));
+                    f
+                }),
+            ]
+        }
+
+        /// One gRPC frame: an uncompressed ListContainers answer (containers and an unknown
+        /// field), or a compressed message of random bytes.
+        fn grpc_frame() -> impl Strategy<Value = Vec<u8>> {
+            let container = proptest::collection::vec(container_field(), 0..8).prop_map(|fs| {
+                let mut f = Vec::new();
+                put_len_field(&mut f, 1, &fs.concat());
+                f
+            });
+            let unknown = proptest::collection::vec(any::<u8>(), 0..20).prop_map(|b| {
+                let mut f = Vec::new();
+                put_len_field(&mut f, 99, &b);
+                f
+            });
+            let field = prop_oneof![4 => container, 1 => unknown];
+            prop_oneof![
+                6 => proptest::collection::vec(field, 0..10).prop_map(|fs| framed(0, &fs.concat())),
+                1 => proptest::collection::vec(any::<u8>(), 0..40).prop_map(|b| framed(1, &b)),
+            ]
+        }
+
+        fn framed(flag: u8, msg: &[u8]) -> Vec<u8> {
+            let mut f = vec![flag];
+            f.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+            f.extend_from_slice(msg);
+            f
+        }
+
+        /// What a plan shows for containers `a`, `b` and `c`: per annotation, leave it (`None`)
+        /// or show a value. With `keep`, each shown value is cut to the carried one's length.
+        #[derive(Debug, Clone)]
+        struct Plan {
+            keep: bool,
+            shown: Vec<(Option<String>, Option<String>)>,
+        }
+
+        fn plan(keep: bool) -> impl Strategy<Value = Plan> {
+            // Carried values are at most 12 long, so a kept length can always be cut out.
+            let value = if keep {
+                "[0-9a-f]{12}"
+            } else {
+                "[0-9a-f]{0,12}"
+            };
+            let one = (proptest::option::of(value), proptest::option::of(value));
+            proptest::collection::vec(one, 3).prop_map(move |shown| Plan { keep, shown })
+        }
+
+        fn decider<'p>(plan: &'p Plan) -> impl FnMut(&[u8], Hashes<'_>) -> Hashes<'p> + 'p {
+            move |id, carried| {
+                let Some(i) = [&b"a"[..], b"b", b"c"].iter().position(|x| *x == id) else {
+                    return Hashes::default();
+                };
+                let (h, w) = &plan.shown[i];
+                let show = |carried: Option<&[u8]>, new: &'p Option<String>| {
+                    let (c, n) = (carried?, new.as_deref()?.as_bytes());
+                    Some(if plan.keep { &n[..c.len()] } else { n })
+                };
+                Hashes {
+                    hash: show(carried.hash, h),
+                    hash_without_resources: show(carried.hash_without_resources, w),
+                }
+            }
+        }
+
+        /// What the reference makes of the frames: each uncompressed message edited whole.
+        fn reference(frames: &[Vec<u8>], plan: &Plan) -> Vec<u8> {
+            let mut decide = decider(plan);
+            let mut out = Vec::new();
+            for f in frames {
+                match (
+                    f[0],
+                    edit_response(&f[5..], Carrier::Containers, &mut decide),
+                ) {
+                    (0, Some(msg)) => out.extend_from_slice(&framed(0, &msg)),
+                    _ => out.extend_from_slice(f),
+                }
+            }
+            out
+        }
+
+        fn run(ed: &mut StreamEditor, input: &[u8], cuts: &[usize], plan: &Plan) -> Vec<u8> {
+            let mut decide = decider(plan);
+            let mut out = Vec::new();
+            let mut at = 0;
+            for &c in cuts.iter().chain([&input.len()]) {
+                let c = c.clamp(at, input.len());
+                out.extend(ed.push(&input[at..c], &mut decide));
+                at = c;
+            }
+            out.extend(ed.finish());
+            out
+        }
+
+        /// Bytes missing from the last frame of a body that ends inside a frame's message.
+        fn missing(body: &[u8]) -> Option<usize> {
+            let mut pos = 0;
+            while pos + 5 <= body.len() {
+                let len = u32::from_be_bytes([
+                    body[pos + 1],
+                    body[pos + 2],
+                    body[pos + 3],
+                    body[pos + 4],
+                ]);
+                let end = pos + 5 + len as usize;
+                if end > body.len() {
+                    return Some(end - body.len());
+                }
+                pos = end;
+            }
+            None
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn holding_edits_as_the_whole_message_reference_in_any_chunking(
+                frames in proptest::collection::vec(grpc_frame(), 1..4),
+                plan in prop_oneof![plan(true), plan(false)],
+                cuts in proptest::collection::vec(0usize..600, 0..6),
+            ) {
+                let input = frames.concat();
+                let mut cuts = cuts;
+                cuts.sort_unstable();
+                let got = run(&mut StreamEditor::holding(Carrier::Containers), &input, &cuts, &plan);
+                prop_assert_eq!(got, reference(&frames, &plan));
+            }
+
+            #[test]
+            fn in_place_changes_no_length_and_agrees_where_lengths_are_kept(
+                frames in proptest::collection::vec(grpc_frame(), 1..4),
+                plan in prop_oneof![plan(true), plan(false)],
+                cuts in proptest::collection::vec(0usize..600, 0..6),
+            ) {
+                let input = frames.concat();
+                let mut cuts = cuts;
+                cuts.sort_unstable();
+                let got = run(&mut StreamEditor::new(Carrier::Containers), &input, &cuts, &plan);
+                prop_assert_eq!(got.len(), input.len());
+                if plan.keep {
+                    // Every edit keeps lengths, so every one is made, as the reference makes it
+                    // (it re-encodes entries canonically, as the generator writes them).
+                    prop_assert_eq!(got, reference(&frames, &plan));
+                }
+            }
+
+            #[test]
+            fn an_answer_cut_short_stays_as_short(
+                frames in proptest::collection::vec(grpc_frame(), 1..4),
+                plan in plan(false),
+                keep in 0usize..2000,
+                chunk in 1usize..300,
+            ) {
+                let whole = frames.concat();
+                let input = &whole[..keep.min(whole.len())];
+                let cuts: Vec<usize> = (chunk..input.len()).step_by(chunk).collect();
+                let got = run(&mut StreamEditor::holding(Carrier::Containers), input, &cuts, &plan);
+                prop_assert_eq!(missing(&got), missing(input));
+                if input.len() < 5 {
+                    prop_assert_eq!(got, input);
+                }
+            }
+        }
     }
 }
