@@ -49,6 +49,7 @@ impl Carrier {
     }
 }
 
+#[inline]
 fn read_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
     // Keys, lengths and small numbers take one byte: the common case, without the loop.
     if let Some(&byte) = b.get(*pos) {
@@ -99,6 +100,7 @@ fn fields(b: &[u8]) -> Fields<'_> {
 impl Iterator for Fields<'_> {
     type Item = Result<Field, ()>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.pos >= self.b.len() {
             return None;
@@ -112,6 +114,7 @@ impl Iterator for Fields<'_> {
 }
 
 impl Fields<'_> {
+    #[inline]
     fn step(&mut self) -> Result<Field, ()> {
         let b = self.b;
         let start = self.pos;
@@ -243,30 +246,33 @@ fn scan_container(b: &[u8], annotations_field: u32) -> Option<Found> {
     })
 }
 
+/// An entry to replace: the entry, its key, and the value to show.
+type Edit<'f, 's> = (&'f Entry, &'static str, &'s [u8]);
+
 impl Found {
-    /// Asks `decide`, and pairs each value to show with the entry it replaces.
-    fn edits<'s>(
-        &self,
-        b: &[u8],
-        decide: &mut Decide<'s, '_>,
-    ) -> Vec<(&Entry, &'static str, &'s [u8])> {
+    /// Asks `decide`, and pairs each value to show with the entry it replaces, in the order the
+    /// entries come (at most two, so without allocating).
+    fn edits<'s>(&self, b: &[u8], decide: &mut Decide<'s, '_>) -> [Option<Edit<'_, 's>>; 2] {
         let carried = Hashes {
             hash: self.hash.as_ref().map(|e| e.value(b)),
             hash_without_resources: self.hash_without_resources.as_ref().map(|e| e.value(b)),
         };
         if carried.is_empty() {
-            return vec![];
+            return [None, None];
         }
         let show = decide(&b[self.id.clone()], carried);
-        let mut out = Vec::new();
-        if let (Some(e), Some(v)) = (&self.hash, show.hash) {
-            out.push((e, keys::HASH, v));
+        let hash = self
+            .hash
+            .as_ref()
+            .zip(show.hash)
+            .map(|(e, v)| (e, keys::HASH, v));
+        let without = (self.hash_without_resources.as_ref())
+            .zip(show.hash_without_resources)
+            .map(|(e, v)| (e, keys::HASH_WITHOUT_RESOURCES, v));
+        match (hash, without) {
+            (Some(h), Some(w)) if w.0.whole.start < h.0.whole.start => [Some(w), Some(h)],
+            (h, w) => [h, w],
         }
-        if let (Some(e), Some(v)) = (&self.hash_without_resources, show.hash_without_resources) {
-            out.push((e, keys::HASH_WITHOUT_RESOURCES, v));
-        }
-        out.sort_by_key(|(e, _, _)| e.whole.start);
-        out
     }
 }
 
@@ -301,17 +307,18 @@ fn write_container(
     let found = scan_container(b, annotations_field);
     let edits = match &found {
         Some(found) => found.edits(b, decide),
-        None => Vec::new(),
+        None => [None, None],
     };
+    let edits = edits.iter().flatten();
     let entry_len = |k: &str, v: &[u8]| len_field_len(1, k.len()) + len_field_len(2, v.len());
-    let new_len = edits.iter().fold(b.len(), |n, (e, k, v)| {
+    let new_len = edits.clone().fold(b.len(), |n, (e, k, v)| {
         n - e.whole.len() + len_field_len(annotations_field, entry_len(k, v))
     });
     let new_whole = len_field_len(number, new_len);
     let grows = new_whole as isize - (head.len() + b.len()) as isize;
-    let in_place = edits.iter().all(|(e, _, v)| e.value(b).len() == v.len());
+    let in_place = edits.clone().all(|(e, _, v)| e.value(b).len() == v.len());
     let resizable = resize.is_some_and(|most| grows <= most as isize);
-    if edits.is_empty() || !(in_place || resizable) {
+    if edits.clone().next().is_none() || !(in_place || resizable) {
         out.extend_from_slice(head);
         out.extend_from_slice(b);
         return 0;
@@ -643,9 +650,8 @@ mod tests {
     fn edit_container(b: &[u8], annotations_field: u32, decide: &mut Decide) -> Option<Vec<u8>> {
         let found = scan_container(b, annotations_field)?;
         let edits = found.edits(b, decide);
-        if edits.is_empty() {
-            return None;
-        }
+        let edits = edits.iter().flatten();
+        edits.clone().next()?; // nothing to change
         let entry_len = |k: &str, v: &[u8]| len_field_len(1, k.len()) + len_field_len(2, v.len());
         let mut out = Vec::with_capacity(b.len() + 32);
         let mut last = 0;
