@@ -12,7 +12,8 @@ use std::collections::HashMap;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kubehash::runtime::cri::{keys, proto};
-use kubehash::shim::proxy::{Decisions, ShimState, Translation};
+use kubehash::shim::decisions::Decisions;
+use kubehash::shim::proxy::{ShimState, Translation};
 use kubehash::shim::wire::{Carrier, Hashes, StreamEditor};
 use prost::Message;
 

@@ -3,4 +3,5 @@
 
 pub mod batched; // socket writes batched per task turn
 pub mod wire; // protobuf wire editing of CRI messages
+pub mod decisions; // what to show per container id, laid out for the answer path
 pub mod proxy; // the proxy: connections, calls, translation state

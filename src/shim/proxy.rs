@@ -21,9 +21,8 @@
 //! outage never changes what the kubelet sees. If the runtime is down, the kubelet gets the
 //! runtime's error, or UNAVAILABLE when it cannot be reached: never a made-up answer.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::{poll_fn, Future};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -43,7 +42,8 @@ use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::socket_path;
 use crate::shim::batched::{Batched, OutboxHandle};
-use crate::shim::wire::{Carrier, Hashes, StreamEditor};
+use crate::shim::decisions::Decisions;
+use crate::shim::wire::{Carrier, StreamEditor};
 
 /// What the kubelet should see instead of the stored hash, for one container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,78 +187,6 @@ impl ShimState {
     }
 }
 
-/// The state's translations indexed by the container id's bytes, for the answer path: one hash
-/// lookup per container, with no UTF-8 check.
-pub struct Decisions {
-    by_id: HashMap<Box<[u8]>, Translation, BuildHasherDefault<IdHasher>>,
-}
-
-/// Hashes container ids for [`Decisions`] a word at a time. Ids are made by the runtime, not by
-/// anyone who could aim collisions at the map (and one would only slow a lookup down), so a
-/// multiply per word does: SipHash was a fifth of editing a ListContainers answer.
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl IdHasher {
-    fn mix(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(26) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            let mut word = [0; 8];
-            word.copy_from_slice(w);
-            self.mix(u64::from_le_bytes(word));
-        }
-        let rest = words.remainder();
-        let mut last = [0; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        // The length tells apart ids that differ only in trailing zero bytes.
-        self.mix(u64::from_le_bytes(last) ^ ((bytes.len() as u64) << 56));
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.mix(n as u64);
-    }
-}
-
-impl Decisions {
-    pub fn new(state: &ShimState) -> Decisions {
-        Decisions {
-            by_id: state
-                .translations
-                .iter()
-                .map(|(id, t)| (id.as_bytes().into(), t.clone()))
-                .collect(),
-        }
-    }
-
-    /// The hash values to show for one container, given the ones the runtime reported: the
-    /// translation, only when the stored hash is still exactly the one planned.
-    pub fn decide(&self, id: &[u8], carried: Hashes<'_>) -> Hashes<'_> {
-        let Some(t) = self.by_id.get(id) else {
-            return Hashes::default();
-        };
-        if carried.hash != Some(t.stored_hash.as_bytes()) {
-            return Hashes::default(); // not what was planned: never masked
-        }
-        Hashes {
-            hash: Some(t.new_hash.as_bytes()),
-            // Shown only where the container has one.
-            hash_without_resources: carried
-                .hash_without_resources
-                .and(t.new_hash_without_resources.as_deref().map(str::as_bytes)),
-        }
-    }
-}
-
 /// What the shim shows: the decisions of a proven plan, or none yet (pure pass-through).
 struct Shown {
     decisions: Decisions,
@@ -274,9 +202,7 @@ impl Shown {
                 streaming: s.keeps_lengths(),
             },
             None => Shown {
-                decisions: Decisions {
-                    by_id: HashMap::default(),
-                },
+                decisions: Decisions::default(),
                 streaming: true,
             },
         }
@@ -348,6 +274,11 @@ const KUBELET_READ_BUFFER: usize = 64 << 10;
 /// Bytes a stream passes on in one turn of its connection task before it lets the task write
 /// them out (see [`pipe`]).
 const TURN: usize = 64 << 10;
+
+/// Bytes a stream takes in one turn before it lets the task serve its other calls, while it
+/// passes nothing on (an answer held whole): yielding sooner would only write the answer's head
+/// out alone and wake everyone for nothing.
+const HELD_TURN: usize = 1 << 20;
 
 /// How long a stopping shim lets calls in flight finish.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -600,7 +531,8 @@ async fn pipe(
     decisions: &Decisions,
 ) {
     let mut first = true;
-    let mut this_turn = 0;
+    // Bytes passed on and taken in this turn of the connection task.
+    let (mut sent, mut taken) = (0, 0);
     loop {
         let next = tokio::select! {
             next = from.data() => next,
@@ -622,6 +554,7 @@ async fn pipe(
         if end {
             out = with_held(out, &mut editor);
         }
+        sent += out.len();
         if !out.is_empty() || end {
             if !first && !out.is_empty() && !window(&mut to).await {
                 return;
@@ -635,11 +568,11 @@ async fn pipe(
         if end {
             return;
         }
-        this_turn += len;
-        if this_turn >= TURN {
+        taken += len;
+        if sent >= TURN || taken >= HELD_TURN {
             // Let the connection task write out what is ready, so the receiver can start on a
             // large answer while the rest is edited.
-            this_turn = 0;
+            (sent, taken) = (0, 0);
             tokio::task::yield_now().await;
         }
     }
@@ -818,40 +751,6 @@ mod tests {
             created_at_unix: 0,
             translations,
         }
-    }
-
-    #[test]
-    fn translates_only_what_was_planned() {
-        let s = Decisions::new(&state());
-        let carried = |h: &'static str| Hashes {
-            hash: Some(h.as_bytes()),
-            hash_without_resources: None,
-        };
-        assert_eq!(
-            s.decide(b"c1", carried("111")),
-            Hashes {
-                hash: Some(b"999"),
-                hash_without_resources: None
-            }
-        );
-        assert_eq!(
-            s.decide(b"c1", carried("222")),
-            Hashes::default(),
-            "a hash that changed is never masked"
-        );
-        assert_eq!(
-            s.decide(b"other", carried("111")),
-            Hashes::default(),
-            "containers created later pass through"
-        );
-        let both = Hashes {
-            hash_without_resources: Some(b"x"),
-            ..carried("111")
-        };
-        assert_eq!(
-            s.decide(b"c1", both).hash_without_resources,
-            Some(&b"888"[..])
-        );
     }
 
     #[test]
