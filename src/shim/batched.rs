@@ -12,14 +12,20 @@
 //! must call `poll_write_out` before its task waits. Backpressure is kept: once [`LIMIT`] bytes
 //! are gathered, or while the socket has taken only part of them, new writes wait until the
 //! outbox is written out.
+//!
+//! The socket waits for readability only. A socket registered for writability too (as tokio's
+//! own are) reports each time the peer has read what was written, and that woke the shim's
+//! thread two or three times a call for nothing (strace). When the socket cannot take more, a
+//! duplicate of its descriptor is registered for writing until the outbox is written out.
 
-use std::io;
+use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream as StdUnixStream;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{ready, Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, BufReader, ReadBuf};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, BufReader, Interest, ReadBuf};
 use tokio::net::UnixStream;
 
 /// Bytes an outbox gathers before writes go straight out.
@@ -30,7 +36,9 @@ struct Outbox {
     buf: Vec<u8>,
     /// Bytes at the start of `buf` already written.
     done: usize,
-    socket: OwnedWriteHalf,
+    socket: Arc<AsyncFd<StdUnixStream>>,
+    /// While the socket cannot take more: a duplicate of it, registered for writability.
+    writable: Option<AsyncFd<StdUnixStream>>,
 }
 
 /// A shared handle on an outbox: the socket writes into it, its task writes it out.
@@ -61,12 +69,25 @@ impl Outbox {
     /// See [`OutboxHandle::poll_write_out`].
     fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.done < self.buf.len() {
-            let n = ready!(Pin::new(&mut self.socket).poll_write(cx, &self.buf[self.done..]))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            match self.socket.get_ref().write(&self.buf[self.done..]) {
+                Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Ok(n) => self.done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.writable.is_none() {
+                        let dup = self.socket.get_ref().try_clone()?;
+                        self.writable = Some(register(dup, Interest::WRITABLE)?);
+                    }
+                    if let Some(w) = &self.writable {
+                        // Ready here may be from before the write that just failed: clear it,
+                        // and the next wait is for the socket to drain.
+                        ready!(w.poll_write_ready(cx))?.clear_ready();
+                    }
+                }
+                Err(e) => return Poll::Ready(Err(e)),
             }
-            self.done += n;
         }
+        self.writable = None;
         self.buf.clear();
         self.done = 0;
         Poll::Ready(Ok(()))
@@ -85,23 +106,61 @@ impl Outbox {
 /// A Unix socket whose reads are buffered (`read_buffer` bytes at a time) and whose writes are
 /// gathered in an outbox.
 pub struct Batched {
-    read: BufReader<OwnedReadHalf>,
+    read: BufReader<Reading>,
     out: OutboxHandle,
 }
 
 impl Batched {
-    pub fn new(stream: UnixStream, read_buffer: usize) -> (Batched, OutboxHandle) {
-        let (read, socket) = stream.into_split();
+    pub fn new(stream: UnixStream, read_buffer: usize) -> io::Result<(Batched, OutboxHandle)> {
+        let socket = Arc::new(register(stream.into_std()?, Interest::READABLE)?);
         let out = OutboxHandle(Arc::new(Mutex::new(Outbox {
             buf: Vec::new(),
             done: 0,
-            socket,
+            socket: socket.clone(),
+            writable: None,
         })));
         let batched = Batched {
-            read: BufReader::with_capacity(read_buffer, read),
+            read: BufReader::with_capacity(read_buffer, Reading(socket)),
             out: out.clone(),
         };
-        (batched, out)
+        Ok((batched, out))
+    }
+}
+
+/// Registers `socket` with the reactor for `interest` only.
+fn register(socket: StdUnixStream, interest: Interest) -> io::Result<AsyncFd<StdUnixStream>> {
+    // SAFETY: the descriptor is the stream's own, and the stream is moved into the AsyncFd, which
+    // keeps it open and unchanged until the AsyncFd is dropped.
+    unsafe { AsyncFd::register_with_interest(socket, interest) }.map_err(io::Error::from)
+}
+
+/// The reading side of a [`Batched`] socket.
+struct Reading(Arc<AsyncFd<StdUnixStream>>);
+
+impl AsyncRead for Reading {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            let mut guard = ready!(self.0.poll_read_ready(cx))?;
+            let unfilled = buf.initialize_unfilled();
+            let wanted = unfilled.len();
+            match guard.try_io(|socket| socket.get_ref().read(unfilled)) {
+                Ok(Ok(n)) => {
+                    // Less than asked for: the socket is empty now, so the next read waits for
+                    // news instead of asking the kernel first (as tokio's own sockets do).
+                    if n > 0 && n < wanted {
+                        guard.clear_ready();
+                    }
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                Err(_would_block) => continue,
+            }
+        }
     }
 }
 
@@ -153,7 +212,7 @@ impl AsyncWrite for Batched {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut o = self.out.lock();
         ready!(o.poll_write_out(cx))?;
-        Pin::new(&mut o.socket).poll_shutdown(cx)
+        Poll::Ready(o.socket.get_ref().shutdown(std::net::Shutdown::Write))
     }
 }
 
@@ -166,7 +225,7 @@ mod tests {
     #[tokio::test]
     async fn writes_wait_in_the_outbox_until_written_out_together() {
         let (a, mut b) = UnixStream::pair().unwrap();
-        let (mut a, out) = Batched::new(a, 4096);
+        let (mut a, out) = Batched::new(a, 4096).unwrap();
         a.write_all(b"frame one;").await.unwrap();
         a.write_all(b"frame two").await.unwrap();
         a.flush().await.unwrap();
@@ -187,7 +246,7 @@ mod tests {
     #[tokio::test]
     async fn past_the_limit_writes_go_out_and_wait_for_the_reader() {
         let (a, mut b) = UnixStream::pair().unwrap();
-        let (mut a, out) = Batched::new(a, 4096);
+        let (mut a, out) = Batched::new(a, 4096).unwrap();
         let big = vec![7u8; LIMIT];
         let reader = tokio::spawn(async move {
             let mut all = Vec::new();
@@ -206,9 +265,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_full_socket_waits_for_the_reader_and_then_stops_watching_for_room() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let (mut a, out) = Batched::new(a, 4096).unwrap();
+        let data: Vec<u8> = (0..LIMIT - 1).map(|i| (i % 251) as u8).collect();
+        a.write_all(&data).await.unwrap();
+        let reader = tokio::spawn(async move {
+            // Far more than the socket takes is waiting by the time this starts reading.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let mut all = Vec::new();
+            b.read_to_end(&mut all).await.unwrap();
+            all
+        });
+        poll_fn(|cx| out.poll_write_out(cx)).await.unwrap();
+        assert!(
+            out.lock().writable.is_none(),
+            "nothing waits for room once the outbox is out"
+        );
+        a.shutdown().await.unwrap();
+        drop(a);
+        drop(out);
+        assert_eq!(reader.await.unwrap(), data, "every byte, in order");
+    }
+
+    #[tokio::test]
     async fn reads_pass_through() {
         let (a, mut b) = UnixStream::pair().unwrap();
-        let (mut a, _out) = Batched::new(a, 16);
+        let (mut a, _out) = Batched::new(a, 16).unwrap();
         b.write_all(b"0123456789abcdefghij").await.unwrap();
         drop(b);
         let mut got = Vec::new();

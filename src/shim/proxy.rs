@@ -301,7 +301,8 @@ impl Runtime {
         let stream = UnixStream::connect(path)
             .await
             .map_err(|e| format!("cannot connect to the runtime at {path}: {e}"))?;
-        let (io, out) = Batched::new(stream, READ_BUFFER);
+        let (io, out) = Batched::new(stream, READ_BUFFER)
+            .map_err(|e| format!("cannot use the connection to the runtime at {path}: {e}"))?;
         // Does not wait for the runtime: the preface and settings wait in the outbox.
         let (calls, conn) = client::Builder::new()
             .initial_window_size(WINDOW)
@@ -342,7 +343,10 @@ fn write_out(
 /// One pass of the loop polls the calls, both connections, and last (`biased`) writes out what
 /// the pass produced: the frames of an answer that is all there leave in one write.
 async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receiver<bool>) {
-    let (io, kubelet_out) = Batched::new(io, KUBELET_READ_BUFFER);
+    let (io, kubelet_out) = match Batched::new(io, KUBELET_READ_BUFFER) {
+        Ok(both) => both,
+        Err(e) => return debug!(error = %e, "cannot use the kubelet's connection"),
+    };
     let handshake = server::Builder::new()
         .initial_window_size(WINDOW)
         .initial_connection_window_size(2 * WINDOW)
@@ -533,11 +537,16 @@ async fn pipe(
     let mut first = true;
     // Bytes passed on and taken in this turn of the connection task.
     let (mut sent, mut taken) = (0, 0);
+    // What the body gave when polled before a yield.
+    let mut ready = None;
     loop {
-        let next = tokio::select! {
-            next = from.data() => next,
-            // The receiver gave up: dropping `from` resets the sender's stream.
-            _ = poll_fn(|cx| to.poll_reset(cx)) => return,
+        let next = match ready.take() {
+            Some(next) => next,
+            None => tokio::select! {
+                next = from.data() => next,
+                // The receiver gave up: dropping `from` resets the sender's stream.
+                _ = poll_fn(|cx| to.poll_reset(cx)) => return,
+            },
         };
         let chunk = match next {
             None => break,
@@ -571,9 +580,16 @@ async fn pipe(
         taken += len;
         if sent >= TURN || taken >= HELD_TURN {
             // Let the connection task write out what is ready, so the receiver can start on a
-            // large answer while the rest is edited.
-            (sent, taken) = (0, 0);
-            tokio::task::yield_now().await;
+            // large answer while the rest is edited. Only if more data is there already: if
+            // not, the task writes out as it waits, and if the data has ended, the trailers
+            // that follow go out in the same write.
+            if let Poll::Ready(next) = poll_fn(|cx| Poll::Ready(from.poll_data(cx))).await {
+                (sent, taken) = (0, 0);
+                if next.is_some() {
+                    tokio::task::yield_now().await;
+                }
+                ready = Some(next);
+            }
         }
     }
     let rest = with_held(Bytes::new(), &mut editor);
