@@ -93,6 +93,13 @@ where
     .map(tonic::Response::into_inner)
 }
 
+/// The shim in front of `ctrd`, planning 1.30 → 1.31 for the pods in `pods_file`.
+fn start_planned_shim(ctrd: &Containerd, pods_file: &std::path::Path) -> (Child, String) {
+    let pods = pods_file.display().to_string();
+    let plan = ["--to", "1.31", "--from", "1.30", "-i", &pods];
+    start_shim(&ctrd.dir, &ctrd.endpoint(), &plan)
+}
+
 fn stop(child: &mut Child) {
     let _ = Command::new("kill").arg(child.id().to_string()).status(); // SIGTERM: graceful
     let _ = child.wait();
@@ -123,18 +130,7 @@ async fn the_new_kubelet_sees_translated_hashes_and_everything_else_as_is() {
     )
     .unwrap();
 
-    let (mut shim, listen) = start_shim(
-        &ctrd.dir,
-        &runtime,
-        &[
-            "--to",
-            "1.31",
-            "--from",
-            "1.30",
-            "-i",
-            &pods_file.display().to_string(),
-        ],
-    );
+    let (mut shim, listen) = start_planned_shim(&ctrd, &pods_file);
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(ctrd.dir.join("shim.sock"))
@@ -355,7 +351,7 @@ async fn translations_that_change_lengths_reach_the_kubelet_whole() {
     let runtime = ctrd.endpoint();
     let mut cri = Cri::connect(&runtime).await.unwrap();
     // Containers whose 1.31 hash is longer, shorter and as long as their 1.30 hash, and one
-    // that is not translated.
+    // whose spec changed since 1.30 created it, which is never translated.
     let named = |prefix: &str, wanted: std::cmp::Ordering| {
         (0..)
             .map(|j| json!({"name": format!("{prefix}-{j}"), "image": harness::IMAGE}))
@@ -363,50 +359,23 @@ async fn translations_that_change_lengths_reach_the_kubelet_whole() {
             .unwrap()
     };
     use std::cmp::Ordering::{Equal, Greater, Less};
-    let (longer, shorter) = (named("g", Greater), named("s", Less));
-    let (kept, left) = (named("k", Equal), named("l", Equal));
-    let stored = |spec: &serde_json::Value| TestContainer {
-        spec: spec.clone(),
-        stored_hash: Some(hash(spec, "1.30")),
-    };
-    let pod = create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "shop",
-        "sizes-1",
-        "uid-sizes-1",
+    let (longer, shorter, kept) = (named("g", Greater), named("s", Less), named("k", Equal));
+    let changed = json!({"name": "changed", "image": harness::IMAGE, "args": ["--new"]});
+    let then = json!({"name": "changed", "image": harness::IMAGE, "args": ["--old"]});
+    let stored = |spec: &serde_json::Value| (spec.clone(), hash(spec, "1.30"));
+    let (ids, pods_file) = harness::shop_pod(
+        &ctrd,
+        "1.30",
         &[
             stored(&longer),
             stored(&shorter),
             stored(&kept),
-            stored(&left),
+            (changed, hash(&then, "1.30")),
         ],
-        "1.30".parse().unwrap(),
     )
     .await;
-    let pods_file = ctrd.dir.join("pods.json");
-    // `left` is not in the pod the plan reads, so it is not translated.
-    let planned = pod_json(
-        "shop",
-        "sizes-1",
-        "uid-sizes-1",
-        &[longer.clone(), shorter.clone(), kept.clone()],
-    );
-    std::fs::write(&pods_file, serde_json::to_vec(&planned).unwrap()).unwrap();
-    let (mut shim, listen) = start_shim(
-        &ctrd.dir,
-        &runtime,
-        &[
-            "--to",
-            "1.31",
-            "--from",
-            "1.30",
-            "-i",
-            &pods_file.display().to_string(),
-        ],
-    );
+    let (mut shim, listen) = start_planned_shim(&ctrd, &pods_file);
     let mut via = Cri::connect(&listen).await.unwrap();
-    let ids = &pod.container_ids;
     // What the kubelet should see: the 1.31 hash for a translated container, also as its
     // hashWithoutResources (kubelet 1.31 still compares that one: see analysis::plan).
     let shown = |id: &str, annotations: &mut std::collections::HashMap<String, String>| {
@@ -434,7 +403,7 @@ async fn translations_that_change_lengths_reach_the_kubelet_whole() {
             "only the hashes differ from the runtime's answer"
         );
     }
-    for id in ids {
+    for id in &ids {
         let direct = cri.container_status(id).await.unwrap();
         let status = via.container_status(id).await.unwrap();
         let mut want = direct.clone();

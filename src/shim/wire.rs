@@ -1011,6 +1011,20 @@ mod tests {
             out
         }
 
+        /// The frames, one after another, and what `ed` makes of them when they come cut at
+        /// `cuts`.
+        fn edited(
+            mut ed: StreamEditor,
+            frames: &[Vec<u8>],
+            mut cuts: Vec<usize>,
+            plan: &Plan,
+        ) -> (Vec<u8>, Vec<u8>) {
+            let input = frames.concat();
+            cuts.sort_unstable();
+            let got = run(&mut ed, &input, &cuts, plan);
+            (input, got)
+        }
+
         /// Bytes missing from the last frame of a body that ends inside a frame's message.
         fn missing(body: &[u8]) -> Option<usize> {
             let mut pos = 0;
@@ -1039,10 +1053,7 @@ mod tests {
                 plan in prop_oneof![plan(true), plan(false)],
                 cuts in proptest::collection::vec(0usize..600, 0..6),
             ) {
-                let input = frames.concat();
-                let mut cuts = cuts;
-                cuts.sort_unstable();
-                let got = run(&mut StreamEditor::holding(Carrier::Containers), &input, &cuts, &plan);
+                let (_, got) = edited(StreamEditor::holding(Carrier::Containers), &frames, cuts, &plan);
                 prop_assert_eq!(got, reference(&frames, &plan));
             }
 
@@ -1052,10 +1063,7 @@ mod tests {
                 plan in prop_oneof![plan(true), plan(false)],
                 cuts in proptest::collection::vec(0usize..600, 0..6),
             ) {
-                let input = frames.concat();
-                let mut cuts = cuts;
-                cuts.sort_unstable();
-                let got = run(&mut StreamEditor::new(Carrier::Containers), &input, &cuts, &plan);
+                let (input, got) = edited(StreamEditor::new(Carrier::Containers), &frames, cuts, &plan);
                 prop_assert_eq!(got.len(), input.len());
                 if plan.keep {
                     // Every edit keeps lengths, so every one is made, as the reference makes it
