@@ -100,14 +100,18 @@ pub fn hash_container<'a>(
     // Fields whose types have the same shape in several graphs are decoded once.
     let mut shared = (versions.len() > 1).then(SharedDecodes::default);
     // The decoded values: (the schema decoded under, value).
-    let mut decoded: Vec<(&'static Schema, Val)> = Vec::new();
+    // (Sized for every version up front: growing them was a tenth of a container's allocations.)
+    let mut decoded: Vec<(&'static Schema, Val)> = Vec::with_capacity(versions.len());
     // The distinct texts: (epoch, type graph, annotation, index into `decoded`).
-    let mut texts: Vec<(HashEpoch, KubeletVersion, Annotation, usize)> = Vec::new();
+    let mut texts: Vec<(HashEpoch, KubeletVersion, Annotation, usize)> =
+        Vec::with_capacity(2 * versions.len());
     // Per requested (version, annotation), its text.
-    let mut wanted: Vec<(KubeletVersion, Annotation, usize)> = Vec::new();
+    let mut wanted: Vec<(KubeletVersion, Annotation, usize)> =
+        Vec::with_capacity(2 * versions.len());
     // Per type graph met: (its oldest version, index into `decoded`, the graph whose texts
     // it writes); and the last one met, with its schema.
-    let mut graphs: Vec<(KubeletVersion, usize, KubeletVersion)> = Vec::new();
+    let mut graphs: Vec<(KubeletVersion, usize, KubeletVersion)> =
+        Vec::with_capacity(versions.len());
     let mut last: Option<(&'static Schema, usize, KubeletVersion)> = None;
     // The container's root keys, as `alike` masks them (read once, when first needed).
     let mut root_key_set = None;
@@ -193,7 +197,15 @@ pub fn hash_container<'a>(
         }),
     };
 
-    let mut out = ContainerHashes::default();
+    let mut out = ContainerHashes {
+        hash: Vec::with_capacity(versions.len()),
+        hash_without_resources: Vec::with_capacity(
+            versions
+                .iter()
+                .filter(|v| v.has_hash_without_resources())
+                .count(),
+        ),
+    };
     for (v, a, t) in wanted {
         match a {
             Annotation::Hash => out.hash.push((v, hashes[t])),
@@ -228,10 +240,14 @@ fn hash_in_lanes(
     b: &mut Buffers,
 ) -> Vec<u32> {
     let n = texts.len();
-    b.json.resize_with(n, Vec::new);
+    // The buffers only grow: one dropped for a container with fewer texts would be allocated
+    // again for the next.
+    if b.json.len() < n {
+        b.json.resize_with(n, Vec::new);
+        b.text.resize_with(n, Vec::new);
+    }
     b.resources_at.clear();
     b.resources_at.resize(n, None);
-    b.text.resize_with(n, Vec::new);
     // Shared texts are keyed by the addresses of this container's values.
     b.json_shared.clear();
     b.spew_shared.clear();
