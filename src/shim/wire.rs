@@ -403,7 +403,8 @@ impl Held {
 /// stored one): bytes are passed on as soon as their place in the message is known, and an edit
 /// that would change a length is not made. Holding ([`StreamEditor::holding`]): each uncompressed
 /// message is held until it ends, so that edits may change lengths, and then passed on with its
-/// new length. Either way the input is copied once, into the output.
+/// new length. Either way the input is copied once, into the output (and an element that
+/// arrives split between two pieces once more, while it is held back).
 pub struct StreamEditor {
     field: u32,
     annotations: u32,
