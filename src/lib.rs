@@ -2,9 +2,10 @@
 //! containers whose spec never changed.
 //!
 //! The folders are the layers, lowest first; a layer uses only the ones listed before it
-//! (`error` is shared by all). `docs/architecture.md` walks through them.
+//! (`error` and `multiply_hash` are shared by all). `docs/architecture.md` walks through them.
 
 pub mod error;
+pub mod multiply_hash; // a fast hasher for map keys nobody outside can choose
 pub mod kubelet; // the exact kubelet emulation: versions, schemas, decoding, spew, Go JSON, hashes
 pub mod source; // reading pods, nodes and manifests: files, streams, the API server
 pub mod runtime; // the container runtime: CRI, containerd records behind `RecordStore`

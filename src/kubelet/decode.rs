@@ -19,13 +19,13 @@
 //! quantities.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::quantity::{self, Quantity};
 use crate::kubelet::schema::{Field, Kind, Schema, TypeId};
+use crate::multiply_hash::MultiplyHash;
 
 /// A Go value of a type known from the schema (the schema, not the tree, knows the type).
 #[derive(Debug, Clone, PartialEq)]
@@ -67,36 +67,8 @@ impl<'a> Val<'a> {
 /// versions' type graphs (see [`decode_container_sharing`]).
 #[derive(Default)]
 pub struct SharedDecodes<'a> {
-    by_value: HashMap<(usize, u32), Rc<Val<'a>>, BuildHasherDefault<AddressHasher>>,
-}
-
-/// Hashes the keys of [`SharedDecodes`]: an address and a shape number, both the program's own,
-/// never the input's, so a multiply does (SipHash was a tenth of hashing all 29 versions).
-#[derive(Default)]
-pub struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(26) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
+    /// Keyed by an address and a shape number, both the program's own.
+    by_value: HashMap<(usize, u32), Rc<Val<'a>>, MultiplyHash>,
 }
 
 /// `intstr.IntOrString`: `Type` 0 (Int) with `IntVal`, or 1 (String) with `StrVal`.
@@ -153,14 +125,7 @@ pub fn decode_container_taking<'a, J: Json<'a>>(
             out.push(v.clone());
             continue;
         }
-        match json.entry(&f.json) {
-            None => out.push(zero(schema, f.ty)),
-            Some((key, item)) => {
-                d.path.push(Seg::Key(key));
-                out.push(d.field(f.ty, item)?);
-                d.path.pop();
-            }
-        }
+        out.push(d.struct_field(f, json.entry(&f.json))?);
     }
     Ok(Val::Struct(out))
 }
@@ -385,16 +350,25 @@ impl<'a> Decoder<'_, 'a> {
                 Fields::Lookup(obj) => obj.entry(&f.json),
             };
             *next += 1;
-            match item {
-                None => out.push(zero(self.schema, f.ty)),
-                Some((key, item)) => {
-                    self.path.push(Seg::Key(key));
-                    out.push(self.field(f.ty, item)?);
-                    self.path.pop();
-                }
-            }
+            out.push(self.struct_field(f, item)?);
         }
         Ok(Val::Struct(out))
+    }
+
+    /// One (not inline) field of a struct, from its JSON key and value: the zero value when the
+    /// key is absent.
+    fn struct_field<J: Json<'a>>(
+        &mut self,
+        f: &Field,
+        item: Option<(&'a str, J)>,
+    ) -> Result<Val<'a>> {
+        let Some((key, item)) = item else {
+            return Ok(zero(self.schema, f.ty));
+        };
+        self.path.push(Seg::Key(key));
+        let v = self.field(f.ty, item)?;
+        self.path.pop();
+        Ok(v)
     }
 
     /// A field's value: decoded, or with sharing on, taken from an earlier decode of the same

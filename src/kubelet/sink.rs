@@ -2,10 +2,9 @@
 //! into a buffer when a person wants to see the text (`--explain`).
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::ops::Range;
 
-use crate::kubelet::decode::AddressHasher;
+use crate::multiply_hash::MultiplyHash;
 
 /// A byte sink. The writers in [`crate::kubelet::spew`] and [`crate::kubelet::gojson`] stream into any of these.
 pub trait Sink {
@@ -34,7 +33,7 @@ pub trait Sink {
 /// Keys are addresses, so it must be cleared before the next container.
 #[derive(Default)]
 pub struct SharedTexts {
-    at: HashMap<usize, Range<usize>, BuildHasherDefault<AddressHasher>>,
+    at: HashMap<usize, Range<usize>, MultiplyHash>,
     bytes: Vec<u8>,
 }
 

@@ -6,10 +6,11 @@
 //! strings behind that: perf put four fifths of the lookup on the first of those loads. Here a
 //! lookup reads a 4-byte slot and one packed entry that holds the id and the values.
 
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
+use crate::multiply_hash::MultiplyHash;
 use crate::shim::proxy::ShimState;
 use crate::shim::wire::Hashes;
 
@@ -120,44 +121,9 @@ fn entry(packed: &[u8], at: u32) -> Entry<'_> {
     }
 }
 
+/// Container ids are made by the runtime: see [`crate::multiply_hash`].
 fn hash_id(id: &[u8]) -> u64 {
-    BuildHasherDefault::<IdHasher>::default().hash_one(id)
-}
-
-/// Hashes container ids a word at a time. Ids are made by the runtime, not by anyone who could
-/// aim collisions at the table (and one would only slow a lookup down), so a multiply per word
-/// does: SipHash was a fifth of editing a ListContainers answer.
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl IdHasher {
-    fn mix(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(26) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            let mut word = [0; 8];
-            word.copy_from_slice(w);
-            self.mix(u64::from_le_bytes(word));
-        }
-        let rest = words.remainder();
-        let mut last = [0; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        // The length tells apart ids that differ only in trailing zero bytes.
-        self.mix(u64::from_le_bytes(last) ^ ((bytes.len() as u64) << 56));
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.mix(n as u64);
-    }
+    MultiplyHash::default().hash_one(id)
 }
 
 #[cfg(test)]
