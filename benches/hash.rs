@@ -17,7 +17,7 @@ use criterion::measurement::WallTime;
 use criterion::{
     black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,
 };
-use kubehash::kubelet::decode::decode_container;
+use kubehash::kubelet::decode::{decode_container, Arena};
 use kubehash::kubelet::hash::{hash_container, hashed_text, write_hashed_text, Annotation};
 use kubehash::kubelet::json::Json;
 use kubehash::kubelet::lanes::fnv1a_batch;
@@ -60,6 +60,7 @@ fn bench_floor(g: &mut BenchmarkGroup<'_, WallTime>, texts: &[Vec<u8>]) {
 
 fn bench_epochs(c: &mut Criterion) {
     let containers = corpus();
+    let arena = Arena::new();
     for (label, version) in [
         ("spew-1.15", "1.15"),
         ("json-1.30", "1.30"),
@@ -69,7 +70,7 @@ fn bench_epochs(c: &mut Criterion) {
         let schema = Schema::for_version(v).expect("schema");
         let decoded: Vec<_> = containers
             .iter()
-            .map(|j| decode_container(schema, j, "").expect("decode"))
+            .map(|j| decode_container(schema, j, "", &arena).expect("decode"))
             .collect();
         let texts: Vec<Vec<u8>> = decoded
             .iter()

@@ -9,7 +9,7 @@
 //! running container (S0 as G applied it). Otherwise the rewrite would mask a change T acts on.
 
 use kubehash::analysis::plan::{plan, PodIndex, Verdict};
-use kubehash::kubelet::decode::decode_container;
+use kubehash::kubelet::decode::{decode_container, Arena};
 use kubehash::kubelet::gojson;
 use kubehash::kubelet::hash::{hash_container, hashed_text, Annotation};
 use kubehash::kubelet::schema::Schema;
@@ -143,7 +143,8 @@ fn version(minor: u8) -> KubeletVersion {
 /// S0 as kubelet G applied it: G's Go value, marshalled (fields G did not know are gone).
 fn as_applied_by(g: KubeletVersion, spec: &Value) -> Value {
     let schema = Schema::for_version(g).unwrap();
-    let val = decode_container(schema, spec, "").unwrap();
+    let arena = Arena::new();
+    let val = decode_container(schema, spec, "", &arena).unwrap();
     let mut out = Vec::new();
     gojson::write_container(schema, &val, false, &mut out);
     serde_json::from_slice(&out).unwrap()

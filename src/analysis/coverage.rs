@@ -32,7 +32,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::kubelet::decode::{decode_container, IntOrString, Val};
+use crate::kubelet::decode::{decode_container, Arena, IntOrString, Val};
 use crate::kubelet::schema::{Kind, Schema, TypeId};
 use crate::kubelet::version::{HashEpoch, KubeletVersion};
 
@@ -65,7 +65,8 @@ pub fn coverage(
         return Ok(Coverage::Covered);
     }
     let set_by = |schema: &Schema| -> Result<BTreeSet<String>> {
-        let val = decode_container(schema, container, path)?;
+        let arena = Arena::new();
+        let val = decode_container(schema, container, path, &arena)?;
         let mut out = BTreeSet::new();
         set_paths(schema, schema.root(), &val, String::new(), &mut out);
         Ok(out)
@@ -122,14 +123,14 @@ fn set_paths(schema: &Schema, ty: TypeId, v: &Val, at: String, out: &mut BTreeSe
         }
         (Kind::Map { value }, Val::Map(entries)) => {
             out.insert(at.clone());
-            for (k, item) in entries {
+            for (k, item) in *entries {
                 let key = format!("{at}[{k}]");
                 out.insert(key.clone());
                 set_paths(schema, *value, item, key, out);
             }
         }
         (Kind::Struct(fields), Val::Struct(vals)) => {
-            for (f, item) in fields.iter().zip(vals) {
+            for (f, item) in fields.iter().zip(*vals) {
                 let child = if f.inline {
                     at.clone()
                 } else if at.is_empty() {

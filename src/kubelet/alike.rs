@@ -196,7 +196,7 @@ fn schemas() -> Vec<&'static Schema> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubelet::decode::decode_container;
+    use crate::kubelet::decode::{decode_container, Arena};
 
     #[test]
     fn a_graph_is_alike_itself_everywhere() {
@@ -212,10 +212,11 @@ mod tests {
         // The zero container's text is its parts joined as the writers join fields: pins the
         // per-field zero writers to the struct writers.
         let empty = serde_json::json!({});
+        let arena = Arena::new();
         for s in schemas() {
             let fields = root_fields(s).expect("comparable");
             let every: Vec<String> = fields.iter().map(|f| f.json.clone()).collect();
-            let zero = decode_container(s, &empty, "").expect("decode");
+            let zero = decode_container(s, &empty, "", &arena).expect("decode");
             let epoch = match s.version().epoch() {
                 HashEpoch::Spew => HashEpoch::Spew,
                 _ => HashEpoch::Json,

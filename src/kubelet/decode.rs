@@ -15,20 +15,27 @@
 //! * a value of the wrong JSON type is an error naming the path, e.g.
 //!   `containers[0].ports[1].containerPort: expected int32, got string`.
 //!
-//! Strings are borrowed from the JSON value, so a decode allocates only for lists, maps and
-//! quantities.
+//! The tree lives in an [`Arena`]: strings are borrowed from the JSON value, and structs,
+//! lists, maps, pointers and quantities are placed in the arena, so a decode allocates a chunk
+//! now and then instead of a vector per struct, and a [`Val`] is plain data that costs nothing
+//! to copy or drop.
 
 use std::collections::HashMap;
-use std::rc::Rc;
+
+use bumpalo::collections::Vec as ArenaVec;
 
 use crate::error::{Error, Result};
 use crate::kubelet::json::{Json, JsonValue};
-use crate::kubelet::quantity::{self, Quantity};
+use crate::kubelet::quantity::{self, QuantityRef};
 use crate::kubelet::schema::{Field, Kind, Schema, TypeId};
 use crate::multiply_hash::MultiplyHash;
 
+/// Where decoded values live: one per container (or per call), freed at once. It runs no
+/// destructors, which is why [`Val`] holds only plain data.
+pub type Arena = bumpalo::Bump;
+
 /// A Go value of a type known from the schema (the schema, not the tree, knows the type).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Val<'a> {
     /// `string` or a named string type.
     Str(&'a str),
@@ -38,19 +45,19 @@ pub enum Val<'a> {
     /// A nil pointer, slice or map.
     Nil,
     /// A non-nil pointer.
-    Ptr(Box<Val<'a>>),
+    Ptr(&'a Val<'a>),
     /// A non-nil, non-empty slice.
-    List(Vec<Val<'a>>),
+    List(&'a [Val<'a>]),
     /// A non-nil, non-empty map with string keys, sorted by key bytes (go-spew's SortKeys and
     /// encoding/json both sort string keys that way).
-    Map(Vec<(&'a str, Val<'a>)>),
+    Map(&'a [(&'a str, Val<'a>)]),
     /// Struct fields in declaration order.
-    Struct(Vec<Val<'a>>),
-    Quantity(Box<Quantity>),
+    Struct(&'a [Val<'a>]),
+    Quantity(&'a QuantityRef<'a>),
     IntOrString(IntOrString<'a>),
     /// A value decoded once and shared by the type graphs of several versions whose types for
     /// it have the same shape ([`decode_container_sharing`]); it stands for the value it holds.
-    Shared(Rc<Val<'a>>),
+    Shared(&'a Val<'a>),
 }
 
 impl<'a> Val<'a> {
@@ -65,10 +72,19 @@ impl<'a> Val<'a> {
 
 /// Values decoded for one container, by JSON value and type shape, for the decodes of its other
 /// versions' type graphs (see [`decode_container_sharing`]).
-#[derive(Default)]
 pub struct SharedDecodes<'a> {
     /// Keyed by an address and a shape number, both the program's own.
-    by_value: HashMap<(usize, u32), Rc<Val<'a>>, MultiplyHash>,
+    by_value: HashMap<(usize, u32), &'a Val<'a>, MultiplyHash>,
+}
+
+impl Default for SharedDecodes<'_> {
+    fn default() -> Self {
+        SharedDecodes {
+            // A container with all 29 versions shares a few dozen values; growing the table
+            // from nothing rehashed it several times a container.
+            by_value: HashMap::with_capacity_and_hasher(32, MultiplyHash::default()),
+        }
+    }
 }
 
 /// `intstr.IntOrString`: `Type` 0 (Int) with `IntVal`, or 1 (String) with `StrVal`.
@@ -78,22 +94,28 @@ pub enum IntOrString<'a> {
     Str(&'a str),
 }
 
-/// Decodes one container object for `schema`'s kubelet. `path` prefixes error messages
-/// (e.g. `default/web/containers[0]`); pass `""` for none.
-pub fn decode_container<'a>(schema: &Schema, json: impl Json<'a>, path: &str) -> Result<Val<'a>> {
-    decode_root(schema, json, path, None)
+/// Decodes one container object for `schema`'s kubelet into `arena`. `path` prefixes error
+/// messages (e.g. `default/web/containers[0]`); pass `""` for none.
+pub fn decode_container<'a: 'b, 'b>(
+    schema: &Schema,
+    json: impl Json<'a>,
+    path: &str,
+    arena: &'b Arena,
+) -> Result<Val<'b>> {
+    decode_root(schema, json, path, None, arena)
 }
 
 /// [`decode_container`] for one of several type graphs of the same container: a field whose
 /// JSON value (an object or a list) was decoded before under a type of the same shape
 /// ([`Schema::shape`]) takes that value, shared, instead of being decoded again.
-pub fn decode_container_sharing<'a>(
+pub fn decode_container_sharing<'a: 'b, 'b>(
     schema: &Schema,
     json: impl Json<'a>,
     path: &str,
-    shared: &mut SharedDecodes<'a>,
-) -> Result<Val<'a>> {
-    decode_root(schema, json, path, Some(shared))
+    shared: &mut SharedDecodes<'b>,
+    arena: &'b Arena,
+) -> Result<Val<'b>> {
+    decode_root(schema, json, path, Some(shared), arena)
 }
 
 /// [`decode_container_sharing`] for a graph whose root fields are mostly alike those of a graph
@@ -102,45 +124,49 @@ pub fn decode_container_sharing<'a>(
 /// `base[j]` when `take[i]` is `Some(j)`. The other fields are decoded, in field order, so an
 /// error is the one a decode of the whole container would give: the taken ones decoded without
 /// one.
-pub fn decode_container_taking<'a, J: Json<'a>>(
+pub fn decode_container_taking<'a: 'b, 'b, J: Json<'a>>(
     schema: &Schema,
     json: J,
     path: &str,
-    shared: &mut SharedDecodes<'a>,
-    base: &[Val<'a>],
+    shared: &mut SharedDecodes<'b>,
+    base: &[Val<'b>],
     take: &[Option<usize>],
-) -> Result<Val<'a>> {
+    arena: &'b Arena,
+) -> Result<Val<'b>> {
     let mut d = Decoder {
         schema,
         path: Vec::new(),
         prefix: path,
         shared: Some(shared),
+        arena,
     };
     let (Kind::Struct(fields), true) = (&schema.ty(schema.root()).kind, json.is_object()) else {
-        return decode_root(schema, json, path, d.shared);
+        return decode_root(schema, json, path, d.shared, arena);
     };
-    let mut out = Vec::with_capacity(fields.len());
+    let mut out = ArenaVec::with_capacity_in(fields.len(), arena);
     for (i, f) in fields.iter().enumerate() {
         if let Some(v) = take.get(i).copied().flatten().and_then(|j| base.get(j)) {
-            out.push(v.clone());
+            out.push(*v);
             continue;
         }
         out.push(d.struct_field(f, json.entry(&f.json))?);
     }
-    Ok(Val::Struct(out))
+    Ok(Val::Struct(out.into_bump_slice()))
 }
 
-fn decode_root<'a, J: Json<'a>>(
+fn decode_root<'a: 'b, 'b, J: Json<'a>>(
     schema: &Schema,
     json: J,
     path: &str,
-    shared: Option<&mut SharedDecodes<'a>>,
-) -> Result<Val<'a>> {
+    shared: Option<&mut SharedDecodes<'b>>,
+    arena: &'b Arena,
+) -> Result<Val<'b>> {
     let mut d = Decoder {
         schema,
         path: Vec::new(),
         prefix: path,
         shared,
+        arena,
     };
     if !json.is_object() {
         return Err(d.type_error("a container object", json));
@@ -148,24 +174,26 @@ fn decode_root<'a, J: Json<'a>>(
     d.decode(schema.root(), Some(json))
 }
 
-/// The zero value of a type (what a missing field decodes to).
+/// The zero value of a type (what a missing field decodes to), its structs in `arena`.
 // Inlined: most fields of a container are missing, and a zero scalar built in place is not
 // written to memory only to be read back.
 #[inline]
-pub fn zero<'a>(schema: &Schema, ty: TypeId) -> Val<'a> {
+pub fn zero<'b>(schema: &Schema, ty: TypeId, arena: &'b Arena) -> Val<'b> {
     match &schema.ty(ty).kind {
         Kind::String => Val::Str(""),
         Kind::Bool => Val::Bool(false),
         Kind::Int32 | Kind::Int64 => Val::Int(0),
         Kind::Ptr(_) | Kind::Slice(_) | Kind::Map { .. } => Val::Nil,
-        Kind::Struct(fields) => zero_struct(schema, fields),
-        Kind::Quantity => Val::Quantity(Box::default()),
+        Kind::Struct(fields) => zero_struct(schema, fields, arena),
+        Kind::Quantity => Val::Quantity(&QuantityRef::ZERO),
         Kind::IntOrString => Val::IntOrString(IntOrString::Int(0)),
     }
 }
 
-fn zero_struct<'a>(schema: &Schema, fields: &[Field]) -> Val<'a> {
-    Val::Struct(fields.iter().map(|f| zero(schema, f.ty)).collect())
+fn zero_struct<'b>(schema: &Schema, fields: &[Field], arena: &'b Arena) -> Val<'b> {
+    let mut out = ArenaVec::with_capacity_in(fields.len(), arena);
+    out.extend(fields.iter().map(|f| zero(schema, f.ty, arena)));
+    Val::Struct(out.into_bump_slice())
 }
 
 /// The most fields (flattened through inline structs) a struct decodes through its key table;
@@ -186,14 +214,16 @@ enum Seg<'a> {
     Index(usize),
 }
 
-struct Decoder<'s, 'a> {
+/// Decodes into `arena` (`'b`) from JSON that outlives it.
+struct Decoder<'s, 'b> {
     schema: &'s Schema,
-    path: Vec<Seg<'a>>,
+    path: Vec<Seg<'b>>,
     prefix: &'s str,
-    shared: Option<&'s mut SharedDecodes<'a>>,
+    shared: Option<&'s mut SharedDecodes<'b>>,
+    arena: &'b Arena,
 }
 
-impl<'a> Decoder<'_, 'a> {
+impl<'b> Decoder<'_, 'b> {
     fn path_string(&self) -> String {
         let mut s = self.prefix.to_string();
         for seg in &self.path {
@@ -217,7 +247,7 @@ impl<'a> Decoder<'_, 'a> {
         s
     }
 
-    fn type_error<J: Json<'a>>(&self, expected: &str, got: J) -> Error {
+    fn type_error<'a, J: Json<'a>>(&self, expected: &str, got: J) -> Error {
         Error::Type {
             path: self.path_string(),
             expected: expected.to_string(),
@@ -225,11 +255,12 @@ impl<'a> Decoder<'_, 'a> {
         }
     }
 
-    fn decode<J: Json<'a>>(&mut self, ty: TypeId, v: Option<J>) -> Result<Val<'a>> {
+    fn decode<'a: 'b, J: Json<'a>>(&mut self, ty: TypeId, v: Option<J>) -> Result<Val<'b>> {
         let schema = self.schema;
+        let arena = self.arena;
         // The view is taken once: a value is looked at once per type it is decoded under.
         let (v, view) = match v.map(|v| (v, v.view())) {
-            Some((_, JsonValue::Null)) | None => return Ok(zero(schema, ty)),
+            Some((_, JsonValue::Null)) | None => return Ok(zero(schema, ty, arena)),
             Some(both) => both,
         };
         let t = schema.ty(ty);
@@ -244,7 +275,10 @@ impl<'a> Decoder<'_, 'a> {
             },
             Kind::Int32 => self.int(v, &view, i64::from(i32::MIN), i64::from(i32::MAX), "int32"),
             Kind::Int64 => self.int(v, &view, i64::MIN, i64::MAX, "int64"),
-            Kind::Ptr(elem) => Ok(Val::Ptr(Box::new(self.decode(*elem, Some(v))?))),
+            Kind::Ptr(elem) => {
+                let pointee = self.decode(*elem, Some(v))?;
+                Ok(Val::Ptr(arena.alloc(pointee)))
+            }
             Kind::Slice(elem) => {
                 let JsonValue::Array(len, items) = view else {
                     return Err(self.type_error(&format!("a list ({})", t.name), v));
@@ -252,14 +286,14 @@ impl<'a> Decoder<'_, 'a> {
                 if len == 0 {
                     return Ok(Val::Nil);
                 }
-                let mut out = Vec::with_capacity(len);
+                let mut out = ArenaVec::with_capacity_in(len, arena);
                 for (i, item) in items.enumerate() {
                     self.path.push(Seg::Index(i));
                     // A JSON null inside a list is the element type's zero value, as in Go.
                     out.push(self.decode(*elem, Some(item))?);
                     self.path.pop();
                 }
-                Ok(Val::List(out))
+                Ok(Val::List(out.into_bump_slice()))
             }
             Kind::Map { value } => {
                 let JsonValue::Object(len, entries) = view else {
@@ -268,12 +302,13 @@ impl<'a> Decoder<'_, 'a> {
                 if len == 0 {
                     return Ok(Val::Nil);
                 }
-                let mut out = Vec::with_capacity(len);
+                let mut out = ArenaVec::with_capacity_in(len, arena);
                 for (k, item) in entries {
                     self.path.push(Seg::Key(k));
                     out.push((k, self.decode(*value, Some(item))?));
                     self.path.pop();
                 }
+                let out: &'b mut [(&'b str, Val<'b>)] = out.into_bump_slice_mut();
                 out.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
                 Ok(Val::Map(out))
             }
@@ -304,12 +339,12 @@ impl<'a> Decoder<'_, 'a> {
     /// The object's entries are matched to fields through the schema's sorted key table (a
     /// container object has a handful of the ~25 keys its struct knows), then the fields are
     /// decoded in declaration order, so an error is the first in field order, as before.
-    fn decode_struct<J: Json<'a>>(
+    fn decode_struct<'a: 'b, J: Json<'a>>(
         &mut self,
         ty: TypeId,
         obj: J,
         entries: J::Entries,
-    ) -> Result<Val<'a>> {
+    ) -> Result<Val<'b>> {
         let Some(keys) = self
             .schema
             .struct_keys(ty)
@@ -329,16 +364,16 @@ impl<'a> Decoder<'_, 'a> {
 
     /// The struct `ty` from its fields' JSON values; `next` is the index of its first field
     /// among the fields flattened through inline structs.
-    fn build_struct<J: Json<'a>>(
+    fn build_struct<'a: 'b, J: Json<'a>>(
         &mut self,
         ty: TypeId,
         json: Fields<'_, 'a, J>,
         next: &mut usize,
-    ) -> Result<Val<'a>> {
+    ) -> Result<Val<'b>> {
         let Kind::Struct(fields) = &self.schema.ty(ty).kind else {
             unreachable!("build_struct on a non-struct")
         };
-        let mut out = Vec::with_capacity(fields.len());
+        let mut out = ArenaVec::with_capacity_in(fields.len(), self.arena);
         for f in fields {
             if f.inline {
                 out.push(self.build_struct(f.ty, json, next)?);
@@ -352,18 +387,18 @@ impl<'a> Decoder<'_, 'a> {
             *next += 1;
             out.push(self.struct_field(f, item)?);
         }
-        Ok(Val::Struct(out))
+        Ok(Val::Struct(out.into_bump_slice()))
     }
 
     /// One (not inline) field of a struct, from its JSON key and value: the zero value when the
     /// key is absent.
-    fn struct_field<J: Json<'a>>(
+    fn struct_field<'a: 'b, J: Json<'a>>(
         &mut self,
         f: &Field,
         item: Option<(&'a str, J)>,
-    ) -> Result<Val<'a>> {
+    ) -> Result<Val<'b>> {
         let Some((key, item)) = item else {
-            return Ok(zero(self.schema, f.ty));
+            return Ok(zero(self.schema, f.ty, self.arena));
         };
         self.path.push(Seg::Key(key));
         let v = self.field(f.ty, item)?;
@@ -373,30 +408,30 @@ impl<'a> Decoder<'_, 'a> {
 
     /// A field's value: decoded, or with sharing on, taken from an earlier decode of the same
     /// JSON object or list under a type of the same shape.
-    fn field<J: Json<'a>>(&mut self, ty: TypeId, item: J) -> Result<Val<'a>> {
+    fn field<'a: 'b, J: Json<'a>>(&mut self, ty: TypeId, item: J) -> Result<Val<'b>> {
         if self.shared.is_none() || !item.is_list_or_object() {
             return self.decode(ty, Some(item));
         }
         // The address of the JSON value names it while the container is borrowed.
         let key = (item.address(), self.schema.shape(ty));
         if let Some(v) = self.shared.as_ref().and_then(|s| s.by_value.get(&key)) {
-            return Ok(Val::Shared(Rc::clone(v)));
+            return Ok(Val::Shared(v));
         }
-        let v = Rc::new(self.decode(ty, Some(item))?);
+        let v: &'b Val<'b> = self.arena.alloc(self.decode(ty, Some(item))?);
         if let Some(s) = self.shared.as_mut() {
-            s.by_value.insert(key, Rc::clone(&v));
+            s.by_value.insert(key, v);
         }
         Ok(Val::Shared(v))
     }
 
-    fn int<J: Json<'a>>(
+    fn int<'a: 'b, J: Json<'a>>(
         &self,
         v: J,
         view: &JsonValue<'a, J>,
         min: i64,
         max: i64,
         what: &str,
-    ) -> Result<Val<'a>> {
+    ) -> Result<Val<'b>> {
         let out_of_range = || Error::Type {
             path: self.path_string(),
             expected: format!("{what} (a whole number from {min} to {max})"),
@@ -411,7 +446,7 @@ impl<'a> Decoder<'_, 'a> {
         }
     }
 
-    fn quantity<J: Json<'a>>(&self, v: J, view: JsonValue<'a, J>) -> Result<Val<'a>> {
+    fn quantity<'a: 'b, J: Json<'a>>(&self, v: J, view: JsonValue<'a, J>) -> Result<Val<'b>> {
         // Quantity.UnmarshalJSON takes the raw JSON text: a string's contents (trimmed) or a
         // bare number literal. serde keeps integers exactly but not a fraction's spelling, so a
         // fractional number is refused rather than guessed.
@@ -427,7 +462,7 @@ impl<'a> Decoder<'_, 'a> {
             _ => return Err(self.type_error("a quantity string", v)),
         };
         quantity::parse_json_string(&text)
-            .map(|q| Val::Quantity(Box::new(q)))
+            .map(|q| Val::Quantity(self.arena.alloc(q.to_ref(self.arena))))
             .map_err(|e| Error::Quantity {
                 path: self.path_string(),
                 value: text.into_owned(),
@@ -447,14 +482,15 @@ mod tests {
 
     #[test]
     fn wrong_types_name_the_field_path() {
+        let arena = Arena::new();
         let c = json!({"name": "a", "ports": [{"containerPort": 80}, {"containerPort": "80"}]});
-        let err = decode_container(schema("1.30"), &c, "containers[0]").unwrap_err();
+        let err = decode_container(schema("1.30"), &c, "containers[0]", &arena).unwrap_err();
         assert_eq!(
             err.to_string(),
             "containers[0].ports[1].containerPort: expected int32, got string"
         );
         let c = json!({"name": "a", "ports": [{"containerPort": 4294967296i64}]});
-        let err = decode_container(schema("1.30"), &c, "")
+        let err = decode_container(schema("1.30"), &c, "", &arena)
             .unwrap_err()
             .to_string();
         assert!(
@@ -462,9 +498,9 @@ mod tests {
             "{err}"
         );
         let c = json!({"name": "a", "ports": [{"containerPort": 80.5}]});
-        assert!(decode_container(schema("1.30"), &c, "").is_err());
+        assert!(decode_container(schema("1.30"), &c, "", &arena).is_err());
         let c = json!({"name": "a", "resources": {"limits": {"cpu": "lots"}}});
-        let err = decode_container(schema("1.30"), &c, "")
+        let err = decode_container(schema("1.30"), &c, "", &arena)
             .unwrap_err()
             .to_string();
         assert!(
@@ -475,18 +511,20 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_dropped_and_empty_collections_become_nil() {
+        let arena = Arena::new();
         let c = json!({"name": "a", "startupProbe": {"periodSeconds": 3}, "args": [], "env": []});
         let s = schema("1.15"); // no startupProbe yet
-        let v = decode_container(s, &c, "").unwrap();
+        let v = decode_container(s, &c, "", &arena).unwrap();
         let bare = json!({"name": "a"});
-        assert_eq!(v, decode_container(s, &bare, "").unwrap());
+        assert_eq!(v, decode_container(s, &bare, "", &arena).unwrap());
     }
 
     #[test]
     fn empty_object_for_a_pointer_is_a_non_nil_zero_struct() {
+        let arena = Arena::new();
         let s = schema("1.30");
         let c = json!({"name": "a", "securityContext": {}});
-        let v = decode_container(s, &c, "").unwrap();
+        let v = decode_container(s, &c, "", &arena).unwrap();
         let i = s.root_field("SecurityContext").unwrap();
         let Val::Struct(fields) = v else { panic!() };
         assert!(matches!(&fields[i], Val::Ptr(inner) if matches!(**inner, Val::Struct(_))));
@@ -494,6 +532,7 @@ mod tests {
 
     #[test]
     fn key_table_and_lookup_decode_alike() {
+        let arena = Arena::new();
         // Every schema has key tables, so the lookup path runs only for a struct that would
         // lack one; here both run on the same objects, values and first errors alike.
         let cases = [
@@ -509,9 +548,10 @@ mod tests {
                     path: Vec::new(),
                     prefix: "",
                     shared: None,
+                    arena: &arena,
                 };
                 let by_lookup = d.build_struct(s.root(), Fields::Lookup(c), &mut 0);
-                let by_table = decode_container(s, c, "");
+                let by_table = decode_container(s, c, "", &arena);
                 assert_eq!(format!("{by_lookup:?}"), format!("{by_table:?}"), "{v} {c}");
             }
         }
@@ -519,12 +559,13 @@ mod tests {
 
     #[test]
     fn null_is_the_zero_value() {
+        let arena = Arena::new();
         let s = schema("1.30");
         let nulls = json!({"name": "a", "image": null, "args": null, "tty": null});
         let bare = json!({"name": "a"});
         assert_eq!(
-            decode_container(s, &nulls, "").unwrap(),
-            decode_container(s, &bare, "").unwrap()
+            decode_container(s, &nulls, "", &arena).unwrap(),
+            decode_container(s, &bare, "", &arena).unwrap()
         );
     }
 }

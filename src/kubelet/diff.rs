@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::kubelet::decode::{decode_container, Val};
+use crate::kubelet::decode::{decode_container, Arena, Val};
 use crate::kubelet::gojson;
 use crate::kubelet::schema::{Kind, Schema, TypeId};
 use crate::kubelet::version::{HashEpoch, KubeletVersion};
@@ -38,9 +38,10 @@ pub fn why_changed(container: &Value, from: KubeletVersion, to: KubeletVersion) 
             let (Ok(sf), Ok(st)) = (Schema::for_version(from), Schema::for_version(to)) else {
                 return vec![];
             };
+            let arena = Arena::new();
             let (Ok(vf), Ok(vt)) = (
-                decode_container(sf, container, ""),
-                decode_container(st, container, ""),
+                decode_container(sf, container, "", &arena),
+                decode_container(st, container, "", &arena),
             ) else {
                 return vec![];
             };
@@ -111,17 +112,17 @@ fn spew_fields(schema: &Schema, ty: TypeId, v: &Val, prefix: &str, out: &mut BTr
     match (&schema.ty(ty).kind, v.resolved()) {
         (Kind::Ptr(elem), Val::Ptr(inner)) => spew_fields(schema, *elem, inner, prefix, out),
         (Kind::Slice(elem), Val::List(items)) => {
-            for item in items {
+            for item in *items {
                 spew_fields(schema, *elem, item, &format!("{prefix}[]"), out);
             }
         }
         (Kind::Map { value }, Val::Map(entries)) => {
-            for (k, item) in entries {
+            for (k, item) in *entries {
                 spew_fields(schema, *value, item, &format!("{prefix}[{k}]"), out);
             }
         }
         (Kind::Struct(fields), Val::Struct(vals)) => {
-            for (f, item) in fields.iter().zip(vals) {
+            for (f, item) in fields.iter().zip(*vals) {
                 let path = if prefix.is_empty() {
                     f.name.clone()
                 } else {

@@ -27,9 +27,8 @@
 //! ```
 
 use std::ops::Range;
-use std::rc::Rc;
 
-use crate::kubelet::decode::{zero, IntOrString, Val};
+use crate::kubelet::decode::{zero, Arena, IntOrString, Val};
 use crate::kubelet::schema::{Field, Kind, Schema, TypeId};
 use crate::kubelet::sink::Sink;
 use crate::kubelet::spew::put_int;
@@ -75,14 +74,15 @@ pub fn write_zero_resources<S: Sink>(schema: &Schema, out: &mut S) {
         return;
     };
     if let Some(f) = fields.get(i) {
-        write_value(schema, f.ty, &zero(schema, f.ty), out);
+        write_value(schema, f.ty, &zero(schema, f.ty, &Arena::new()), out);
     }
 }
 
 /// Writes what encoding/json writes for a (not embedded) struct field holding its zero value,
 /// `"key":zero`, or nothing when `omitempty` drops it, as `write_fields` does for each field.
 pub fn write_zero_field<S: Sink>(schema: &Schema, f: &Field, out: &mut S) {
-    let value = zero(schema, f.ty);
+    let arena = Arena::new();
+    let value = zero(schema, f.ty, &arena);
     if f.omitempty && is_empty(&value) {
         return;
     }
@@ -116,10 +116,11 @@ fn write_fields<S: Sink>(
         debug_assert!(false, "write_fields on a non-struct");
         return;
     };
-    for (i, (f, item)) in fields.iter().zip(vals).enumerate() {
-        let zero_value;
+    for (i, (f, item)) in fields.iter().zip(*vals).enumerate() {
+        let (arena, zero_value);
         let item = if zeroed == Some(i) {
-            zero_value = zero(schema, f.ty);
+            arena = Arena::new();
+            zero_value = zero(schema, f.ty, &arena);
             &zero_value
         } else {
             item
@@ -163,7 +164,7 @@ fn is_empty(v: &Val) -> bool {
 fn write_value<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, out: &mut S) {
     // A shared value has one text under every type of its shape.
     if let Val::Shared(inner) = v {
-        let key = Rc::as_ptr(inner) as usize;
+        let key = std::ptr::from_ref(*inner) as usize;
         return out.shared(key, &mut |out| write_value(schema, ty, inner, out));
     }
     let t = schema.ty(ty);
@@ -304,7 +305,8 @@ mod tests {
 
     fn marshal(version: &str, json: serde_json::Value, without_resources: bool) -> String {
         let schema = Schema::for_version(version.parse().unwrap()).unwrap();
-        let v = crate::kubelet::decode::decode_container(schema, &json, "").unwrap();
+        let arena = Arena::new();
+        let v = crate::kubelet::decode::decode_container(schema, &json, "", &arena).unwrap();
         let mut out = Vec::new();
         write_container(schema, &v, without_resources, &mut out);
         String::from_utf8(out).unwrap()

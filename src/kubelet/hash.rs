@@ -27,7 +27,7 @@ use std::ops::Range;
 use crate::error::Result;
 use crate::kubelet::alike::{alike, root_keys};
 use crate::kubelet::decode::{
-    decode_container, decode_container_sharing, decode_container_taking, SharedDecodes, Val,
+    decode_container, decode_container_sharing, decode_container_taking, Arena, SharedDecodes, Val,
 };
 use crate::kubelet::gojson;
 use crate::kubelet::json::Json;
@@ -36,6 +36,10 @@ use crate::kubelet::schema::Schema;
 use crate::kubelet::sink::{format_hash, Fnv32a, Remembering, SharedTexts, Sink};
 use crate::kubelet::spew::{self, ByteSlice};
 use crate::kubelet::version::{HashEpoch, KubeletVersion};
+
+/// The arena's first chunk: enough for the decodes of all 29 versions of all but one of the
+/// golden containers, so that a container takes one allocation for all its values.
+const ARENA_START: usize = 16 << 10;
 
 /// Which of the kubelet's two annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,6 +101,8 @@ pub fn hash_container<'a>(
     versions: &[KubeletVersion],
     path: &str,
 ) -> Result<ContainerHashes> {
+    // The decoded values live in one arena, freed with it when the hashes are known.
+    let arena = Arena::with_capacity(ARENA_START);
     // Fields whose types have the same shape in several graphs are decoded once.
     let mut shared = (versions.len() > 1).then(SharedDecodes::default);
     // The decoded values: (the schema decoded under, value).
@@ -143,12 +149,12 @@ pub fn hash_container<'a>(
                         });
                         let val = match (shared.as_mut(), base) {
                             (Some(shared), Some((same, fields))) => decode_container_taking(
-                                schema, json, path, shared, fields, &same.take,
+                                schema, json, path, shared, fields, &same.take, &arena,
                             )?,
                             (Some(shared), None) => {
-                                decode_container_sharing(schema, json, path, shared)?
+                                decode_container_sharing(schema, json, path, shared, &arena)?
                             }
-                            (None, _) => decode_container(schema, json, path)?,
+                            (None, _) => decode_container(schema, json, path, &arena)?,
                         };
                         decoded.push((schema, val));
                         (decoded.len() - 1, group)
@@ -345,7 +351,8 @@ pub fn hashed_text<'a>(
     path: &str,
 ) -> Result<Vec<u8>> {
     let schema = Schema::for_version(v)?;
-    let val = decode_container(schema, json, path)?;
+    let arena = Arena::new();
+    let val = decode_container(schema, json, path, &arena)?;
     let mut text = Vec::new();
     write_hashed_text(schema, &val, v.epoch(), a, &mut text);
     Ok(text)
@@ -359,7 +366,8 @@ pub fn marshalled_json<'a>(
     path: &str,
 ) -> Result<Option<String>> {
     let schema = Schema::for_version(v)?;
-    let val = decode_container(schema, json, path)?;
+    let arena = Arena::new();
+    let val = decode_container(schema, json, path, &arena)?;
     let mut text = Vec::new();
     match v.epoch() {
         HashEpoch::Spew => return Ok(None),

@@ -72,6 +72,82 @@ pub struct Quantity {
     pub format: Format,
 }
 
+/// A [`Quantity`] as plain data, borrowed from an arena that runs no destructors (the decoded
+/// value tree lives in one): the cached string copied in, `d.Dec` as its `big.nat` words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuantityRef<'a> {
+    pub value: i64,
+    pub scale: i32,
+    pub dec: Option<DecRef<'a>>,
+    pub s: &'a str,
+    pub format: Format,
+}
+
+/// `inf.Dec` as plain data: the sign and `big.nat` words ([`nat_words`]) of `unscaled`, and
+/// `scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecRef<'a> {
+    pub negative: bool,
+    pub words: &'a [u64],
+    pub scale: i32,
+}
+
+impl QuantityRef<'static> {
+    /// The zero `Quantity` (a field that was never set).
+    pub const ZERO: QuantityRef<'static> = QuantityRef {
+        value: 0,
+        scale: 0,
+        dec: None,
+        s: "",
+        format: Format::Empty,
+    };
+}
+
+impl Quantity {
+    /// This quantity as plain data in `arena`.
+    pub fn to_ref<'a>(&self, arena: &'a bumpalo::Bump) -> QuantityRef<'a> {
+        QuantityRef {
+            value: self.value,
+            scale: self.scale,
+            dec: self.dec.as_ref().map(|d| DecRef {
+                negative: d.unscaled.sign() == Sign::Minus,
+                words: arena.alloc_slice_copy(&nat_words(&d.unscaled)),
+                scale: d.scale,
+            }),
+            s: arena.alloc_str(&self.s),
+            format: self.format,
+        }
+    }
+}
+
+impl QuantityRef<'_> {
+    /// What `MarshalJSON` puts between the quotes ([`Quantity::json_text`]).
+    pub fn json_text(&self) -> std::borrow::Cow<'_, str> {
+        if !self.s.is_empty() {
+            return self.s.into();
+        }
+        Quantity {
+            value: self.value,
+            scale: self.scale,
+            dec: self.dec.map(|d| {
+                let digits = d.words.iter().flat_map(|w| [*w as u32, (w >> 32) as u32]);
+                let sign = if d.negative { Sign::Minus } else { Sign::Plus };
+                Dec {
+                    unscaled: BigInt::from_biguint(
+                        sign,
+                        num_bigint::BigUint::new(digits.collect()),
+                    ),
+                    scale: d.scale,
+                }
+            }),
+            s: String::new(),
+            format: self.format,
+        }
+        .canonical()
+        .into()
+    }
+}
+
 /// Why `ParseQuantity` rejected a string (its error texts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QuantityError {
@@ -777,6 +853,58 @@ mod tests {
         let half = q("0.0001Ki");
         assert_eq!(half.format, Format::DecimalSI);
         assert_eq!(q("100Ei").canonical(), "9223372036854775807");
+    }
+
+    #[test]
+    fn the_arena_form_keeps_every_field_and_the_json_text() {
+        // What the writers print comes from `QuantityRef`: each field, and `MarshalJSON`'s
+        // text, rebuilt for an uncached value, must be the parsed quantity's.
+        let arena = bumpalo::Bump::new();
+        for input in [
+            "2",
+            "64Mi",
+            "1000m",
+            "0.25",
+            "1.5Gi",
+            "-1.5Gi",
+            "12345678901234567890",
+            "-12345678901234567890123456789012345678901234567890",
+            "0.0000000001",
+            "-0.0000000001",
+            "0.5Ki",
+            "100Ei",
+            "1E",
+            "1000E",
+            "0",
+            "-0.0",
+            "Mi",
+            "1e-30",
+        ] {
+            let got = q(input);
+            let r = got.to_ref(&arena);
+            assert_eq!(
+                (r.value, r.scale, r.s, r.format),
+                (got.value, got.scale, got.s.as_str(), got.format),
+                "{input}"
+            );
+            match (&got.dec, r.dec) {
+                (None, None) => {}
+                (Some(d), Some(rd)) => {
+                    assert_eq!(
+                        (rd.negative, rd.words, rd.scale),
+                        (
+                            d.unscaled.sign() == Sign::Minus,
+                            nat_words(&d.unscaled).as_slice(),
+                            d.scale
+                        ),
+                        "{input}"
+                    );
+                }
+                _ => panic!("{input}: dec lost or invented"),
+            }
+            assert_eq!(r.json_text(), got.json_text(), "{input}");
+        }
+        assert_eq!(QuantityRef::ZERO, Quantity::default().to_ref(&arena));
     }
 
     #[test]

@@ -17,16 +17,15 @@
 //! use kubehash::kubelet::{decode, schema::Schema, spew};
 //! let s = Schema::for_version("1.8".parse().unwrap()).unwrap();
 //! let json = serde_json::json!({"name": "a", "image": "b"});
-//! let v = decode::decode_container(s, &json, "").unwrap();
+//! let arena = decode::Arena::new();
+//! let v = decode::decode_container(s, &json, "", &arena).unwrap();
 //! let mut text = Vec::new();
 //! spew::write_container(s, &v, &mut text);
 //! assert!(text.starts_with(b"(v1.Container){Name:(string)a Image:(string)b Command:([]string)<nil>"));
 //! ```
 
-use std::rc::Rc;
-
-use crate::kubelet::decode::{zero, IntOrString, Val};
-use crate::kubelet::quantity::{nat_words, Quantity};
+use crate::kubelet::decode::{zero, Arena, IntOrString, Val};
+use crate::kubelet::quantity::QuantityRef;
 use crate::kubelet::schema::{Field, Kind, Schema, TypeId};
 use crate::kubelet::sink::Sink;
 
@@ -40,7 +39,7 @@ pub fn write_container<S: Sink>(schema: &Schema, v: &Val, out: &mut S) {
 pub fn write_zero_field<S: Sink>(schema: &Schema, f: &Field, out: &mut S) {
     out.put(f.name.as_bytes());
     out.put(b":");
-    write(schema, f.ty, &zero(schema, f.ty), false, out);
+    write(schema, f.ty, &zero(schema, f.ty, &Arena::new()), false, out);
 }
 
 fn type_prefix<S: Sink>(name: &str, out: &mut S) {
@@ -52,7 +51,7 @@ fn type_prefix<S: Sink>(name: &str, out: &mut S) {
 fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, ignore_type: bool, out: &mut S) {
     // A shared value has one text under every type of its shape (and the same `ignore_type`).
     if let Val::Shared(inner) = v {
-        let key = (Rc::as_ptr(inner) as usize) << 1 | usize::from(ignore_type);
+        let key = (std::ptr::from_ref(*inner) as usize) << 1 | usize::from(ignore_type);
         return out.shared(key, &mut |out| write(schema, ty, inner, ignore_type, out));
     }
     let t = schema.ty(ty);
@@ -108,7 +107,7 @@ fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, ignore_type: bool, out: 
         }
         (Kind::Struct(fields), Val::Struct(vals)) => {
             out.put(b"{");
-            for (i, (f, item)) in fields.iter().zip(vals).enumerate() {
+            for (i, (f, item)) in fields.iter().zip(*vals).enumerate() {
                 if i > 0 {
                     out.put(b" ");
                 }
@@ -126,7 +125,7 @@ fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, ignore_type: bool, out: 
 }
 
 /// The fields of `resource.Quantity` (`i`, `d`, `s`, `Format`; the same in 1.8 – 1.36).
-fn write_quantity<S: Sink>(q: &Quantity, out: &mut S) {
+fn write_quantity<S: Sink>(q: &QuantityRef, out: &mut S) {
     out.put(b"{i:(resource.int64Amount){value:(int64)");
     put_int(q.value, out);
     out.put(b" scale:(resource.Scale)");
@@ -136,14 +135,10 @@ fn write_quantity<S: Sink>(q: &Quantity, out: &mut S) {
         None => out.put(b"<nil>"),
         Some(d) => {
             out.put(b"{unscaled:(big.Int){neg:(bool)");
-            out.put(if d.unscaled.sign() == num_bigint::Sign::Minus {
-                b"true"
-            } else {
-                b"false"
-            });
+            out.put(if d.negative { b"true" } else { b"false" });
             // big.nat is []big.Word; zero is a nil slice (nat.norm of nothing).
             out.put(b" abs:(big.nat)");
-            let words = nat_words(&d.unscaled);
+            let words = d.words;
             if words.is_empty() {
                 out.put(b"<nil>");
             } else {
@@ -350,7 +345,8 @@ mod tests {
 
     fn spew(version: &str, json: serde_json::Value) -> String {
         let s = Schema::for_version(version.parse().unwrap()).unwrap();
-        let v = decode_container(s, &json, "").unwrap();
+        let arena = Arena::new();
+        let v = decode_container(s, &json, "", &arena).unwrap();
         let mut out = Vec::new();
         write_container(s, &v, &mut out);
         String::from_utf8(out).unwrap()
