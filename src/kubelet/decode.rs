@@ -385,7 +385,12 @@ impl<'b> Decoder<'_, 'b> {
                 Fields::Lookup(obj) => obj.entry(&f.json),
             };
             *next += 1;
-            out.push(self.struct_field(f, item)?);
+            // Most fields are missing: their zero value is built here, not returned through
+            // memory by a call (the load of a value a call has just stored stalled).
+            out.push(match item {
+                None => zero(self.schema, f.ty, self.arena),
+                Some(item) => self.struct_field(f, Some(item))?,
+            });
         }
         Ok(Val::Struct(out.into_bump_slice()))
     }
