@@ -20,7 +20,7 @@ use std::io::{self, Read};
 
 use serde_json::Value;
 
-use crate::source::bytescan::find_quote_or_backslash;
+use crate::source::bytescan::{find_quote_or_backslash, structure, Structure};
 use crate::source::goread::clean;
 
 /// Deeper nesting than any pod has; serde_json refuses 128 levels, counted from the top-level
@@ -360,6 +360,7 @@ impl<R: Read> Framer<'_, R> {
 }
 
 /// Where a scan through nested arrays and objects is, between chunks of input.
+#[derive(Debug, Clone, PartialEq)]
 struct Nesting {
     level: usize,
     in_string: bool,
@@ -369,6 +370,7 @@ struct Nesting {
     most: usize,
 }
 
+#[derive(Debug, PartialEq)]
 enum Scanned {
     /// The outermost bracket closes just before this index.
     End(usize),
@@ -378,10 +380,65 @@ enum Scanned {
 }
 
 impl Nesting {
-    /// Follows strings and brackets through `bytes`: outside strings one byte at a time (in
-    /// pod JSON a quote or bracket comes every byte or two there), inside them eight bytes at a
-    /// time to the next quote or backslash.
+    /// Follows strings and brackets through `bytes`, 64 bytes at a time where a block has no
+    /// backslash: its quotes and brackets as bit masks ([`structure`]), the bytes inside
+    /// strings by a prefix XOR of the quotes, and only the brackets outside them visited. A
+    /// block with a backslash (or after one) goes a byte at a time, so escapes are followed
+    /// exactly as [`Nesting::bytewise`] follows them.
     fn scan(&mut self, bytes: &[u8]) -> Scanned {
+        let mut k = 0;
+        while let Some(block) = bytes
+            .get(k..k + 64)
+            .and_then(|b| <&[u8; 64]>::try_from(b).ok())
+        {
+            let found = structure(block);
+            let done = if found.backslash != 0 || self.escaped {
+                self.bytewise(block)
+            } else {
+                self.block(&found)
+            };
+            match done {
+                Scanned::End(i) => return Scanned::End(k + i),
+                Scanned::TooDeep => return Scanned::TooDeep,
+                Scanned::More => k += 64,
+            }
+        }
+        match self.bytewise(&bytes[k..]) {
+            Scanned::End(i) => Scanned::End(k + i),
+            other => other,
+        }
+    }
+
+    /// One block without backslashes, from its masks.
+    #[inline]
+    fn block(&mut self, found: &Structure) -> Scanned {
+        // Bit i is set when byte i is inside a string (an opening quote counts as inside, a
+        // closing one as outside): the parity of the quotes up to it, and of those before.
+        let inside = prefix_xor(found.quote) ^ 0u64.wrapping_sub(u64::from(self.in_string));
+        self.in_string = inside >> 63 != 0;
+        let open = found.open & !inside;
+        let mut brackets = (open | found.close) & !inside;
+        while brackets != 0 {
+            let i = brackets.trailing_zeros();
+            if open >> i & 1 != 0 {
+                self.level += 1;
+                if self.level > self.most {
+                    return Scanned::TooDeep;
+                }
+            } else {
+                self.level -= 1;
+                if self.level == 0 {
+                    return Scanned::End(i as usize + 1);
+                }
+            }
+            brackets &= brackets - 1;
+        }
+        Scanned::More
+    }
+
+    /// Follows strings and brackets through `bytes` one byte at a time outside strings, and
+    /// inside them eight bytes at a time to the next quote or backslash.
+    fn bytewise(&mut self, bytes: &[u8]) -> Scanned {
         let mut k = 0;
         while let Some(&b) = bytes.get(k) {
             if self.in_string {
@@ -421,6 +478,15 @@ impl Nesting {
         }
         Scanned::More
     }
+}
+
+/// Each bit i set where byte i, or an odd number of the bytes before it, has its bit set.
+#[inline]
+fn prefix_xor(mut x: u64) -> u64 {
+    for shift in [1, 2, 4, 8, 16, 32] {
+        x ^= x << shift;
+    }
+    x
 }
 
 #[cfg(test)]
@@ -539,5 +605,75 @@ mod tests {
         })
         .unwrap();
         assert_eq!(framed, Framed::Stopped(2));
+    }
+
+    proptest::proptest! {
+        /// The block scan ends, refuses and carries its state as the byte scan does, however
+        /// the input is cut into chunks: on any bytes, escapes and stray backslashes included.
+        #[test]
+        fn blocks_follow_nesting_as_bytes_do(
+            body in proptest::collection::vec(
+                proptest::prop_oneof![
+                    20 => proptest::strategy::Just(b'a'),
+                    3 => proptest::strategy::Just(b'"'),
+                    3 => proptest::sample::select(b"{[".to_vec()),
+                    2 => proptest::sample::select(b"}]".to_vec()),
+                    3 => proptest::sample::select(b" ,:".to_vec()),
+                    1 => proptest::strategy::Just(b'\\'),
+                    1 => proptest::arbitrary::any::<u8>(),
+                ],
+                0..400,
+            ),
+            escapes in proptest::arbitrary::any::<bool>(),
+            cut in 0usize..400,
+            most in 1usize..12,
+        ) {
+            let mut bytes = vec![b'{'];
+            // Half the inputs without a backslash, so that whole blocks take the mask path.
+            bytes.extend(body.into_iter().filter(|&b| escapes || b != b'\\'));
+            let fresh = Nesting { level: 0, in_string: false, escaped: false, most };
+            let mut by_bytes = fresh.clone();
+            let want = by_bytes.bytewise(&bytes);
+            let mut by_blocks = fresh.clone();
+            proptest::prop_assert_eq!(&by_blocks.scan(&bytes), &want);
+            if want == Scanned::More {
+                proptest::prop_assert_eq!(&by_blocks, &by_bytes);
+            }
+            // In two chunks.
+            let cut = cut.min(bytes.len());
+            let mut chunked = fresh;
+            let got = match chunked.scan(&bytes[..cut]) {
+                Scanned::More => match chunked.scan(&bytes[cut..]) {
+                    Scanned::End(i) => Scanned::End(cut + i),
+                    other => other,
+                },
+                done => done,
+            };
+            proptest::prop_assert_eq!(&got, &want);
+            if want == Scanned::More {
+                proptest::prop_assert_eq!(&chunked, &by_bytes);
+            }
+        }
+    }
+
+    #[test]
+    fn a_block_of_pod_json_is_followed_without_the_byte_scan() {
+        // 200 bytes with no backslash, closing at the end: found in blocks.
+        let inner = format!(r#"{{"a":["{}",{{"b":"]}}"}}]}}"#, "x".repeat(170));
+        let mut n = Nesting {
+            level: 0,
+            in_string: false,
+            escaped: false,
+            most: 5,
+        };
+        assert_eq!(n.scan(inner.as_bytes()), Scanned::End(inner.len()));
+        let deep = "[".repeat(80);
+        let mut n = Nesting {
+            level: 0,
+            in_string: false,
+            escaped: false,
+            most: 70,
+        };
+        assert_eq!(n.scan(deep.as_bytes()), Scanned::TooDeep);
     }
 }
