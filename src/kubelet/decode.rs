@@ -143,15 +143,14 @@ pub fn decode_container_taking<'a: 'b, 'b, J: Json<'a>>(
     let (Kind::Struct(fields), true) = (&schema.ty(schema.root()).kind, json.is_object()) else {
         return decode_root(schema, json, path, d.shared, arena);
     };
-    let mut out = ArenaVec::with_capacity_in(fields.len(), arena);
-    for (i, f) in fields.iter().enumerate() {
-        if let Some(v) = take.get(i).copied().flatten().and_then(|j| base.get(j)) {
-            out.push(*v);
-            continue;
+    let out = arena.alloc_slice_fill_copy(fields.len(), Val::Nil);
+    for ((i, f), slot) in fields.iter().enumerate().zip(out.iter_mut()) {
+        match take.get(i).copied().flatten().and_then(|j| base.get(j)) {
+            Some(v) => *slot = *v,
+            None => d.struct_field(f, json.entry(&f.json), slot)?,
         }
-        out.push(d.struct_field(f, json.entry(&f.json))?);
     }
-    Ok(Val::Struct(out.into_bump_slice()))
+    Ok(Val::Struct(out))
 }
 
 fn decode_root<'a: 'b, 'b, J: Json<'a>>(
@@ -171,7 +170,9 @@ fn decode_root<'a: 'b, 'b, J: Json<'a>>(
     if !json.is_object() {
         return Err(d.type_error("a container object", json));
     }
-    d.decode(schema.root(), Some(json))
+    let mut root = Val::Nil;
+    d.decode(schema.root(), Some(json), &mut root)?;
+    Ok(root)
 }
 
 /// The zero value of a type (what a missing field decodes to), its structs in `arena`.
@@ -255,70 +256,85 @@ impl<'b> Decoder<'_, 'b> {
         }
     }
 
-    fn decode<'a: 'b, J: Json<'a>>(&mut self, ty: TypeId, v: Option<J>) -> Result<Val<'b>> {
+    /// Decodes `v` as a `ty` into `slot`, where the value stays: a value returned went through
+    /// memory, and copying it into its parent stalled on the stores just made (perf annotate).
+    fn decode<'a: 'b, J: Json<'a>>(
+        &mut self,
+        ty: TypeId,
+        v: Option<J>,
+        slot: &mut Val<'b>,
+    ) -> Result<()> {
         let schema = self.schema;
         let arena = self.arena;
         // The view is taken once: a value is looked at once per type it is decoded under.
         let (v, view) = match v.map(|v| (v, v.view())) {
-            Some((_, JsonValue::Null)) | None => return Ok(zero(schema, ty, arena)),
+            Some((_, JsonValue::Null)) | None => {
+                *slot = zero(schema, ty, arena);
+                return Ok(());
+            }
             Some(both) => both,
         };
         let t = schema.ty(ty);
-        match &t.kind {
+        *slot = match &t.kind {
             Kind::String => match view {
-                JsonValue::String(s) => Ok(Val::Str(s)),
-                _ => Err(self.type_error("string", v)),
+                JsonValue::String(s) => Val::Str(s),
+                _ => return Err(self.type_error("string", v)),
             },
             Kind::Bool => match view {
-                JsonValue::Bool(b) => Ok(Val::Bool(b)),
-                _ => Err(self.type_error("bool", v)),
+                JsonValue::Bool(b) => Val::Bool(b),
+                _ => return Err(self.type_error("bool", v)),
             },
-            Kind::Int32 => self.int(v, &view, i64::from(i32::MIN), i64::from(i32::MAX), "int32"),
-            Kind::Int64 => self.int(v, &view, i64::MIN, i64::MAX, "int64"),
+            Kind::Int32 => self.int(v, &view, i64::from(i32::MIN), i64::from(i32::MAX), "int32")?,
+            Kind::Int64 => self.int(v, &view, i64::MIN, i64::MAX, "int64")?,
             Kind::Ptr(elem) => {
-                let pointee = self.decode(*elem, Some(v))?;
-                Ok(Val::Ptr(arena.alloc(pointee)))
+                let pointee = arena.alloc(Val::Nil);
+                self.decode(*elem, Some(v), pointee)?;
+                Val::Ptr(pointee)
             }
             Kind::Slice(elem) => {
                 let JsonValue::Array(len, items) = view else {
                     return Err(self.type_error(&format!("a list ({})", t.name), v));
                 };
                 if len == 0 {
-                    return Ok(Val::Nil);
+                    *slot = Val::Nil;
+                    return Ok(());
                 }
                 let mut out = ArenaVec::with_capacity_in(len, arena);
                 for (i, item) in items.enumerate() {
                     self.path.push(Seg::Index(i));
                     // A JSON null inside a list is the element type's zero value, as in Go.
-                    out.push(self.decode(*elem, Some(item))?);
+                    out.push(Val::Nil);
+                    self.decode(*elem, Some(item), &mut out[i])?;
                     self.path.pop();
                 }
-                Ok(Val::List(out.into_bump_slice()))
+                Val::List(out.into_bump_slice())
             }
             Kind::Map { value } => {
                 let JsonValue::Object(len, entries) = view else {
                     return Err(self.type_error(&format!("an object ({})", t.name), v));
                 };
                 if len == 0 {
-                    return Ok(Val::Nil);
+                    *slot = Val::Nil;
+                    return Ok(());
                 }
                 let mut out = ArenaVec::with_capacity_in(len, arena);
-                for (k, item) in entries {
+                for (i, (k, item)) in entries.enumerate() {
                     self.path.push(Seg::Key(k));
-                    out.push((k, self.decode(*value, Some(item))?));
+                    out.push((k, Val::Nil));
+                    self.decode(*value, Some(item), &mut out[i].1)?;
                     self.path.pop();
                 }
                 let out: &'b mut [(&'b str, Val<'b>)] = out.into_bump_slice_mut();
                 out.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                Ok(Val::Map(out))
+                Val::Map(out)
             }
             Kind::Struct(_) => match view {
-                JsonValue::Object(_, entries) => self.decode_struct(ty, v, entries),
-                _ => Err(self.type_error(&format!("an object ({})", t.name), v)),
+                JsonValue::Object(_, entries) => Val::Struct(self.decode_struct(ty, v, entries)?),
+                _ => return Err(self.type_error(&format!("an object ({})", t.name), v)),
             },
-            Kind::Quantity => self.quantity(v, view),
+            Kind::Quantity => self.quantity(v, view)?,
             Kind::IntOrString => match view {
-                JsonValue::String(s) => Ok(Val::IntOrString(IntOrString::Str(s))),
+                JsonValue::String(s) => Val::IntOrString(IntOrString::Str(s)),
                 JsonValue::Number(_) => match self.int(
                     v,
                     &view,
@@ -326,12 +342,13 @@ impl<'b> Decoder<'_, 'b> {
                     i64::from(i32::MAX),
                     "an int32 or a string",
                 )? {
-                    Val::Int(i) => Ok(Val::IntOrString(IntOrString::Int(i as i32))),
+                    Val::Int(i) => Val::IntOrString(IntOrString::Int(i as i32)),
                     _ => unreachable!("int() returns Val::Int"),
                 },
-                _ => Err(self.type_error("an int32 or a string", v)),
+                _ => return Err(self.type_error("an int32 or a string", v)),
             },
-        }
+        };
+        Ok(())
     }
 
     /// A struct's fields from one JSON object; inline (embedded) structs read the same object.
@@ -344,7 +361,7 @@ impl<'b> Decoder<'_, 'b> {
         ty: TypeId,
         obj: J,
         entries: J::Entries,
-    ) -> Result<Val<'b>> {
+    ) -> Result<&'b [Val<'b>]> {
         let Some(keys) = self
             .schema
             .struct_keys(ty)
@@ -362,21 +379,21 @@ impl<'b> Decoder<'_, 'b> {
         self.build_struct(ty, Fields::Slots(&slots), &mut 0)
     }
 
-    /// The struct `ty` from its fields' JSON values; `next` is the index of its first field
+    /// The fields of struct `ty` from their JSON values; `next` is the index of its first field
     /// among the fields flattened through inline structs.
     fn build_struct<'a: 'b, J: Json<'a>>(
         &mut self,
         ty: TypeId,
         json: Fields<'_, 'a, J>,
         next: &mut usize,
-    ) -> Result<Val<'b>> {
+    ) -> Result<&'b [Val<'b>]> {
         let Kind::Struct(fields) = &self.schema.ty(ty).kind else {
             unreachable!("build_struct on a non-struct")
         };
-        let mut out = ArenaVec::with_capacity_in(fields.len(), self.arena);
-        for f in fields {
+        let out = self.arena.alloc_slice_fill_copy(fields.len(), Val::Nil);
+        for (f, slot) in fields.iter().zip(out.iter_mut()) {
             if f.inline {
-                out.push(self.build_struct(f.ty, json, next)?);
+                *slot = Val::Struct(self.build_struct(f.ty, json, next)?);
                 continue;
             }
             let item = match json {
@@ -385,48 +402,55 @@ impl<'b> Decoder<'_, 'b> {
                 Fields::Lookup(obj) => obj.entry(&f.json),
             };
             *next += 1;
-            // Most fields are missing: their zero value is built here, not returned through
-            // memory by a call (the load of a value a call has just stored stalled).
-            out.push(match item {
-                None => zero(self.schema, f.ty, self.arena),
-                Some(item) => self.struct_field(f, Some(item))?,
-            });
+            self.struct_field(f, item, slot)?;
         }
-        Ok(Val::Struct(out.into_bump_slice()))
+        Ok(out)
     }
 
-    /// One (not inline) field of a struct, from its JSON key and value: the zero value when the
-    /// key is absent.
+    /// One (not inline) field of a struct into `slot`, from its JSON key and value: the zero
+    /// value when the key is absent.
+    #[inline]
     fn struct_field<'a: 'b, J: Json<'a>>(
         &mut self,
         f: &Field,
         item: Option<(&'a str, J)>,
-    ) -> Result<Val<'b>> {
+        slot: &mut Val<'b>,
+    ) -> Result<()> {
         let Some((key, item)) = item else {
-            return Ok(zero(self.schema, f.ty, self.arena));
+            *slot = zero(self.schema, f.ty, self.arena);
+            return Ok(());
         };
         self.path.push(Seg::Key(key));
-        let v = self.field(f.ty, item)?;
+        self.field(f.ty, item, slot)?;
         self.path.pop();
-        Ok(v)
+        Ok(())
     }
 
-    /// A field's value: decoded, or with sharing on, taken from an earlier decode of the same
-    /// JSON object or list under a type of the same shape.
-    fn field<'a: 'b, J: Json<'a>>(&mut self, ty: TypeId, item: J) -> Result<Val<'b>> {
+    /// A field's value into `slot`: decoded, or with sharing on, taken from an earlier decode of
+    /// the same JSON object or list under a type of the same shape.
+    fn field<'a: 'b, J: Json<'a>>(
+        &mut self,
+        ty: TypeId,
+        item: J,
+        slot: &mut Val<'b>,
+    ) -> Result<()> {
         if self.shared.is_none() || !item.is_list_or_object() {
-            return self.decode(ty, Some(item));
+            return self.decode(ty, Some(item), slot);
         }
         // The address of the JSON value names it while the container is borrowed.
         let key = (item.address(), self.schema.shape(ty));
         if let Some(v) = self.shared.as_ref().and_then(|s| s.by_value.get(&key)) {
-            return Ok(Val::Shared(v));
+            *slot = Val::Shared(v);
+            return Ok(());
         }
-        let v: &'b Val<'b> = self.arena.alloc(self.decode(ty, Some(item))?);
+        let v = self.arena.alloc(Val::Nil);
+        self.decode(ty, Some(item), v)?;
+        let v: &'b Val<'b> = v;
         if let Some(s) = self.shared.as_mut() {
             s.by_value.insert(key, v);
         }
-        Ok(Val::Shared(v))
+        *slot = Val::Shared(v);
+        Ok(())
     }
 
     fn int<'a: 'b, J: Json<'a>>(
@@ -555,7 +579,9 @@ mod tests {
                     shared: None,
                     arena: &arena,
                 };
-                let by_lookup = d.build_struct(s.root(), Fields::Lookup(c), &mut 0);
+                let by_lookup = d
+                    .build_struct(s.root(), Fields::Lookup(c), &mut 0)
+                    .map(Val::Struct);
                 let by_table = decode_container(s, c, "", &arena);
                 assert_eq!(format!("{by_lookup:?}"), format!("{by_table:?}"), "{v} {c}");
             }
