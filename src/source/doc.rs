@@ -578,6 +578,19 @@ mod tests {
     }
 
     #[test]
+    fn a_span_packs_every_start_and_length_a_frame_allows() {
+        let top = MAX_FRAME - 1;
+        for (start, len) in [(0, 0), (1, 0), (0, top), (top, 0), (top, top), (12345, 678)] {
+            for unescaped in [false, true] {
+                let s = Span::new(start, len, unescaped);
+                assert_eq!((s.range(), s.unescaped()), (start..start + len, unescaped));
+            }
+        }
+        assert_eq!(Span::EMPTY.range(), 0..0);
+        assert!(!Span::EMPTY.unescaped());
+    }
+
+    #[test]
     fn it_reads_what_a_value_holds() {
         for text in [
             r#"{"name":"a","image":"b","args":["x","y\n\u00e9"],"n":[1,-2,0,-9223372036854775808,18446744073709551615]}"#,
