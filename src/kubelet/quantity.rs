@@ -907,6 +907,24 @@ mod tests {
         assert_eq!(QuantityRef::ZERO, Quantity::default().to_ref(&arena));
     }
 
+    proptest::proptest! {
+        /// The adversary against the arena form: any string that parses keeps every field and
+        /// its JSON text through `QuantityRef`, big decimals and exponents included.
+        #[test]
+        fn the_arena_form_of_any_quantity_is_the_quantity(
+            input in "[-+]?[0-9]{0,30}(\\.[0-9]{0,30})?([eE][-+]?[0-9]{1,3}|[numkMGTPE]|[KMGTPE]i)?",
+        ) {
+            let Ok(got) = parse(&input) else {
+                return Ok(());
+            };
+            let arena = bumpalo::Bump::new();
+            let r = got.to_ref(&arena);
+            proptest::prop_assert_eq!((r.value, r.scale, r.s, r.format), (got.value, got.scale, got.s.as_str(), got.format));
+            proptest::prop_assert_eq!(r.dec.map(|d| (d.negative, d.words.to_vec(), d.scale)), got.dec.as_ref().map(|d| (d.unscaled.sign() == Sign::Minus, nat_words(&d.unscaled), d.scale)));
+            proptest::prop_assert_eq!(r.json_text(), got.json_text());
+        }
+    }
+
     #[test]
     fn suffix_quirks() {
         assert_eq!(q("1E").canonical(), "1E");
