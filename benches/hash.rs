@@ -10,6 +10,9 @@
 //!   CLI's allocator) for 1.15, 1.30, 1.31 and all 29 versions, next to the FNV floor over every
 //!   text those versions hash and the reading alone (`parse-only`); `framed-*` does the same the
 //!   way `kubehash hash` now reads a file (framed, each frame parsed from a slice), on one thread.
+//! * `from-bytes-reading`: floors for the reading itself, version-free: `framing-only` (finding
+//!   where each object ends) and `framed-validate-only` (each frame checked by serde_json
+//!   without building anything: what reading a frame costs before a value is made of it).
 //!
 //! Run: `cargo bench --bench hash` (add `-- --quick` for a fast look).
 
@@ -225,6 +228,32 @@ fn bench_from_bytes(c: &mut Criterion) {
         });
         g.finish();
     }
+    let mut g = c.benchmark_group("from-bytes-reading");
+    g.throughput(Throughput::Elements(containers.len() as u64));
+    g.bench_function("framing-only", |b| {
+        b.iter(|| {
+            let mut n = 0usize;
+            frame_objects(black_box(bytes.as_slice()), &mut |frame| {
+                n += frame.len();
+                true
+            })
+            .expect("frame");
+            n
+        })
+    });
+    g.bench_function("framed-validate-only", |b| {
+        b.iter(|| {
+            let mut n = 0usize;
+            frame_objects(black_box(bytes.as_slice()), &mut |frame| {
+                let _: serde::de::IgnoredAny = serde_json::from_slice(&frame).expect("frame");
+                n += 1;
+                true
+            })
+            .expect("frame");
+            n
+        })
+    });
+    g.finish();
 }
 
 criterion_group! {
