@@ -3,6 +3,7 @@
 
 pub mod goread; // raw JSON bytes as Go's decoder reads them (invalid UTF-8, lone surrogates)
 pub mod reader; // the one JSON/YAML stream reader every command uses
+pub mod yaml; // YAML read a document, or a List's entry, at a time
 pub mod bytescan; // the next quote, escape or non-ASCII byte, eight bytes at a time
 pub mod frames; // where each object of a JSON input begins and ends, for parsing on several threads
 pub mod doc; // one JSON value on a flat tape, read as a Value is: what `hash` parses frames into

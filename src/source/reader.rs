@@ -6,7 +6,7 @@
 //! `---`-separated documents), told apart by the file's extension, or on stdin by the first
 //! byte (`{`, `[` or `"` is JSON). Each value is an object, a JSON array of objects, or a
 //! List/PodList whose items are streamed one at a time, so a multi-gigabyte list is read in the
-//! memory of one item.
+//! memory of one item (YAML: see [`crate::source::yaml`] for which Lists).
 //!
 //! JSON bytes are read the way Go's `encoding/json` reads them ([`crate::source::goread`]): an
 //! invalid UTF-8 byte or a lone UTF-16 surrogate escape becomes U+FFFD instead of an error. YAML
@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::source::goread::GoRead;
+pub use crate::source::yaml::for_each_yaml_object;
 
 /// Calls `each` for every object in the JSON `reader` (Go's byte rules): the items of a
 /// List/PodList (streamed), the elements of a JSON array, or a single object. Several top-level
@@ -143,104 +144,6 @@ pub fn for_each_object_in_stream(
     } else {
         for_each_object(reader, source, each)
     }
-}
-
-/// YAML documents (`---`-separated), each a Pod, a List of them, or a Node. Each document is
-/// turned into the JSON value it denotes; a List's items are handed over one by one.
-pub fn for_each_yaml_object<R: Read>(
-    mut reader: R,
-    source: &str,
-    each: &mut dyn FnMut(Value),
-) -> Result<()> {
-    use serde::Deserialize;
-    let mut bytes = Vec::new();
-    reader.read_to_end(&mut bytes).map_err(|e| Error::Io {
-        source_name: source.to_string(),
-        source: e,
-    })?;
-    if let Some(line) = flow_nesting_beyond(&bytes, MAX_YAML_FLOW_DEPTH) {
-        return Err(Error::Input {
-            source_name: source.to_string(),
-            reason: format!(
-                "YAML nested deeper than {MAX_YAML_FLOW_DEPTH} levels of [ and {{ at line {line}; not a Pod"
-            ),
-        });
-    }
-    let mut any = false;
-    for (i, doc) in serde_yaml_ng::Deserializer::from_slice(&bytes).enumerate() {
-        let v = Value::deserialize(doc).map_err(|e| Error::Input {
-            source_name: source.to_string(),
-            reason: format!("YAML document {}: {e}", i + 1),
-        })?;
-        match v {
-            Value::Null => continue, // an empty document
-            Value::Object(mut m) if m.get("items").is_some_and(Value::is_array) => {
-                if let Some(Value::Array(items)) = m.remove("items") {
-                    items.into_iter().for_each(&mut *each);
-                }
-            }
-            v => each(v),
-        }
-        any = true;
-    }
-    if !any {
-        return Err(Error::Input {
-            source_name: source.to_string(),
-            reason: "no YAML documents".into(),
-        });
-    }
-    Ok(())
-}
-
-/// Deeper flow nesting than any Pod has. The YAML scanner's cost per token grows with the flow
-/// depth, so `{a: {a: …` 100,000 levels deep took a minute to reject; this bound is checked
-/// first, in one linear pass.
-const MAX_YAML_FLOW_DEPTH: usize = 256;
-
-/// The line at which `[`/`{` nesting outside quoted scalars and comments first exceeds `limit`.
-/// A quote opens a quoted scalar only where a token starts (after white space, `[`, `{`, `,` or
-/// at the start), as in YAML; brackets inside plain or block scalars are counted, which can only
-/// make the check stricter.
-fn flow_nesting_beyond(bytes: &[u8], limit: usize) -> Option<usize> {
-    let (mut depth, mut line, mut prev) = (0usize, 1usize, b'\n');
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        let token_start = matches!(prev, b' ' | b'\t' | b'\n' | b'\r' | b'[' | b'{' | b',');
-        match c {
-            b'\n' => line += 1,
-            b'#' if matches!(prev, b' ' | b'\t' | b'\n' | b'\r') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' | b'\'' if token_start => {
-                i += 1;
-                while i < bytes.len() {
-                    match bytes[i] {
-                        b'\\' if c == b'"' => i += 1,
-                        b'\'' if c == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 1,
-                        q if q == c => break,
-                        b'\n' => line += 1,
-                        _ => {}
-                    }
-                    i += 1;
-                }
-            }
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > limit {
-                    return Some(line);
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        prev = bytes.get(i).copied().unwrap_or(b' ');
-        i += 1;
-    }
-    None
 }
 
 struct Top<'f, F> {
@@ -381,8 +284,14 @@ mod tests {
             "{".repeat(300),
             "{".repeat(300)
         );
-        assert_eq!(flow_nesting_beyond(quoted.as_bytes(), 256), None);
-        assert_eq!(flow_nesting_beyond(b"x: don't [[[", 2), Some(1));
+        assert_eq!(
+            crate::source::yaml::flow_nesting_beyond(quoted.as_bytes(), 256),
+            None
+        );
+        assert_eq!(
+            crate::source::yaml::flow_nesting_beyond(b"x: don't [[[", 2),
+            Some(1)
+        );
         assert!(
             err.to_string().starts_with("bad.yaml: YAML document 1: "),
             "{err}"
