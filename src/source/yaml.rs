@@ -1028,6 +1028,38 @@ mod tests {
         }
     }
 
+    /// Were the scanner ever to take a key after the list for an entry's line, the entries
+    /// would come back with that key beside them: refused, not read as entries.
+    #[test]
+    fn entries_with_a_key_beside_them_are_refused() {
+        let mut delivered = Vec::new();
+        let mut s = Stream {
+            source: "t",
+            each: &mut |v| delivered.push(v),
+            docs: 0,
+            any: false,
+        };
+        let mut list = List {
+            doc: 1,
+            head: Piece::default(),
+            original: None,
+            entries: Piece::default(),
+            count: 0,
+            together: false,
+            ended: false,
+        };
+        for (n, line) in ["- a\n", "items:\n", "- b\n"].iter().enumerate() {
+            let at = Place {
+                number: n + 4,
+                offset: 40 + 4 * n,
+            };
+            list.entries.push(line.as_bytes(), at);
+        }
+        let err = list.flush(&mut s).unwrap_err().to_string();
+        assert!(err.contains("cannot read a piece at a time"), "{err}");
+        assert!(delivered.is_empty());
+    }
+
     /// `text` read a piece at a time gives what it gives read whole, which is `ok` or not.
     fn read_alike(text: &str, ok: bool) {
         let whole = whole_stream(text.as_bytes());
