@@ -184,26 +184,17 @@ fn bench_from_bytes(c: &mut Criterion) {
         // is the same frames parsed into a `serde_json::Value`, as workers did before.
         g.bench_function("framed-parse-value", |b| {
             b.iter(|| {
-                let mut n = 0usize;
-                frame_objects(black_box(bytes.as_slice()), &mut |frame| {
+                sum_over_frames(&bytes, |frame| {
                     let v: Value = serde_json::from_slice(&frame).expect("frame");
-                    n += usize::from(v.is_object());
-                    true
+                    usize::from(v.is_object())
                 })
-                .expect("frame");
-                n
             })
         });
         g.bench_function("framed-parse-only", |b| {
             b.iter(|| {
-                let mut n = 0usize;
-                frame_objects(black_box(bytes.as_slice()), &mut |frame| {
-                    let doc = Doc::parse(frame).expect("frame");
-                    n += usize::from(doc.root().is_object());
-                    true
+                sum_over_frames(&bytes, |frame| {
+                    usize::from(Doc::parse(frame).expect("frame").root().is_object())
                 })
-                .expect("frame");
-                n
             })
         });
         g.bench_function("framed+decode+hash", |b| {
@@ -231,29 +222,28 @@ fn bench_from_bytes(c: &mut Criterion) {
     let mut g = c.benchmark_group("from-bytes-reading");
     g.throughput(Throughput::Elements(containers.len() as u64));
     g.bench_function("framing-only", |b| {
-        b.iter(|| {
-            let mut n = 0usize;
-            frame_objects(black_box(bytes.as_slice()), &mut |frame| {
-                n += frame.len();
-                true
-            })
-            .expect("frame");
-            n
-        })
+        b.iter(|| sum_over_frames(&bytes, |frame| frame.len()))
     });
     g.bench_function("framed-validate-only", |b| {
         b.iter(|| {
-            let mut n = 0usize;
-            frame_objects(black_box(bytes.as_slice()), &mut |frame| {
+            sum_over_frames(&bytes, |frame| {
                 let _: serde::de::IgnoredAny = serde_json::from_slice(&frame).expect("frame");
-                n += 1;
-                true
+                1
             })
-            .expect("frame");
-            n
         })
     });
     g.finish();
+}
+
+/// Frames `bytes` as `kubehash hash` reads a file and adds up what `each` makes of each frame.
+fn sum_over_frames(bytes: &[u8], mut each: impl FnMut(Vec<u8>) -> usize) -> usize {
+    let mut n = 0;
+    frame_objects(black_box(bytes), &mut |frame| {
+        n += each(frame);
+        true
+    })
+    .expect("frame");
+    n
 }
 
 criterion_group! {

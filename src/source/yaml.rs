@@ -66,6 +66,7 @@ pub fn for_each_yaml_object<R: Read>(
             break;
         }
         let at = Place { number, offset };
+        (number, offset) = (number + 1, offset + n);
         lex.start_line(&line);
         let kind = Kind::of(&line, lex.at_rest());
         let anchors = lex.feed(&line, kind);
@@ -84,8 +85,6 @@ pub fn for_each_yaml_object<R: Read>(
                     list = s.open_list(&mut piece, &line, at);
                     if list.is_some() {
                         piece = Piece::default();
-                        number += 1;
-                        offset += n;
                         continue;
                     }
                 }
@@ -111,8 +110,6 @@ pub fn for_each_yaml_object<R: Read>(
                 (_, None) => {}
             },
         }
-        number += 1;
-        offset += n;
     }
     match list.take() {
         Some(l) => l.close(&mut s)?,
