@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::source::frames::{frame_objects, Framed};
-use crate::source::pool::map_in_order;
+use crate::source::pool::map_batches_in_order;
 use crate::source::reader::{
     extension_says, for_each_object_in_path, for_each_object_in_stream, looks_like_yaml,
 };
@@ -95,9 +95,41 @@ impl Parse for Value {
 
 /// Calls `each`, in input order, with what a worker's function made of each object of `input`
 /// (numbered from 1). `worker` is called once per worker thread (and once more if the one
-/// reader has to finish the input); see [`map_in_order`] for the threads and the memory bound.
-/// With no workers, the one reader parses and the work runs on the calling thread.
+/// reader has to finish the input); see [`crate::source::pool::map_in_order`] for the threads
+/// and the memory bound. With no workers, the one reader parses and the work runs on the
+/// calling thread.
 pub fn for_each_object_on_cores<P, U, F>(
+    input: &Input,
+    workers: usize,
+    batch: usize,
+    worker: impl Fn() -> F + Sync,
+    each: impl FnMut(U),
+) -> Result<()>
+where
+    P: Parse,
+    U: Send,
+    F: FnMut(usize, P) -> U,
+{
+    for_each_batch_on_cores(
+        input,
+        workers,
+        batch,
+        || {
+            let mut work = worker();
+            move |objects: Vec<(usize, P)>| {
+                objects
+                    .into_iter()
+                    .map(|(n, object)| work(n, object))
+                    .collect()
+            }
+        },
+        each,
+    )
+}
+
+/// [`for_each_object_on_cores`] with a worker's function that takes a batch of objects (each
+/// with its number) and returns what it made of each, in order (see [`map_batches_in_order`]).
+pub fn for_each_batch_on_cores<P, U, F>(
     input: &Input,
     workers: usize,
     batch: usize,
@@ -107,13 +139,15 @@ pub fn for_each_object_on_cores<P, U, F>(
 where
     P: Parse,
     U: Send,
-    F: FnMut(usize, P) -> U,
+    F: FnMut(Vec<(usize, P)>) -> Vec<U>,
 {
     let source = input.name();
     // The worker's function over objects the one reader parsed.
     let on_parsed = || {
         let mut work = worker();
-        move |(n, v): (usize, Value)| work(n, P::value(v))
+        move |values: Vec<(usize, Value)>| {
+            work(values.into_iter().map(|(n, v)| (n, P::value(v))).collect())
+        }
     };
     // With no workers (everything on this thread), or an input that cannot be framed, the one
     // reader parses.
@@ -123,7 +157,7 @@ where
         input.json_bytes()
     };
     let Some(bytes) = framable else {
-        return map_in_order(
+        return map_batches_in_order(
             &source,
             workers,
             batch,
@@ -138,7 +172,7 @@ where
     // and names what it finds). What it framed before stopping is handed on.
     let stopped = AtomicBool::new(false);
     let mut handed_on = 0usize;
-    let framed = map_in_order(
+    let framed = map_batches_in_order(
         &source,
         workers,
         batch,
@@ -156,7 +190,18 @@ where
         },
         || {
             let mut work = worker();
-            move |(n, frame): (usize, Vec<u8>)| Some(work(n, P::frame(frame)?))
+            // The objects up to the first frame that does not parse; nothing after that one is
+            // handed on (`None` for it and the rest of the batch).
+            move |frames: Vec<(usize, Vec<u8>)>| {
+                let count = frames.len();
+                let parsed: Vec<(usize, P)> = frames
+                    .into_iter()
+                    .map_while(|(n, frame)| Some((n, P::frame(frame)?)))
+                    .collect();
+                let mut done: Vec<Option<U>> = work(parsed).into_iter().map(Some).collect();
+                done.resize_with(count, || None);
+                done
+            }
         },
         |done: Option<U>| match done {
             Some(u) if !broken.load(Ordering::Relaxed) => {
@@ -171,7 +216,7 @@ where
         return Ok(());
     }
     // The one reader from the start, past what was handed on, on this thread.
-    map_in_order(
+    map_batches_in_order(
         &source,
         0,
         batch,
