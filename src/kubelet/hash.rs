@@ -7,11 +7,12 @@
 //! 1.31 +       FNV-1a( spew %#v of []byte(json.Marshal({"name":…,"image":…})) )
 //! ```
 //!
-//! The writers stream straight into the hasher. A container is decoded once per distinct type
-//! graph among the requested versions (a field whose type has the same shape in several graphs
-//! once for all of them), and each distinct (graph, epoch) is hashed once. A graph that differs
-//! from the last one only in root fields the container does not have takes its decode and texts
-//! ([`crate::kubelet::alike`]).
+//! A container's one text streams straight into the hasher; several texts, of one container or
+//! of a [`HashBatch`] of them, are written into buffers and hashed in FNV lanes. A container
+//! is decoded once per distinct type graph among the requested versions (a field whose type
+//! has the same shape in several graphs once for all of them), and each distinct (graph, epoch)
+//! is hashed once. A graph that differs from the last one only in root fields the container
+//! does not have takes its decode and texts ([`crate::kubelet::alike`]).
 //!
 //! ```
 //! use kubehash::kubelet::{hash::hash_container, version::parse_version_set};
@@ -95,7 +96,8 @@ fn hex(v: &[(KubeletVersion, u32)]) -> Vec<(String, String)> {
 /// texts, they are rendered into buffers first: JSON-epoch texts are the spew dump of a JSON
 /// document, so versions whose documents are equal share one text; the distinct texts are then
 /// hashed side by side in FNV lanes, a prefix texts share once
-/// ([`crate::kubelet::lanes::fnv1a_sharing`]).
+/// ([`crate::kubelet::lanes::fnv1a_sharing`]). [`HashBatch`] does the same for many containers
+/// at once, all their texts in the same lanes.
 pub fn hash_container<'a>(
     json: impl Json<'a>,
     versions: &[KubeletVersion],
@@ -103,122 +105,231 @@ pub fn hash_container<'a>(
 ) -> Result<ContainerHashes> {
     // The decoded values live in one arena, freed with it when the hashes are known.
     let arena = Arena::with_capacity(ARENA_START);
-    // Fields whose types have the same shape in several graphs are decoded once.
-    let mut shared = (versions.len() > 1).then(SharedDecodes::default);
-    // The decoded values: (the schema decoded under, value).
-    // (Sized for every version up front: growing them was a tenth of a container's allocations.)
-    let mut decoded: Vec<(&'static Schema, Val)> = Vec::with_capacity(versions.len());
-    // The distinct texts: (epoch, type graph, annotation, index into `decoded`).
-    let mut texts: Vec<(HashEpoch, KubeletVersion, Annotation, usize)> =
-        Vec::with_capacity(2 * versions.len());
-    // Per requested (version, annotation), its text.
-    let mut wanted: Vec<(KubeletVersion, Annotation, usize)> =
-        Vec::with_capacity(2 * versions.len());
-    // Per type graph met: (its oldest version, index into `decoded`, the graph whose texts
-    // it writes); and the last one met, with its schema.
-    let mut graphs: Vec<(KubeletVersion, usize, KubeletVersion)> =
-        Vec::with_capacity(versions.len());
-    let mut last: Option<(&'static Schema, usize, KubeletVersion)> = None;
-    // The container's root keys, as `alike` masks them (read once, when first needed).
-    let mut root_key_set = None;
-    for &v in versions {
-        let schema = Schema::for_version(v)?;
-        let group = schema.same_as();
-        let (d, text_group) = match graphs.iter().find(|(g, _, _)| *g == group) {
-            Some(&(_, d, t)) => (d, t),
-            None => {
-                // A graph that decodes and writes this container as the last one did takes
-                // its decode (and, in the same epoch, its texts): see `alike`.
-                let taken = last.and_then(|(prev, d, t)| {
-                    let same = alike(prev, schema)?;
-                    if *root_key_set.get_or_insert_with(|| root_keys(json)) & same.mask != 0 {
-                        return None;
-                    }
-                    match v.epoch() {
-                        HashEpoch::NameImage => Some((d, group)),
-                        _ => same.texts.then_some((d, t)),
-                    }
-                });
-                let (d, t) = match taken {
-                    Some(both) => both,
-                    None => {
-                        // The root fields alike the last decode's are taken from it.
-                        let base = last.and_then(|(_, d, _)| match &decoded[d] {
-                            (s, Val::Struct(fields)) => Some((alike(s, schema)?, fields)),
-                            _ => None,
-                        });
-                        let val = match (shared.as_mut(), base) {
-                            (Some(shared), Some((same, fields))) => decode_container_taking(
-                                schema, json, path, shared, fields, &same.take, &arena,
-                            )?,
-                            (Some(shared), None) => {
-                                decode_container_sharing(schema, json, path, shared, &arena)?
-                            }
-                            (None, _) => decode_container(schema, json, path, &arena)?,
-                        };
-                        decoded.push((schema, val));
-                        (decoded.len() - 1, group)
-                    }
-                };
-                graphs.push((group, d, t));
-                (d, t)
+    Ok(Plan::make(json, versions, path, &arena)?.hash_now())
+}
+
+/// The hashes of many containers, computed together: each container's texts are rendered into
+/// buffers when it is added, and [`HashBatch::finish`] hashes the texts of all of them side by
+/// side in FNV lanes. A single text is a serial chain that runs at the multiply's latency;
+/// several containers' texts in lanes overlap their multiplies. The hashes are those
+/// [`hash_container`] gives.
+#[derive(Default)]
+pub struct HashBatch {
+    buffers: Buffers,
+    arena: Arena,
+    /// The distinct texts rendered so far (the first ones of `buffers.text`).
+    distinct: usize,
+    /// Per container added, in order.
+    added: Vec<Added>,
+}
+
+/// A container in a [`HashBatch`].
+enum Added {
+    /// Hashed when added: a name+image text is too short to gain from lanes what rendering it
+    /// into a buffer costs.
+    Hashed(ContainerHashes),
+    /// Per requested (version, annotation), the index of its text among the distinct texts.
+    Texts(Vec<(KubeletVersion, Annotation, usize)>),
+}
+
+impl HashBatch {
+    /// Decodes `json` and renders its texts for `versions` (sorted, distinct); its hashes will
+    /// be at the index returned in what [`HashBatch::finish`] returns. On an error, nothing is
+    /// added.
+    pub fn add<'a>(
+        &mut self,
+        json: impl Json<'a>,
+        versions: &[KubeletVersion],
+        path: &str,
+    ) -> Result<usize> {
+        self.arena.reset();
+        let plan = Plan::make(json, versions, path, &self.arena)?;
+        let added = match plan.texts.as_slice() {
+            [] | [(HashEpoch::NameImage, ..)] => Added::Hashed(plan.hash_now()),
+            texts => {
+                let same = render_texts(texts, &plan.decoded, &mut self.buffers, self.distinct);
+                self.distinct = same.iter().max().map_or(self.distinct, |&m| m + 1);
+                Added::Texts(
+                    plan.wanted
+                        .iter()
+                        .map(|&(v, a, t)| (v, a, same[t]))
+                        .collect(),
+                )
             }
         };
-        last = Some((schema, d, text_group));
-        // Name+image hashes do not depend on the type graph.
-        let key_group = match v.epoch() {
-            HashEpoch::NameImage => KubeletVersion::from_minor(31)?,
-            _ => text_group,
-        };
-        let mut annotations = [Some(Annotation::Hash), None];
-        if v.has_hash_without_resources() {
-            annotations[1] = Some(Annotation::HashWithoutResources);
+        self.added.push(added);
+        Ok(self.added.len() - 1)
+    }
+
+    /// The hashes of the containers added since the last call, in the order they were added.
+    pub fn finish(&mut self) -> Vec<ContainerHashes> {
+        let refs: Vec<&[u8]> = self.buffers.text[..self.distinct]
+            .iter()
+            .map(Vec::as_slice)
+            .collect();
+        let mut hashes = vec![0u32; self.distinct];
+        fnv1a_sharing(&refs, &mut hashes);
+        self.distinct = 0;
+        self.added
+            .drain(..)
+            .map(|added| match added {
+                Added::Hashed(done) => done,
+                Added::Texts(wanted) => hashes_of(&wanted, |t| hashes[t]),
+            })
+            .collect()
+    }
+}
+
+/// A container's hashes: per requested (version, annotation), the hash of its text.
+fn hashes_of(
+    wanted: &[(KubeletVersion, Annotation, usize)],
+    hash: impl Fn(usize) -> u32,
+) -> ContainerHashes {
+    let mut out = ContainerHashes {
+        hash: Vec::with_capacity(wanted.len()),
+        hash_without_resources: Vec::new(),
+    };
+    for &(v, a, t) in wanted {
+        match a {
+            Annotation::Hash => out.hash.push((v, hash(t))),
+            Annotation::HashWithoutResources => out.hash_without_resources.push((v, hash(t))),
         }
-        for a in annotations.into_iter().flatten() {
-            let t = match texts
-                .iter()
-                .position(|&(e, g, an, _)| e == v.epoch() && g == key_group && an == a)
-            {
-                Some(t) => t,
+    }
+    out
+}
+
+/// A container decoded for a set of versions, and the distinct texts to hash for it.
+struct Plan<'v> {
+    /// The decoded values: (the schema decoded under, value).
+    decoded: Vec<(&'static Schema, Val<'v>)>,
+    /// The distinct texts: (epoch, type graph, annotation, index into `decoded`).
+    texts: Vec<(HashEpoch, KubeletVersion, Annotation, usize)>,
+    /// Per requested (version, annotation), its text.
+    wanted: Vec<(KubeletVersion, Annotation, usize)>,
+}
+
+impl<'v> Plan<'v> {
+    fn make<'a: 'v>(
+        json: impl Json<'a>,
+        versions: &[KubeletVersion],
+        path: &str,
+        arena: &'v Arena,
+    ) -> Result<Plan<'v>> {
+        // Fields whose types have the same shape in several graphs are decoded once.
+        let mut shared = (versions.len() > 1).then(SharedDecodes::default);
+        // The decoded values: (the schema decoded under, value).
+        // (Sized for every version up front: growing them was a tenth of a container's allocations.)
+        let mut decoded: Vec<(&'static Schema, Val)> = Vec::with_capacity(versions.len());
+        // The distinct texts: (epoch, type graph, annotation, index into `decoded`).
+        let mut texts: Vec<(HashEpoch, KubeletVersion, Annotation, usize)> =
+            Vec::with_capacity(2 * versions.len());
+        // Per requested (version, annotation), its text.
+        let mut wanted: Vec<(KubeletVersion, Annotation, usize)> =
+            Vec::with_capacity(2 * versions.len());
+        // Per type graph met: (its oldest version, index into `decoded`, the graph whose texts
+        // it writes); and the last one met, with its schema.
+        let mut graphs: Vec<(KubeletVersion, usize, KubeletVersion)> =
+            Vec::with_capacity(versions.len());
+        let mut last: Option<(&'static Schema, usize, KubeletVersion)> = None;
+        // The container's root keys, as `alike` masks them (read once, when first needed).
+        let mut root_key_set = None;
+        for &v in versions {
+            let schema = Schema::for_version(v)?;
+            let group = schema.same_as();
+            let (d, text_group) = match graphs.iter().find(|(g, _, _)| *g == group) {
+                Some(&(_, d, t)) => (d, t),
                 None => {
-                    texts.push((v.epoch(), key_group, a, d));
-                    texts.len() - 1
+                    // A graph that decodes and writes this container as the last one did takes
+                    // its decode (and, in the same epoch, its texts): see `alike`.
+                    let taken = last.and_then(|(prev, d, t)| {
+                        let same = alike(prev, schema)?;
+                        if *root_key_set.get_or_insert_with(|| root_keys(json)) & same.mask != 0 {
+                            return None;
+                        }
+                        match v.epoch() {
+                            HashEpoch::NameImage => Some((d, group)),
+                            _ => same.texts.then_some((d, t)),
+                        }
+                    });
+                    let (d, t) = match taken {
+                        Some(both) => both,
+                        None => {
+                            // The root fields alike the last decode's are taken from it.
+                            let base = last.and_then(|(_, d, _)| match &decoded[d] {
+                                (s, Val::Struct(fields)) => Some((alike(s, schema)?, fields)),
+                                _ => None,
+                            });
+                            let val = match (shared.as_mut(), base) {
+                                (Some(shared), Some((same, fields))) => decode_container_taking(
+                                    schema, json, path, shared, fields, &same.take, arena,
+                                )?,
+                                (Some(shared), None) => {
+                                    decode_container_sharing(schema, json, path, shared, arena)?
+                                }
+                                (None, _) => decode_container(schema, json, path, arena)?,
+                            };
+                            decoded.push((schema, val));
+                            (decoded.len() - 1, group)
+                        }
+                    };
+                    graphs.push((group, d, t));
+                    (d, t)
                 }
             };
-            wanted.push((v, a, t));
+            last = Some((schema, d, text_group));
+            // Name+image hashes do not depend on the type graph.
+            let key_group = match v.epoch() {
+                HashEpoch::NameImage => KubeletVersion::from_minor(31)?,
+                _ => text_group,
+            };
+            let mut annotations = [Some(Annotation::Hash), None];
+            if v.has_hash_without_resources() {
+                annotations[1] = Some(Annotation::HashWithoutResources);
+            }
+            for a in annotations.into_iter().flatten() {
+                let t = match texts
+                    .iter()
+                    .position(|&(e, g, an, _)| e == v.epoch() && g == key_group && an == a)
+                {
+                    Some(t) => t,
+                    None => {
+                        texts.push((v.epoch(), key_group, a, d));
+                        texts.len() - 1
+                    }
+                };
+                wanted.push((v, a, t));
+            }
         }
+        Ok(Plan {
+            decoded,
+            texts,
+            wanted,
+        })
     }
 
-    let hashes: Vec<u32> = match texts.as_slice() {
-        [] => Vec::new(),
-        &[(epoch, _, a, d)] => {
-            let (schema, val) = &decoded[d];
-            let mut hasher = Fnv32a::new();
-            write_hashed_text(schema, val, epoch, a, &mut hasher);
-            vec![hasher.finish()]
-        }
-        many => BUFFERS.with(|b| {
-            let mut b = b.borrow_mut();
-            hash_in_lanes(many, &decoded, &mut b)
-        }),
-    };
-
-    let mut out = ContainerHashes {
-        hash: Vec::with_capacity(versions.len()),
-        hash_without_resources: Vec::with_capacity(
-            versions
-                .iter()
-                .filter(|v| v.has_hash_without_resources())
-                .count(),
-        ),
-    };
-    for (v, a, t) in wanted {
-        match a {
-            Annotation::Hash => out.hash.push((v, hashes[t])),
-            Annotation::HashWithoutResources => out.hash_without_resources.push((v, hashes[t])),
-        }
+    /// The hashes, each distinct text hashed here: one streamed into the hasher, several
+    /// rendered into this thread's buffers and hashed in lanes.
+    fn hash_now(&self) -> ContainerHashes {
+        let hashes: Vec<u32> = match self.texts.as_slice() {
+            [] => Vec::new(),
+            &[(epoch, _, a, d)] => {
+                let (schema, val) = &self.decoded[d];
+                let mut hasher = Fnv32a::new();
+                write_hashed_text(schema, val, epoch, a, &mut hasher);
+                vec![hasher.finish()]
+            }
+            many => BUFFERS.with(|b| {
+                let mut b = b.borrow_mut();
+                let same = render_texts(many, &self.decoded, &mut b, 0);
+                let distinct = same.iter().max().map_or(0, |&m| m + 1);
+                let refs: Vec<&[u8]> = b.text[..distinct].iter().map(Vec::as_slice).collect();
+                let mut hashes = vec![0u32; distinct];
+                fnv1a_sharing(&refs, &mut hashes);
+                same.into_iter().map(|t| hashes[t]).collect()
+            }),
+        };
+        hashes_of(&self.wanted, |t| hashes[t])
     }
-    Ok(out)
 }
 
 /// Reused render buffers, per thread.
@@ -239,18 +350,22 @@ thread_local! {
     static BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::default();
 }
 
-/// Renders every text into a buffer, once per distinct text, and hashes them in lanes.
-fn hash_in_lanes(
+/// Renders every text of one container into `b.text` from `base` on, once per distinct text,
+/// and returns, per text, the index of its distinct text in `b.text`.
+fn render_texts(
     texts: &[(HashEpoch, KubeletVersion, Annotation, usize)],
     decoded: &[(&'static Schema, Val)],
     b: &mut Buffers,
-) -> Vec<u32> {
+    base: usize,
+) -> Vec<usize> {
     let n = texts.len();
     // The buffers only grow: one dropped for a container with fewer texts would be allocated
     // again for the next.
     if b.json.len() < n {
         b.json.resize_with(n, Vec::new);
-        b.text.resize_with(n, Vec::new);
+    }
+    if b.text.len() < base + n {
+        b.text.resize_with(base + n, Vec::new);
     }
     b.resources_at.clear();
     b.resources_at.resize(n, None);
@@ -259,7 +374,7 @@ fn hash_in_lanes(
     b.spew_shared.clear();
     // Per text, the distinct text it is (an index into `b.text`).
     let mut same: Vec<usize> = Vec::with_capacity(n);
-    let mut distinct = 0;
+    let mut distinct = base;
     for (i, &(epoch, _, a, d)) in texts.iter().enumerate() {
         let (schema, val) = &decoded[d];
         let json = match epoch {
@@ -315,6 +430,8 @@ fn hash_in_lanes(
         let text = &mut b.text[distinct];
         text.clear();
         match json {
+            // One decode shares nothing: nothing to remember.
+            None if decoded.len() == 1 => spew::write_container(schema, val, text),
             None => spew::write_container(
                 schema,
                 val,
@@ -329,18 +446,15 @@ fn hash_in_lanes(
         // dump the same struct text: equal texts, one hash.
         if json.is_none() {
             let (earlier, this) = b.text.split_at(distinct);
-            if let Some(k) = earlier.iter().position(|t| *t == this[0]) {
-                same.push(k);
+            if let Some(k) = earlier[base..].iter().position(|t| *t == this[0]) {
+                same.push(base + k);
                 continue;
             }
         }
         same.push(distinct);
         distinct += 1;
     }
-    let refs: Vec<&[u8]> = b.text[..distinct].iter().map(Vec::as_slice).collect();
-    let mut hashes = vec![0u32; distinct];
-    fnv1a_sharing(&refs, &mut hashes);
-    same.into_iter().map(|t| hashes[t]).collect()
+    same
 }
 
 /// The exact bytes kubelet `v` feeds to FNV-1a for this container (`--explain`).
@@ -448,6 +562,53 @@ mod tests {
             }
         }
         assert_eq!(h.hash_without_resources.len(), 4);
+    }
+
+    /// The golden containers, and some a kubelet refuses to decode.
+    fn containers() -> Vec<serde_json::Value> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/golden/public.jsonl");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut all: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["container"].take())
+            .collect();
+        all.push(json!({"name":"bad","image":"i","ports":[{"containerPort":"80"}]}));
+        all.push(json!({"name":"big","image":"i","ports":[{"containerPort":1e3}]}));
+        all.push(json!({"name":5}));
+        all
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Containers hashed together in a batch, their texts in the same lanes, get exactly the
+        /// hashes and errors each gets alone, whatever the mix of versions, sizes and errors
+        /// (an error must not move another container's hashes), and a batch is reused after
+        /// `finish` with nothing left over from the last one.
+        #[test]
+        fn a_batch_hashes_as_each_container_alone(
+            batches in proptest::collection::vec(
+                proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..40),
+                1..4,
+            ),
+            spec in proptest::sample::select(vec!["1.15", "1.30", "1.31", "1.8,1.16", "1.27-1.31", "1.15,1.30,1.37", "all"]),
+        ) {
+            let all = containers();
+            let versions = parse_version_set(spec).unwrap();
+            let mut batch = HashBatch::default();
+            for picks in batches {
+                let picked: Vec<&serde_json::Value> = picks.iter().map(|i| &all[i.index(all.len())]).collect();
+                let added: Vec<std::result::Result<usize, String>> = picked
+                    .iter()
+                    .map(|c| batch.add(*c, &versions, "p").map_err(|e| e.to_string()))
+                    .collect();
+                let mut hashes = batch.finish();
+                for (c, added) in picked.iter().zip(added) {
+                    let alone = hash_container(*c, &versions, "p").map_err(|e| e.to_string());
+                    let together = added.map(|k| std::mem::take(&mut hashes[k]));
+                    proptest::prop_assert_eq!(together, alone);
+                }
+            }
+        }
     }
 
     #[test]
