@@ -9,7 +9,9 @@
 //! * `from-bytes-*`: from the input bytes, as `kubehash hash` reads them (the one reader, the
 //!   CLI's allocator) for 1.15, 1.30, 1.31 and all 29 versions, next to the FNV floor over every
 //!   text those versions hash and the reading alone (`parse-only`); `framed-*` does the same the
-//!   way `kubehash hash` now reads a file (framed, each frame parsed from a slice), on one thread.
+//!   way `kubehash hash` now reads a file (framed, each frame parsed from a slice), on one thread;
+//!   `framed+batch+hash` as its workers hash them, the containers of a batch of objects together
+//!   (`HashBatch`: their texts in the same FNV lanes).
 //! * `from-bytes-reading`: floors for the reading itself, version-free: `framing-only` (finding
 //!   where each object ends) and `framed-validate-only` (each frame checked by serde_json
 //!   without building anything: what reading a frame costs before a value is made of it).
@@ -20,8 +22,11 @@ use criterion::measurement::WallTime;
 use criterion::{
     black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,
 };
+use kubehash::analysis::hashing::BATCH;
 use kubehash::kubelet::decode::{decode_container, Arena};
-use kubehash::kubelet::hash::{hash_container, hashed_text, write_hashed_text, Annotation};
+use kubehash::kubelet::hash::{
+    hash_container, hashed_text, write_hashed_text, Annotation, HashBatch,
+};
 use kubehash::kubelet::json::Json;
 use kubehash::kubelet::lanes::fnv1a_batch;
 use kubehash::kubelet::schema::Schema;
@@ -214,6 +219,40 @@ fn bench_from_bytes(c: &mut Criterion) {
                     true
                 })
                 .expect("frame");
+                acc
+            })
+        });
+        // What a `kubehash hash` worker does since containers are hashed in batches: the
+        // frames of a batch parsed, their containers decoded and rendered into a `HashBatch`,
+        // and the texts of the whole batch hashed in FNV lanes.
+        g.bench_function("framed+batch+hash", |b| {
+            let mut batch = HashBatch::default();
+            b.iter(|| {
+                let mut acc = 0u32;
+                let mut n = 0;
+                let mut docs = Vec::with_capacity(BATCH);
+                let mut hash_docs = |docs: &mut Vec<(usize, Doc)>| {
+                    for (n, doc) in docs.drain(..) {
+                        object_items(doc.root(), "bench", n, &mut |item| {
+                            if let Item::Container { json, path, .. } = item {
+                                let _ = batch.add(json, &versions, &path);
+                            }
+                        });
+                    }
+                    for h in batch.finish() {
+                        acc ^= h.hash[0].1;
+                    }
+                };
+                frame_objects(black_box(bytes.as_slice()), &mut |frame| {
+                    n += 1;
+                    docs.push((n, Doc::parse(frame).expect("frame")));
+                    if docs.len() == BATCH {
+                        hash_docs(&mut docs);
+                    }
+                    true
+                })
+                .expect("frame");
+                hash_docs(&mut docs);
                 acc
             })
         });

@@ -3,18 +3,19 @@
 //! come back in input order.
 
 use crate::error::{Problem, Result};
-use crate::kubelet::hash::{hash_container, ContainerHashes};
+use crate::kubelet::hash::{hash_container, ContainerHashes, HashBatch};
 use crate::kubelet::json::Json;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::doc::Object;
 use crate::source::input::{no_input, object_items, Item};
-use crate::source::parallel::{for_each_object_on_cores, Input};
+use crate::source::parallel::{for_each_batch_on_cores, Input};
 
 /// One item's id and hashes, or why it has none.
 pub type Hashed = (String, std::result::Result<ContainerHashes, Problem>);
 
-/// Objects travel in batches: a channel operation per object costs more than hashing one.
-const BATCH: usize = 64;
+/// Objects travel in batches: a channel operation per object costs more than hashing one. A
+/// batch's containers are hashed together ([`HashBatch`]).
+pub const BATCH: usize = 64;
 
 /// Hashes every item of `input` (see [`crate::source::input`]) for `versions`, parsing and
 /// hashing on `workers` threads (none: all on this thread, the one reader parsing), and calls `each` with the results in input order. Memory stays
@@ -27,23 +28,15 @@ pub fn for_each_hashed(
 ) -> Result<()> {
     let source = input.name();
     let mut objects = 0usize;
-    for_each_object_on_cores(
+    for_each_batch_on_cores(
         input,
         workers,
         BATCH,
         || {
             let source = &source;
-            move |n, object: Object| {
-                let mut hashed = Vec::new();
-                match &object {
-                    Object::Doc(doc) => object_items(doc.root(), source, n, &mut |i| {
-                        hashed.push(hash_item(i, versions))
-                    }),
-                    Object::Value(value) => object_items(value, source, n, &mut |i| {
-                        hashed.push(hash_item(i, versions))
-                    }),
-                }
-                hashed
+            let mut batch = HashBatch::default();
+            move |objects: Vec<(usize, Object)>| {
+                hash_objects(&objects, source, versions, &mut batch)
             }
         },
         |hashed| {
@@ -55,6 +48,57 @@ pub fn for_each_hashed(
         return Err(no_input(&source));
     }
     Ok(())
+}
+
+/// The items of `objects`, each object's in a list of its own, their containers hashed together
+/// in `batch` (their texts in the same FNV lanes).
+fn hash_objects(
+    objects: &[(usize, Object)],
+    source: &str,
+    versions: &[KubeletVersion],
+    batch: &mut HashBatch,
+) -> Vec<Vec<Hashed>> {
+    // Per item: its id, and its index in the batch or its problem.
+    let mut items: Vec<Vec<Added>> = Vec::with_capacity(objects.len());
+    for (n, object) in objects {
+        let mut found = Vec::new();
+        match object {
+            Object::Doc(doc) => object_items(doc.root(), source, *n, &mut |i| {
+                found.push(add_item(i, versions, batch))
+            }),
+            Object::Value(value) => object_items(value, source, *n, &mut |i| {
+                found.push(add_item(i, versions, batch))
+            }),
+        }
+        items.push(found);
+    }
+    let mut hashes = batch.finish();
+    items
+        .into_iter()
+        .map(|found| {
+            found
+                .into_iter()
+                .map(|(id, added)| (id, added.map(|k| std::mem::take(&mut hashes[k]))))
+                .collect()
+        })
+        .collect()
+}
+
+/// An item's id, and its index in a [`HashBatch`] or its problem.
+type Added = (String, std::result::Result<usize, Problem>);
+
+/// Adds an item's container to `batch`.
+fn add_item<'a>(
+    item: Item<impl Json<'a>>,
+    versions: &[KubeletVersion],
+    batch: &mut HashBatch,
+) -> Added {
+    match item {
+        Item::Container { id, path, json } => {
+            (id, batch.add(json, versions, &path).map_err(Problem::from))
+        }
+        Item::Invalid { id, error } => (id, Err(error)),
+    }
 }
 
 /// The hashes of one item, or its problem.
@@ -85,7 +129,7 @@ mod tests {
         let mut alone = Vec::new();
         for_each_item(path, |i| alone.push(hash_item(i, &versions))).unwrap();
         assert!(alone.len() > 2 * BATCH);
-        for workers in [1, 2, 5] {
+        for workers in [0, 1, 2, 5] {
             let mut together = Vec::new();
             for_each_hashed(&Input::Path(path), &versions, workers, |h| together.push(h)).unwrap();
             assert_eq!(together, alone, "{workers} workers");
@@ -107,7 +151,8 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
         /// The adversary against the `Doc` path: containers and pods with random bytes broken,
         /// inserted or removed, hashed on cores (frames parsed into `Doc`s, or by serde_json
-        /// where the `Doc` parser refuses) give the one reader's hashes, problems and errors.
+        /// where the `Doc` parser refuses) and hashed in batches give the one reader's hashes,
+        /// problems and errors, and each item hashed by itself.
         #[test]
         fn broken_inputs_hash_on_cores_as_by_the_one_reader(
             picks in proptest::collection::vec(0..PIECES.len(), 1..5),
@@ -117,6 +162,11 @@ mod tests {
             let mut input = picks.iter().map(|&i| PIECES[i]).collect::<Vec<_>>().join("\n").into_bytes();
             crate::source::parallel::break_bytes(&mut input, &edits);
             let versions = parse_version_set("1.15,1.30,1.31").unwrap();
+            // Each item hashed by itself, as the one reader has it (no batch, no lanes).
+            let mut one_by_one = Vec::new();
+            let _ = crate::source::input::for_each_item_in(input.as_slice(), "t", |i| {
+                one_by_one.push(hash_item(i, &versions))
+            });
             let input = Input::Bytes { name: "t", bytes: &input };
             let run = |workers| {
                 let mut out = Vec::new();
@@ -124,6 +174,7 @@ mod tests {
                 (out, err)
             };
             let alone = run(0);
+            proptest::prop_assert_eq!(&alone.0, &one_by_one);
             proptest::prop_assert_eq!(run(2), alone);
         }
     }
