@@ -82,7 +82,8 @@ pub enum Error {
 }
 
 /// Why one item (a pod, a node, a manifest, a container) could not be used, as a sentence that
-/// names it. Unlike [`Error`], a problem does not stop the run: it is reported beside the results.
+/// names it. Unlike [`enum@Error`], a problem does not stop the run: it is reported beside the
+/// results.
 #[derive(Debug, Clone, PartialEq, Eq, Error, serde::Serialize)]
 #[error("{0}")]
 #[serde(transparent)]

@@ -125,8 +125,8 @@ fn known() -> &'static [String] {
     })
 }
 
-/// Which of the [`known`] root keys a container object has, as bits for [`Alike::mask`]: one
-/// pass over its entries instead of a lookup per differing key.
+/// Which of the root JSON keys of every version's `v1.Container` a container object has, as
+/// bits for [`Alike::mask`]: one pass over its entries instead of a lookup per differing key.
 pub fn root_keys<'a>(json: impl Json<'a>) -> u64 {
     let JsonValue::Object(_, entries) = json.view() else {
         return 0;

@@ -2,9 +2,10 @@
 //!
 //! Every container of every answer is looked up, and between two kubelet calls the runtime, the
 //! kubelet and the kernel have been through the CPU caches, so a lookup costs what it touches.
-//! A map of ids to whole [`Translation`]s touched a 232-byte bucket, the id behind it and the
-//! strings behind that: perf put four fifths of the lookup on the first of those loads. Here a
-//! lookup reads a 4-byte slot and one packed entry that holds the id and the values.
+//! A map of ids to whole translations ([`crate::shim::proxy::Translation`]) touched a 232-byte
+//! bucket, the id behind it and the strings behind that: perf put four fifths of the lookup on
+//! the first of those loads. Here a lookup reads a 4-byte slot and one packed entry that holds
+//! the id and the values.
 
 use std::hash::BuildHasher;
 
