@@ -198,6 +198,14 @@ where
 mod tests {
     use super::*;
 
+    /// A reader that hands over `0..n`.
+    fn items(n: u32) -> impl FnOnce(&mut dyn FnMut(u32)) -> Result<()> + Send {
+        move |each| {
+            (0..n).for_each(each);
+            Ok(())
+        }
+    }
+
     #[test]
     fn results_come_in_input_order_with_per_worker_state() {
         for workers in [0, 1, 2, 5] {
@@ -206,10 +214,7 @@ mod tests {
                 "t",
                 workers,
                 3,
-                |each| {
-                    (0..1000u32).for_each(&mut *each);
-                    Ok(())
-                },
+                items(1000),
                 || {
                     let mut seen = 0u32;
                     move |i: u32| {
@@ -237,10 +242,7 @@ mod tests {
                 "t",
                 workers,
                 7,
-                |each| {
-                    (0..1000u32).for_each(&mut *each);
-                    Ok(())
-                },
+                items(1000),
                 || {
                     |items: Vec<u32>| {
                         assert!(!items.is_empty() && items.len() <= 7, "{}", items.len());
@@ -269,10 +271,7 @@ mod tests {
                     "t",
                     2,
                     3,
-                    |each| {
-                        (0..100_000u32).for_each(&mut *each);
-                        Ok(())
-                    },
+                    items(100_000),
                     || {
                         |i: u32| {
                             assert!(i != 50, "a bug at item 50");
