@@ -35,8 +35,8 @@ pub fn for_each_hashed(
         || {
             let source = &source;
             let mut batch = HashBatch::default();
-            move |objects: Vec<(usize, Object)>| {
-                hash_objects(&objects, source, versions, &mut batch)
+            move |objects: &mut dyn Iterator<Item = (usize, Object)>| {
+                hash_objects(objects, source, versions, &mut batch)
             }
         },
         |hashed| {
@@ -53,20 +53,21 @@ pub fn for_each_hashed(
 /// The items of `objects`, each object's in a list of its own, their containers hashed together
 /// in `batch` (their texts in the same FNV lanes).
 fn hash_objects(
-    objects: &[(usize, Object)],
+    objects: &mut dyn Iterator<Item = (usize, Object)>,
     source: &str,
     versions: &[KubeletVersion],
     batch: &mut HashBatch,
 ) -> Vec<Vec<Hashed>> {
-    // Per item: its id, and its index in the batch or its problem.
-    let mut items: Vec<Vec<Added>> = Vec::with_capacity(objects.len());
+    // Per item: its id, and its index in the batch or its problem. Each object is dropped once
+    // its containers' texts are rendered.
+    let mut items: Vec<Vec<Added>> = Vec::with_capacity(objects.size_hint().0);
     for (n, object) in objects {
         let mut found = Vec::new();
-        match object {
-            Object::Doc(doc) => object_items(doc.root(), source, *n, &mut |i| {
+        match &object {
+            Object::Doc(doc) => object_items(doc.root(), source, n, &mut |i| {
                 found.push(add_item(i, versions, batch))
             }),
-            Object::Value(value) => object_items(value, source, *n, &mut |i| {
+            Object::Value(value) => object_items(value, source, n, &mut |i| {
                 found.push(add_item(i, versions, batch))
             }),
         }

@@ -116,11 +116,8 @@ where
         batch,
         || {
             let mut work = worker();
-            move |objects: Vec<(usize, P)>| {
-                objects
-                    .into_iter()
-                    .map(|(n, object)| work(n, object))
-                    .collect()
+            move |objects: &mut dyn Iterator<Item = (usize, P)>| {
+                objects.map(|(n, object)| work(n, object)).collect()
             }
         },
         each,
@@ -129,6 +126,8 @@ where
 
 /// [`for_each_object_on_cores`] with a worker's function that takes a batch of objects (each
 /// with its number) and returns what it made of each, in order (see [`map_batches_in_order`]).
+/// The objects come as an iterator, each parsed when it is taken, so that a worker holds one
+/// parsed object at a time; the function must take them all and return one result for each.
 pub fn for_each_batch_on_cores<P, U, F>(
     input: &Input,
     workers: usize,
@@ -139,14 +138,14 @@ pub fn for_each_batch_on_cores<P, U, F>(
 where
     P: Parse,
     U: Send,
-    F: FnMut(Vec<(usize, P)>) -> Vec<U>,
+    F: FnMut(&mut dyn Iterator<Item = (usize, P)>) -> Vec<U>,
 {
     let source = input.name();
     // The worker's function over objects the one reader parsed.
     let on_parsed = || {
         let mut work = worker();
         move |values: Vec<(usize, Value)>| {
-            work(values.into_iter().map(|(n, v)| (n, P::value(v))).collect())
+            work(&mut values.into_iter().map(|(n, v)| (n, P::value(v))))
         }
     };
     // With no workers (everything on this thread), or an input that cannot be framed, the one
@@ -194,11 +193,10 @@ where
             // handed on (`None` for it and the rest of the batch).
             move |frames: Vec<(usize, Vec<u8>)>| {
                 let count = frames.len();
-                let parsed: Vec<(usize, P)> = frames
+                let mut parsed = frames
                     .into_iter()
-                    .map_while(|(n, frame)| Some((n, P::frame(frame)?)))
-                    .collect();
-                let mut done: Vec<Option<U>> = work(parsed).into_iter().map(Some).collect();
+                    .map_while(|(n, frame)| Some((n, P::frame(frame)?)));
+                let mut done: Vec<Option<U>> = work(&mut parsed).into_iter().map(Some).collect();
                 done.resize_with(count, || None);
                 done
             }
