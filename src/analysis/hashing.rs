@@ -3,7 +3,7 @@
 //! come back in input order.
 
 use crate::error::{Problem, Result};
-use crate::kubelet::hash::{hash_container, ContainerHashes, HashBatch};
+use crate::kubelet::hash::{ContainerHashes, HashBatch};
 use crate::kubelet::json::Json;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::doc::Object;
@@ -102,23 +102,25 @@ fn add_item<'a>(
     }
 }
 
-/// The hashes of one item, or its problem.
-pub fn hash_item<'a>(item: Item<impl Json<'a>>, versions: &[KubeletVersion]) -> Hashed {
-    match item {
-        Item::Container { id, path, json } => (
-            id,
-            hash_container(json, versions, &path).map_err(Problem::from),
-        ),
-        Item::Invalid { id, error } => (id, Err(error)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubelet::hash::hash_container;
     use crate::kubelet::version::parse_version_set;
     use crate::source::input::for_each_item;
     use std::path::Path;
+
+    /// The reference: one item's hashes by itself (no batch, no lanes shared with others), or
+    /// its problem.
+    fn hash_item<'a>(item: Item<impl Json<'a>>, versions: &[KubeletVersion]) -> Hashed {
+        match item {
+            Item::Container { id, path, json } => (
+                id,
+                hash_container(json, versions, &path).map_err(Problem::from),
+            ),
+            Item::Invalid { id, error } => (id, Err(error)),
+        }
+    }
 
     #[test]
     fn results_come_in_input_order_whatever_the_workers() {
