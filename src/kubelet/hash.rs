@@ -171,8 +171,8 @@ impl HashBatch {
             // A name+image text is too short to gain from lanes what a buffer costs.
             [] | [(HashEpoch::NameImage, ..)] => self.added.push(plan.hash_now()),
             texts => {
-                let same = render_texts(texts, &plan.decoded, &mut self.buffers, self.distinct);
-                let end = same.iter().max().map_or(self.distinct, |&m| m + 1);
+                let (same, end) =
+                    render_texts(texts, &plan.decoded, &mut self.buffers, self.distinct);
                 self.text_bytes += self.buffers.text[self.distinct..end]
                     .iter()
                     .map(Vec::len)
@@ -197,12 +197,7 @@ impl HashBatch {
 
     /// Hashes the waiting texts in lanes and fills in their containers' hashes.
     fn hash_waiting(&mut self) {
-        let refs: Vec<&[u8]> = self.buffers.text[..self.distinct]
-            .iter()
-            .map(Vec::as_slice)
-            .collect();
-        let mut hashes = vec![0u32; self.distinct];
-        fnv1a_sharing(&refs, &mut hashes);
+        let hashes = hash_in_lanes(&self.buffers.text[..self.distinct]);
         for (k, wanted) in self.waiting.drain(..) {
             self.added[k] = hashes_of(&wanted, |t| hashes[t]);
         }
@@ -350,11 +345,8 @@ impl<'v> Plan<'v> {
             }
             many => BUFFERS.with(|b| {
                 let mut b = b.borrow_mut();
-                let same = render_texts(many, &self.decoded, &mut b, 0);
-                let distinct = same.iter().max().map_or(0, |&m| m + 1);
-                let refs: Vec<&[u8]> = b.text[..distinct].iter().map(Vec::as_slice).collect();
-                let mut hashes = vec![0u32; distinct];
-                fnv1a_sharing(&refs, &mut hashes);
+                let (same, end) = render_texts(many, &self.decoded, &mut b, 0);
+                let hashes = hash_in_lanes(&b.text[..end]);
                 same.into_iter().map(|t| hashes[t]).collect()
             }),
         };
@@ -381,13 +373,14 @@ thread_local! {
 }
 
 /// Renders every text of one container into `b.text` from `base` on, once per distinct text,
-/// and returns, per text, the index of its distinct text in `b.text`.
+/// and returns, per text, the index of its distinct text in `b.text`, and the index after the
+/// last one written.
 fn render_texts(
     texts: &[(HashEpoch, KubeletVersion, Annotation, usize)],
     decoded: &[(&'static Schema, Val)],
     b: &mut Buffers,
     base: usize,
-) -> Vec<usize> {
+) -> (Vec<usize>, usize) {
     let n = texts.len();
     // The buffers only grow: one dropped for a container with fewer texts would be allocated
     // again for the next.
@@ -484,7 +477,15 @@ fn render_texts(
         same.push(distinct);
         distinct += 1;
     }
-    same
+    (same, distinct)
+}
+
+/// FNV-1a of each text, in lanes, a prefix texts share hashed once.
+fn hash_in_lanes(texts: &[Vec<u8>]) -> Vec<u32> {
+    let refs: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
+    let mut hashes = vec![0u32; texts.len()];
+    fnv1a_sharing(&refs, &mut hashes);
+    hashes
 }
 
 /// The exact bytes kubelet `v` feeds to FNV-1a for this container (`--explain`).
