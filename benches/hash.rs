@@ -22,7 +22,7 @@ use criterion::measurement::WallTime;
 use criterion::{
     black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,
 };
-use kubehash::analysis::hashing::BATCH;
+use kubehash::analysis::hashing::{hash_objects, BATCH};
 use kubehash::kubelet::decode::{decode_container, Arena};
 use kubehash::kubelet::hash::{
     hash_container, hashed_text, write_hashed_text, Annotation, HashBatch,
@@ -32,9 +32,10 @@ use kubehash::kubelet::lanes::fnv1a_batch;
 use kubehash::kubelet::schema::Schema;
 use kubehash::kubelet::sink::Fnv32a;
 use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
-use kubehash::source::doc::Doc;
+use kubehash::source::doc::{Doc, Object};
 use kubehash::source::frames::frame_objects;
 use kubehash::source::input::{for_each_item_in, object_items, Item};
+use kubehash::source::parallel::Parse;
 
 // The allocator the CLI uses, so that parsing costs what it costs in `kubehash hash`.
 #[global_allocator]
@@ -222,37 +223,36 @@ fn bench_from_bytes(c: &mut Criterion) {
                 acc
             })
         });
-        // What a `kubehash hash` worker does since containers are hashed in batches: the
-        // frames of a batch parsed, their containers decoded and rendered into a `HashBatch`,
-        // and the texts of the whole batch hashed in FNV lanes.
+        // What a `kubehash hash` worker does since containers are hashed in batches: its batch
+        // of frames, each parsed when taken, their containers decoded and rendered into a
+        // `HashBatch`, and the texts of the whole batch hashed in FNV lanes.
         g.bench_function("framed+batch+hash", |b| {
             let mut batch = HashBatch::default();
             b.iter(|| {
                 let mut acc = 0u32;
                 let mut n = 0;
-                let mut docs = Vec::with_capacity(BATCH);
-                let mut hash_docs = |docs: &mut Vec<(usize, Doc)>| {
-                    for (n, doc) in docs.drain(..) {
-                        object_items(doc.root(), "bench", n, &mut |item| {
-                            if let Item::Container { json, path, .. } = item {
-                                let _ = batch.add(json, &versions, &path);
-                            }
-                        });
-                    }
-                    for h in batch.finish() {
-                        acc ^= h.hash[0].1;
+                let mut frames = Vec::with_capacity(BATCH);
+                let mut hash_frames = |frames: &mut Vec<(usize, Vec<u8>)>| {
+                    let mut objects = frames
+                        .drain(..)
+                        .map(|(n, frame)| (n, Object::frame(frame).expect("frame")));
+                    for (_, hashed) in hash_objects(&mut objects, "bench", &versions, &mut batch)
+                        .into_iter()
+                        .flatten()
+                    {
+                        acc ^= hashed.map_or(0, |h| h.hash[0].1);
                     }
                 };
                 frame_objects(black_box(bytes.as_slice()), &mut |frame| {
                     n += 1;
-                    docs.push((n, Doc::parse(frame).expect("frame")));
-                    if docs.len() == BATCH {
-                        hash_docs(&mut docs);
+                    frames.push((n, frame));
+                    if frames.len() == BATCH {
+                        hash_frames(&mut frames);
                     }
                     true
                 })
                 .expect("frame");
-                hash_docs(&mut docs);
+                hash_frames(&mut frames);
                 acc
             })
         });

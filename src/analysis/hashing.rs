@@ -51,8 +51,8 @@ pub fn for_each_hashed(
 }
 
 /// The items of `objects`, each object's in a list of its own, their containers hashed together
-/// in `batch` (their texts in the same FNV lanes).
-fn hash_objects(
+/// in `batch` (their texts in the same FNV lanes): what a `hash` worker does with its batch.
+pub fn hash_objects(
     objects: &mut dyn Iterator<Item = (usize, Object)>,
     source: &str,
     versions: &[KubeletVersion],
