@@ -88,6 +88,9 @@ pub struct Schema {
     /// Per type, its shape: an id shared, across every version, by exactly the types whose
     /// whole sub-graphs are alike (see [`Schema::shape`]).
     shapes: Vec<u32>,
+    /// Per struct type, per field, what go-spew's `%#v` prints before the field's value (see
+    /// [`Schema::spew_heads`]); empty for other types.
+    spew_heads: Vec<Vec<Box<[u8]>>>,
 }
 
 /// How a decoder finds a struct's field from a JSON key: see [`Schema::struct_keys`].
@@ -188,6 +191,13 @@ impl Schema {
     /// a JSON value decodes to the same value under both.
     pub fn shape(&self, ty: TypeId) -> u32 {
         self.shapes[ty]
+    }
+
+    /// Per field of struct type `ty`, what `%#v` prints before the field's value: the space
+    /// between fields (none before the first), `Name:`, and the field's type in parentheses,
+    /// which go-spew's `formatPtr` and `format` both print for a field, pointer or not.
+    pub fn spew_heads(&self, ty: TypeId) -> &[Box<[u8]>] {
+        self.spew_heads.get(ty).map_or(&[], Vec::as_slice)
     }
 
     /// The oldest kubelet version with exactly this type graph.
@@ -335,6 +345,9 @@ fn compile(version: KubeletVersion, text: &str) -> Compiled {
     let keys = (0..b.types.len())
         .map(|t| struct_keys(&b.types, t))
         .collect();
+    let spew_heads = (0..b.types.len())
+        .map(|t| spew_heads(&b.types, t))
+        .collect();
     Ok(Schema {
         version,
         types: b.types,
@@ -342,7 +355,24 @@ fn compile(version: KubeletVersion, text: &str) -> Compiled {
         same_as: version,
         keys,
         shapes: Vec::new(),
+        spew_heads,
     })
+}
+
+fn spew_heads(types: &[GoType], ty: TypeId) -> Vec<Box<[u8]>> {
+    let Kind::Struct(fields) = &types[ty].kind else {
+        return Vec::new();
+    };
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let sep = if i > 0 { " " } else { "" };
+            format!("{sep}{}:({})", f.name, types[f.ty].name)
+                .into_bytes()
+                .into_boxed_slice()
+        })
+        .collect()
 }
 
 fn struct_keys(types: &[GoType], ty: TypeId) -> Option<StructKeys> {
@@ -532,6 +562,27 @@ mod tests {
             let s = Schema::for_version(v).unwrap();
             assert_eq!(s.ty(s.root()).name, "v1.Container", "{v}");
             assert!(s.root_field("Resources").is_some());
+        }
+    }
+
+    #[test]
+    fn spew_heads_print_each_field_as_go_spew_does() {
+        let s = Schema::for_version("1.15".parse().unwrap()).unwrap();
+        let heads = s.spew_heads(s.root());
+        let text = |i: usize| std::str::from_utf8(&heads[i]).unwrap();
+        assert_eq!(text(0), "Name:(string)");
+        assert_eq!(text(1), " Image:(string)");
+        let probe = s.root_field("LivenessProbe").unwrap();
+        assert_eq!(text(probe), " LivenessProbe:(*v1.Probe)");
+        for v in KubeletVersion::all() {
+            let s = Schema::for_version(v).unwrap();
+            for ty in 0..s.types.len() {
+                let want = match &s.ty(ty).kind {
+                    Kind::Struct(fields) => fields.len(),
+                    _ => 0,
+                };
+                assert_eq!(s.spew_heads(ty).len(), want, "{v} {}", s.ty(ty).name);
+            }
         }
     }
 

@@ -31,7 +31,7 @@ use crate::kubelet::sink::Sink;
 
 /// Writes `%#v` of a `v1.Container` value (the hashed text for kubelet ≤ 1.15).
 pub fn write_container<S: Sink>(schema: &Schema, v: &Val, out: &mut S) {
-    write(schema, schema.root(), v, false, out);
+    write(schema, schema.root(), v, Typed::Print, out);
 }
 
 /// Writes what `%#v` prints for a struct field holding its zero value (`Name:(type)zero`),
@@ -39,7 +39,13 @@ pub fn write_container<S: Sink>(schema: &Schema, v: &Val, out: &mut S) {
 pub fn write_zero_field<S: Sink>(schema: &Schema, f: &Field, out: &mut S) {
     out.put(f.name.as_bytes());
     out.put(b":");
-    write(schema, f.ty, &zero(schema, f.ty, &Arena::new()), false, out);
+    write(
+        schema,
+        f.ty,
+        &zero(schema, f.ty, &Arena::new()),
+        Typed::Print,
+        out,
+    );
 }
 
 fn type_prefix<S: Sink>(name: &str, out: &mut S) {
@@ -48,34 +54,45 @@ fn type_prefix<S: Sink>(name: &str, out: &mut S) {
     out.put(b")");
 }
 
-fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, ignore_type: bool, out: &mut S) {
-    // A shared value has one text under every type of its shape (and the same `ignore_type`).
+/// What is printed of a value's type before the value.
+#[derive(Clone, Copy)]
+enum Typed {
+    /// `(type)`, or for a pointer `(*type)`: a value printed with `%#v`.
+    Print,
+    /// Nothing, and `<*>` for a non-nil pointer: an element of a slice or map, which go-spew
+    /// prints with its type ignored.
+    Ignored,
+    /// Nothing: a struct field, whose type its head (`Schema::spew_heads`) already printed.
+    Printed,
+}
+
+fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, typed: Typed, out: &mut S) {
+    // A shared value has one text under every type of its shape (and the same `typed`).
     if let Val::Shared(inner) = v {
-        let key = (std::ptr::from_ref(*inner) as usize) << 1 | usize::from(ignore_type);
-        return out.shared(key, &mut |out| write(schema, ty, inner, ignore_type, out));
+        let key = (std::ptr::from_ref(*inner) as usize) << 2 | typed as usize;
+        return out.shared(key, &mut |out| write(schema, ty, inner, typed, out));
     }
     let t = schema.ty(ty);
     if let Kind::Ptr(elem) = t.kind {
         // formatPtr: the type (or `<*>`), then the pointee without its type.
-        match v {
-            Val::Ptr(inner) => {
-                if ignore_type {
-                    out.put(b"<*>");
-                } else {
-                    type_prefix(&t.name, out);
+        match (v, typed) {
+            (Val::Ptr(inner), _) => {
+                match typed {
+                    Typed::Print => type_prefix(&t.name, out),
+                    Typed::Ignored => out.put(b"<*>"),
+                    Typed::Printed => {}
                 }
-                write(schema, elem, inner, true, out);
+                write(schema, elem, inner, Typed::Ignored, out);
             }
-            _ => {
-                if !ignore_type {
-                    type_prefix(&t.name, out);
-                }
+            (_, Typed::Print) => {
+                type_prefix(&t.name, out);
                 out.put(b"<nil>");
             }
+            _ => out.put(b"<nil>"),
         }
         return;
     }
-    if !ignore_type {
+    if let Typed::Print = typed {
         type_prefix(&t.name, out);
     }
     match (&t.kind, v) {
@@ -89,7 +106,7 @@ fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, ignore_type: bool, out: 
                 if i > 0 {
                     out.put(b" ");
                 }
-                write(schema, *elem, item, true, out);
+                write(schema, *elem, item, Typed::Ignored, out);
             }
             out.put(b"]");
         }
@@ -101,19 +118,15 @@ fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, ignore_type: bool, out: 
                 }
                 out.put(k.as_bytes());
                 out.put(b":");
-                write(schema, *value, item, true, out);
+                write(schema, *value, item, Typed::Ignored, out);
             }
             out.put(b"]");
         }
         (Kind::Struct(fields), Val::Struct(vals)) => {
             out.put(b"{");
-            for (i, (f, item)) in fields.iter().zip(*vals).enumerate() {
-                if i > 0 {
-                    out.put(b" ");
-                }
-                out.put(f.name.as_bytes());
-                out.put(b":");
-                write(schema, f.ty, item, false, out);
+            for ((f, head), item) in fields.iter().zip(schema.spew_heads(ty)).zip(*vals) {
+                out.put(head);
+                write(schema, f.ty, item, Typed::Printed, out);
             }
             out.put(b"}");
         }
