@@ -17,8 +17,8 @@ pub fn cores() -> usize {
 
 /// Maps every item `produce` hands over (on a thread of its own) through a worker's function on
 /// `workers` threads, and hands the results to `each` in input order. With no workers, all of
-/// it runs on the calling thread, one item after the other (the reference the benches compare
-/// with; the results are the same).
+/// it runs on the calling thread (the reference the benches compare with; the results are the
+/// same), a batch at a time as [`map_batches_in_order`] does.
 ///
 /// `worker` is called once per worker thread and returns that thread's function, so a worker
 /// may keep state (a cache) between items. Items travel in batches of `batch`, and at most
@@ -31,17 +31,13 @@ pub fn map_in_order<T, U, F>(
     batch: usize,
     produce: impl FnOnce(&mut dyn FnMut(T)) -> Result<()> + Send,
     worker: impl Fn() -> F + Sync,
-    mut each: impl FnMut(U),
+    each: impl FnMut(U),
 ) -> Result<()>
 where
     T: Send,
     U: Send,
     F: FnMut(T) -> U,
 {
-    if workers == 0 {
-        let mut work = worker();
-        return produce(&mut |item| each(work(item)));
-    }
     map_batches_in_order(
         source,
         workers,
