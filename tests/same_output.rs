@@ -4,9 +4,10 @@
 //! and FNV-1a 64 digest of its stdout and of its stderr, as printed by the commit before the
 //! performance work (909e4a4). The commands cover the golden corpus in every output format and
 //! version set, `--explain` for each epoch, the bundled example through `hash`, `scan` and
-//! `matrix`, and `testdata/expected/mixed.jsonl`: decoding corner cases (duplicate keys, nulls,
-//! escapes, invalid UTF-8, lone surrogates, numbers as quantities, out-of-range integers, several
-//! errors in one container) whose error messages are output too.
+//! `matrix`, and `testdata/expected/mixed.jsonl`: decoding corner cases (nulls, escapes, invalid
+//! UTF-8, lone surrogates, numbers as quantities, out-of-range integers, several errors in one
+//! container) whose error messages are output too. `testdata/expected/repeated/` holds repeated
+//! keys, one case a file: JSON refuses them (Go would merge them), YAML keeps the last value.
 //!
 //! When an output is *meant* to change, rerun with `KUBEHASH_BLESS=1` and say why in the commit.
 
@@ -84,8 +85,21 @@ fn commands() -> Vec<Vec<&'static str>> {
         "1.14..1.32",
     ]);
     out.push(vec!["matrix", "-i", PODS, "--versions", "1.14..1.18"]);
+    for file in REPEATED {
+        out.push(vec!["hash", "-i", file, "-o", "jsonl"]);
+    }
     out
 }
+
+/// Repeated keys, one case a file (a read stops at the first).
+const REPEATED: [&str; 6] = [
+    "testdata/expected/repeated/scalar.jsonl",
+    "testdata/expected/repeated/list.jsonl",
+    "testdata/expected/repeated/map-key.jsonl",
+    "testdata/expected/repeated/object.jsonl",
+    "testdata/expected/repeated/list-items.json",
+    "testdata/expected/repeated/last-wins.yaml",
+];
 
 /// FNV-1a, 64 bit.
 fn digest(bytes: &[u8]) -> u64 {

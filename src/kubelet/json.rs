@@ -3,9 +3,10 @@
 //! The decoder needs only to look at a parsed value, never to own or change it, so it reads
 //! through this view. Two representations implement it: `serde_json::Value` (what every reader
 //! of the crate builds) and [`crate::source::doc::Doc`], a flat tape that `hash` parses objects
-//! into because building it costs a fraction of a `Value`. Both say the same of the same JSON:
-//! an object holds each key once, at its first position, with its last value (serde_json's
-//! `preserve_order` map, which is what the hashes were checked against).
+//! into because building it costs a fraction of a `Value`. Both say the same of the same JSON,
+//! with an object's keys in their order. JSON input never repeats a key in one object here (the
+//! readers refuse it: [`crate::kubelet::once_keys`]); a `Value` read from YAML keeps a repeated
+//! key at its first position with its last value, as Go's YAML reader keeps the last one.
 
 use serde_json::{Number, Value};
 

@@ -6,6 +6,7 @@ pub mod version; // kubelet minors, hash epochs, version sets
 pub mod schema; // per-minor Go type graph of v1.Container (data in schema/)
 pub mod quantity; // resource.Quantity parsing and canonical form
 pub mod json; // the view decoding reads a parsed JSON value through
+pub mod once_keys; // JSON values that refuse a repeated key (Go would merge them)
 pub mod decode; // JSON → typed value tree, as encoding/json into the Go structs
 pub mod spew; // go-spew %#v writer (kubelet ≤ 1.15)
 pub mod gojson; // Go encoding/json writer (kubelet 1.16 +)

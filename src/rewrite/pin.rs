@@ -202,6 +202,10 @@ mod tests {
         assert!(refused("kind: Pod\n", UID).contains("no metadata"));
         assert!(refused("kind: Pod\nmetadata: {name: a}\n", "a\"b").contains("not a pod UID"));
         assert!(refused("kind: Service\nmetadata: {name: a}\n", UID).contains("not a Pod"));
+        // A JSON manifest that repeats a key: the kubelet's decoder would merge the two values,
+        // so no proof can say which UID the pod gets.
+        let twice = r#"{"kind":"Pod","metadata":{"name":"a"},"metadata":{"name":"a"}}"#;
+        assert!(refused(twice, UID).contains("the key \"metadata\" is repeated"));
         // A text that only looks like the original once parsed differently is caught by the proof.
         assert!(check_pin(
             b"kind: Pod\nmetadata: {name: a}\n",

@@ -26,6 +26,7 @@ use tonic::transport::Channel;
 use tonic::Request;
 
 use crate::error::{Error, Problem, Result};
+use crate::kubelet::once_keys::value_from_slice;
 use crate::runtime::cri::{keys, unix_channel};
 use crate::runtime::record::{RecordFormat, RecordStore, StoredHashes};
 
@@ -166,8 +167,8 @@ pub fn extension(record: &Container) -> std::result::Result<&[u8], Problem> {
 
 /// Parses a metadata value and checks what the CRI plugin needs to load it.
 pub fn parse_metadata(value: &[u8], record_id: &str) -> std::result::Result<Value, Problem> {
-    let v: Value =
-        serde_json::from_slice(value).map_err(|e| format!("metadata is not JSON: {e}"))?;
+    // containerd's Go decoder would merge a repeated key's values: such a record is refused.
+    let v = value_from_slice(value).map_err(|e| format!("metadata is not JSON: {e}"))?;
     if v["Version"] != "v1" {
         return Err(format!("metadata Version is {}, expected \"v1\"", v["Version"]).into());
     }
@@ -393,6 +394,25 @@ mod tests {
             "\"io.kubernetes.container.hash\":\"1\",\"x\"",
         );
         assert!(rewrite_hashes(dup.as_bytes(), ID, "ff", None).is_err());
+        // containerd's Go decoder would merge a repeated key's values, so what it loads is not
+        // what a `Value` keeps: any repeated key, at any depth, makes the record unreadable.
+        for forged in [
+            raw.replacen("{\"Version\":\"v1\",", "{\"Version\":\"v1\",\"Version\":\"v1\",", 1),
+            raw.replacen("\"Config\":{", "\"Config\":{\"annotations\":{},", 1),
+            raw.replacen(
+                "\"io.kubernetes.container.restartCount\"",
+                "\"io.kubernetes.pod.terminationGracePeriod\":\"1\",\"io.kubernetes.pod.terminationGracePeriod\"",
+                1,
+            ),
+        ] {
+            assert_ne!(forged, raw);
+            let err = parse_metadata(forged.as_bytes(), ID).unwrap_err().0;
+            assert!(
+                err.starts_with("metadata is not JSON: the key") && err.contains("is repeated"),
+                "{err}"
+            );
+            assert!(rewrite_hashes(forged.as_bytes(), ID, "ff", None).is_err());
+        }
     }
 
     /// containerd's main branch adds `ImageDigest` and `ImageName` after `ImageRef` (still "v1"):

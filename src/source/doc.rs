@@ -8,11 +8,11 @@
 //! It is read through [`Json`], as a `Value` is.
 //!
 //! [`Doc::parse`] accepts a part of JSON and refuses the rest; [`Object::frame`] hands what it
-//! refuses to serde_json, so a frame always ends up exactly as `serde_json::from_slice::<Value>`
-//! has it. What it accepts, it reads as a `Value` holds it (tested against `Value` on random
-//! JSON below). It refuses:
-//! * an object with a repeated key (serde_json's `preserve_order` map keeps the first position
-//!   and the last value);
+//! refuses to the one reader's `Value` parser ([`crate::source::parallel::Parse`]), so a frame
+//! always ends up exactly as that parser has it. What it accepts, it reads as a `Value` holds it
+//! (tested against `Value` on random JSON below). It refuses:
+//! * an object with a repeated key (which the `Value` parser refuses too, with its place:
+//!   [`crate::kubelet::once_keys`]);
 //! * a fraction, an exponent, `-0`, or an integer above `u64::MAX` or below `i64::MIN`
 //!   (serde_json makes those `f64`);
 //! * a lone `\u` surrogate, a control byte in a string, a bad escape, nesting deeper than
@@ -543,6 +543,7 @@ impl Parser<'_> {
 mod tests {
     use super::*;
     use crate::kubelet::json::to_value;
+    use crate::kubelet::once_keys::value_from_slice;
     use proptest::prelude::*;
 
     /// The compact JSON of what a view shows, entry by entry as it shows them (so a key shown
@@ -562,10 +563,10 @@ mod tests {
         }
     }
 
-    /// What `Value` makes of `text`, and what an [`Object`] shows of it, both in order; and
-    /// whether the `Doc` parser read it.
+    /// What the one reader's `Value` makes of `text` ([`value_from_slice`]), and what an
+    /// [`Object`] shows of it, both in order; and whether the `Doc` parser read it.
     fn both(text: &str) -> (Option<String>, Option<String>, bool) {
-        let value = serde_json::from_slice::<Value>(text.as_bytes()).ok();
+        let value = value_from_slice(text.as_bytes()).ok();
         let object = Object::frame(text.as_bytes().to_vec());
         let shown = object.as_ref().map(|o| match o {
             Object::Doc(d) => written(d.root()),
@@ -619,10 +620,6 @@ mod tests {
             "[-0]",
             "[18446744073709551616]",
             "[-9223372036854775809]",
-            r#"{"a":1,"b":2,"a":3}"#,
-            r#"{"b":{"x":1},"a":[],"b":{"y":2},"\u0062":null}"#,
-            r#"{"long-key-one":1,"long-key-two":2,"long-key-one":3,"q":4}"#,
-            r#"[{"a":[1,{"k":1,"k":2}]}]"#,
             &format!(
                 "{}1{}",
                 "[".repeat(MAX_DEPTH + 1),
@@ -633,6 +630,17 @@ mod tests {
             assert!(value.is_some(), "{text}");
             assert!(!by_doc, "{text}");
             assert_eq!(shown, value, "{text}");
+        }
+        // A repeated key: the `Doc` parser refuses it, and so does the one reader's `Value`
+        // parser, so the frame is left to the one reader, which names the key.
+        for text in [
+            r#"{"a":1,"b":2,"a":3}"#,
+            r#"{"b":{"x":1},"a":[],"b":{"y":2},"\u0062":null}"#,
+            r#"{"long-key-one":1,"long-key-two":2,"long-key-one":3,"q":4}"#,
+            r#"[{"a":[1,{"k":1,"k":2}]}]"#,
+        ] {
+            assert!(Doc::parse(text.as_bytes().to_vec()).is_err(), "{text}");
+            assert_eq!(both(text), (None, None, false), "{text}");
         }
     }
 

@@ -4,8 +4,8 @@
 //! The one reader ([`crate::source::reader`]) hands over: each element of a top-level array, each
 //! element of the `items` array of a top-level object (a List, a PodList), and a top-level object
 //! without `items` as a whole. The framer finds those spans in the cleaned bytes ([`clean`]) by
-//! following strings and brackets; each frame is then parsed on its own with
-//! `serde_json::from_slice`, which checks everything the framer did not. A JSON value ends where
+//! following strings and brackets; each frame is then parsed on its own (as the one reader parses
+//! a value: [`crate::kubelet::once_keys`]), which checks everything the framer did not. A JSON value ends where
 //! its closing bracket is, so a frame that parses is exactly the value the one reader would
 //! have parsed at that place.
 //!
@@ -18,8 +18,7 @@
 
 use std::io::{self, Read};
 
-use serde_json::Value;
-
+use crate::kubelet::once_keys::value_from_slice;
 use crate::source::bytescan::{find_quote_or_backslash, structure, Structure};
 use crate::source::goread::clean;
 
@@ -211,10 +210,12 @@ impl<R: Read> Framer<'_, R> {
     /// A top-level object: its `items` elements are frames, or, without `items`, the object is.
     /// Returns the offset after its `}`.
     fn top_object(&mut self, open: usize) -> Step<usize> {
-        // Members before the first `items`, checked only once `items` shows they are not part
-        // of a frame.
-        let mut before: Vec<(usize, usize)> = Vec::new();
+        // Members before the first `items` (key, then value), checked only once `items` shows
+        // they are not part of a frame.
+        let mut before: Vec<(usize, usize, usize, usize)> = Vec::new();
         let mut streamed = false;
+        // Once streamed, the keys met: a repeated one is the one reader's to refuse.
+        let mut keys: Vec<String> = Vec::new();
         let mut i = self.skip_ws(open + 1)?;
         if self.at(i)? == Some(b'}') {
             self.frame(open, i + 1)?;
@@ -224,6 +225,7 @@ impl<R: Read> Framer<'_, R> {
             if self.at(i)? != Some(b'"') {
                 return Err(Halt::Unsure);
             }
+            let key_start = i;
             let key_end = self.string_end(i)?;
             let is_items = self.key_is_items(i, key_end)?;
             i = self.skip_ws(key_end)?;
@@ -232,12 +234,15 @@ impl<R: Read> Framer<'_, R> {
             }
             i = self.skip_ws(i + 1)?;
             if is_items {
-                if !streamed {
-                    for (from, to) in std::mem::take(&mut before) {
-                        self.check_value(from, to)?;
-                    }
-                    streamed = true;
+                if streamed {
+                    return Err(Halt::Unsure);
                 }
+                for (key_from, key_to, from, to) in std::mem::take(&mut before) {
+                    self.new_key(&mut keys, key_from, key_to)?;
+                    self.check_value(from, to)?;
+                }
+                keys.push("items".into());
+                streamed = true;
                 i = match self.at(i)? {
                     Some(b'[') => self.elements(i, 2)?,
                     Some(b'n') if self.literal(i, b"null")? => i + 4,
@@ -247,10 +252,11 @@ impl<R: Read> Framer<'_, R> {
             } else {
                 let end = self.value_end(i, 2)?;
                 if streamed {
+                    self.new_key(&mut keys, key_start, key_end)?;
                     self.check_value(i, end)?;
                     self.keep = end;
                 } else {
-                    before.push((i, end));
+                    before.push((key_start, key_end, i, end));
                 }
                 i = end;
             }
@@ -280,9 +286,22 @@ impl<R: Read> Framer<'_, R> {
         }
     }
 
+    /// Adds the key string `from..to` (quotes included) to `keys`, unless it is there already.
+    fn new_key(&mut self, keys: &mut Vec<String>, from: usize, to: usize) -> Step<()> {
+        let key = match serde_json::from_slice::<String>(self.bytes(from, to)) {
+            Ok(k) => k,
+            Err(_) => return Err(Halt::Unsure),
+        };
+        if keys.contains(&key) {
+            return Err(Halt::Unsure);
+        }
+        keys.push(key);
+        Ok(())
+    }
+
     /// A member the one reader parses and drops (a List's `kind`, `metadata`, …): it must parse.
     fn check_value(&mut self, from: usize, to: usize) -> Step<()> {
-        match serde_json::from_slice::<Value>(self.bytes(from, to)) {
+        match value_from_slice(self.bytes(from, to)) {
             Ok(_) => Ok(()),
             Err(_) => Err(Halt::Unsure),
         }
@@ -492,6 +511,7 @@ fn prefix_xor(mut x: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn frames(input: &str) -> (Vec<String>, Framed) {
         let mut out = Vec::new();
@@ -549,6 +569,12 @@ mod tests {
             (r#"{"items":nxll} {"a":1}"#, 0),
             (r#"{"a":1,}"#, 0),
             (r#"{"a" 1}"#, 0),
+            // A repeated key of a List is the one reader's to refuse.
+            (r#"{"items":[{"a":1}],"items":[{"b":2}]}"#, 1),
+            (r#"{"items":null,"items":[{"a":1}]}"#, 0),
+            (r#"{"items":[{"a":1}],"it\u0065ms":[]}"#, 1),
+            (r#"{"kind":"List","kind":"List","items":[{"a":1}]}"#, 0),
+            (r#"{"items":[{"a":1}],"kind":"x","k\u0069nd":"y"}"#, 1),
             ("7", 0),
             ("", 0),
             ("[]", 0),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::kubelet::once_keys::value_from_slice;
 use crate::source::manifests::documents;
 
 /// Where to look.
@@ -124,7 +125,7 @@ impl Host {
         for name in CHECKPOINTS {
             let path = paths.kubelet_root.join(name);
             if let Ok(bytes) = std::fs::read(&path) {
-                let parsed = serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string());
+                let parsed = value_from_slice(&bytes).map_err(|e| e.to_string());
                 h.checkpoints.insert(name.to_string(), parsed);
             }
         }

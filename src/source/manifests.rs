@@ -15,6 +15,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
+use crate::kubelet::once_keys::value_from_slice;
+use crate::source::goread::clean;
 
 /// Where kubeadm and most distributions keep static pod manifests.
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/manifests";
@@ -134,8 +136,16 @@ impl Manifests {
 }
 
 /// The documents of a manifest's text (YAML or JSON), empty ones left out, as the kubelet's file
-/// source reads them.
+/// source reads them: text that starts with `{` after white space goes to its JSON decoder as it
+/// is (`utilyaml.ToJSON`), with Go's byte rules and one value, and no key repeated in an object
+/// ([`crate::kubelet::once_keys`]); the rest to its YAML reader.
 pub fn documents(bytes: &[u8]) -> std::result::Result<Vec<Value>, Problem> {
+    if String::from_utf8_lossy(bytes).trim_start().starts_with('{') {
+        let mut text = Vec::with_capacity(bytes.len());
+        clean(bytes, true, &mut text);
+        let value = value_from_slice(&text).map_err(|e| Problem(format!("not JSON: {e}")))?;
+        return Ok(vec![value]);
+    }
     let text = std::str::from_utf8(bytes).map_err(|_| Problem::from("not UTF-8"))?;
     let mut docs = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
@@ -183,6 +193,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn json_manifests_are_read_as_json_and_yaml_ones_as_yaml() {
+        // Text that starts with `{` (after white space, Go's `unicode.IsSpace`) is JSON: Go's
+        // byte rules, one value, no repeated key.
+        let docs = documents(b"\r\n {\"kind\":\"Pod\",\"x\":\"a\xffb\"}").unwrap();
+        assert_eq!(
+            docs,
+            [serde_json::json!({"kind": "Pod", "x": "a\u{fffd}b"})]
+        );
+        // A vertical tab is white space to that test but not to JSON, so Go fails on it too.
+        let err = documents(b"\x0b{\"kind\":\"Pod\"}").unwrap_err().0;
+        assert!(err.starts_with("not JSON: expected value"), "{err}");
+        let err = documents(br#"{"kind":"Pod","spec":{"containers":[]},"spec":{}}"#).unwrap_err();
+        assert!(
+            err.0.starts_with("not JSON: the key \"spec\" is repeated"),
+            "{}",
+            err.0
+        );
+        assert!(documents(br#"{"kind":"Pod"} {"kind":"Pod"}"#).is_err());
+        // YAML keeps a repeated key's last value, as Go's YAML reader (yaml.v2, not strict) does.
+        let docs = documents(b"kind: Pod\nx: 1\nx: 2\n---\nkind: Pod\n").unwrap();
+        assert_eq!(docs[0]["x"], 2);
+        assert_eq!(docs.len(), 2);
+        assert_eq!(
+            documents(b"- {").unwrap_err().0.split(':').next(),
+            Some("not YAML or JSON")
+        );
+    }
+
+    #[test]
     fn pinned_unpinned_several_hidden_and_missing() {
         let dir = tempfile::tempdir().unwrap();
         let w = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
@@ -203,7 +242,26 @@ mod tests {
             "kind: Pod\nmetadata: {name: hidden, uid: h}\n",
         );
         w("junk.yaml", "{{{");
+        // JSON manifests: read as the kubelet's JSON decoder would, and refused when a key
+        // repeats (Go would merge the two `metadata`s; which UID would the pod get?).
+        w(
+            "api.json",
+            r#"{"kind":"Pod","metadata":{"name":"api","namespace":"kube-system","uid":"u-api"}}"#,
+        );
+        w(
+            "sched.json",
+            r#"{"kind":"Pod","metadata":{"name":"sched","namespace":"kube-system"},"metadata":{"name":"sched","namespace":"kube-system","uid":"u-s"}}"#,
+        );
         let m = Manifests::read(dir.path()).unwrap();
+        assert_eq!(m.pinned("kube-system", "api", "u-api"), Ok(()));
+        assert!(m.get("kube-system", "sched").is_none());
+        assert!(
+            m.problems
+                .iter()
+                .any(|p| p.contains("sched.json: not JSON: the key \"metadata\" is repeated")),
+            "{:?}",
+            m.problems
+        );
         assert_eq!(m.pinned("kube-system", "etcd", "u-etcd"), Ok(()));
         assert!(m
             .pinned("kube-system", "etcd", "other")
@@ -221,7 +279,7 @@ mod tests {
             m.get("default", "hidden").is_none(),
             "dot files are ignored"
         );
-        assert_eq!(m.problems.len(), 1, "{:?}", m.problems);
+        assert_eq!(m.problems.len(), 2, "{:?}", m.problems);
         assert!(Manifests::read(&dir.path().join("absent"))
             .unwrap()
             .pinned("default", "x", "u")

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::Value;
 
 use crate::error::Result;
+use crate::kubelet::once_keys::value_from_slice;
 use crate::source::frames::{frame_objects, Framed};
 use crate::source::pool::map_batches_in_order;
 use crate::source::reader::{
@@ -76,8 +77,8 @@ impl Input<'_> {
 /// How a worker has each object: parsed from its frame on the worker, or as the one reader
 /// parsed it.
 pub trait Parse: Sized {
-    /// The value in `frame`, or `None` where `serde_json::from_slice::<Value>` fails on it (the
-    /// one reader then reads the input from there and names the error).
+    /// The value in `frame`, or `None` where [`value_from_slice`] fails on it (the one reader
+    /// then reads the input from there and names the error).
     fn frame(frame: Vec<u8>) -> Option<Self>;
     /// A value the one reader parsed.
     fn value(value: Value) -> Self;
@@ -85,7 +86,7 @@ pub trait Parse: Sized {
 
 impl Parse for Value {
     fn frame(frame: Vec<u8>) -> Option<Value> {
-        serde_json::from_slice(&frame).ok()
+        value_from_slice(&frame).ok()
     }
 
     fn value(value: Value) -> Value {
@@ -304,6 +305,10 @@ mod tests {
             "{\"a\":\"\u{1}\"} {\"a\":2}",
             "",
             "[] {\"items\":[]}",
+            r#"{"items":[{"a":1},{"a":2}],"items":[{"a":3}]}"#,
+            r#"{"kind":"List","kind":"List","items":[{"a":1}]}"#,
+            r#"{"items":[{"a":1}],"metadata":{},"metadata":{}}"#,
+            r#"{"a":1} {"b":2,"b":3} {"c":4}"#,
         ] {
             let want = one_reader(input.as_bytes());
             for workers in [0, 1, 3] {
@@ -326,17 +331,24 @@ mod tests {
             Just("\"s\"".to_string()),
             Just("null".to_string()),
             Just(r#"{"items":null,"kind":"List"}"#.to_string()),
+            // A repeated key, which the one reader refuses, naming it.
+            Just(r#"{"a":1,"b":{"c":1,"\u0063":2}}"#.to_string()),
         ];
         leaf.prop_recursive(3, 12, 4, |inner| {
             prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..4)
+                4 => proptest::collection::vec(inner.clone(), 0..4)
                     .prop_map(|v| format!("[{}]", v.join(","))),
-                proptest::collection::vec(inner.clone(), 0..4).prop_map(|v| format!(
+                4 => proptest::collection::vec(inner.clone(), 0..4).prop_map(|v| format!(
                     r#"{{"kind":"List","items":[{}],"metadata":{{}}}}"#,
                     v.join(" , ")
                 )),
-                (inner.clone(), inner)
+                4 => (inner.clone(), inner.clone())
                     .prop_map(|(a, b)| format!(r#"{{"x":{a},"it\u0065ms":[{b}]}}"#)),
+                // A List that repeats `items`, or a key before or after it.
+                1 => (inner.clone(), inner.clone())
+                    .prop_map(|(a, b)| format!(r#"{{"items":[{a}],"kind":"L","items":[{b}]}}"#)),
+                1 => (inner.clone(), inner)
+                    .prop_map(|(a, b)| format!(r#"{{"k":{a},"items":[{b}],"\u006b":1}}"#)),
             ]
         })
     }

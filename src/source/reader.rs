@@ -21,6 +21,7 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::kubelet::once_keys::{repeated_key, OnceKeys};
 use crate::source::goread::GoRead;
 pub use crate::source::yaml::for_each_yaml_object;
 
@@ -165,7 +166,7 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(v) = seq.next_element::<Value>()? {
+        while let Some(v) = seq.next_element_seed(OnceKeys)? {
             (self.each)(v);
         }
         Ok(())
@@ -200,11 +201,14 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
         let mut rest = Map::new();
         let mut streamed = false;
         while let Some(key) = map.next_key::<String>()? {
+            if (key == "items" && streamed) || rest.contains_key(&key) {
+                return Err(repeated_key(&key));
+            }
             if key == "items" {
                 map.next_value_seed(Items { each: self.each })?;
                 streamed = true;
             } else {
-                let v: Value = map.next_value()?;
+                let v = map.next_value_seed(OnceKeys)?;
                 rest.insert(key, v);
             }
         }
@@ -235,7 +239,7 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Items<'_, F> {
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(v) = seq.next_element::<Value>()? {
+        while let Some(v) = seq.next_element_seed(OnceKeys)? {
             (self.each)(v);
         }
         Ok(())
@@ -262,6 +266,47 @@ mod tests {
             "{err}"
         );
         assert!(for_each_object(&b"  "[..], "t", |_| {}).is_err());
+    }
+
+    #[test]
+    fn a_repeated_key_stops_the_read_naming_it_and_its_place() {
+        // The place is just after the repeated key.
+        for (input, handed, place) in [
+            (
+                r#"{"a":1} {"a":2,"b":{"c":1,"c":2}}"#,
+                1,
+                "line 1 column 30",
+            ),
+            (r#"[{"a":1},{"a":[{"x":1,"x":1}]}]"#, 1, "line 1 column 26"),
+            (
+                r#"{"items":[{"a":1}],"items":[{"a":2}]}"#,
+                1,
+                "line 1 column 27",
+            ),
+            (
+                r#"{"kind":"List","items":[],"kind":"List"}"#,
+                0,
+                "line 1 column 33",
+            ),
+            ("{\"items\":[\n{\"a\":1,\n\"a\":1}]}", 0, "line 3 column 4"),
+        ] {
+            let mut n = 0;
+            let err = for_each_object(input.as_bytes(), "t", |_| n += 1)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(n, handed, "{input}");
+            assert!(
+                err.starts_with("t: not valid JSON: the key ") && err.ends_with(place),
+                "{input}: {err}"
+            );
+        }
+        // The same key in different objects is no repeat.
+        let mut n = 0;
+        for_each_object(&br#"{"items":[{"a":1},{"a":1}],"a":1}"#[..], "t", |_| {
+            n += 1
+        })
+        .unwrap();
+        assert_eq!(n, 2);
     }
 
     #[test]
