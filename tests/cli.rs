@@ -563,7 +563,8 @@ fn hash_and_scan_read_the_same_input_alike() {
         ("U+FFFD itself", replaced.clone()),
         (
             "YAML",
-            b"apiVersion: v1\nkind: Pod\nmetadata: {namespace: ns, name: p}\nspec:\n  nodeName: n\n  containers:\n  - name: c\n    image: i\n    env:\n    - {name: E, value: \"\\uFFFD\"}\n"
+            // `"n"` quoted: plain, YAML 1.1 (Go's reader) makes it `false`.
+            b"apiVersion: v1\nkind: Pod\nmetadata: {namespace: ns, name: p}\nspec:\n  nodeName: \"n\"\n  containers:\n  - name: c\n    image: i\n    env:\n    - {name: E, value: \"\\uFFFD\"}\n"
                 .to_vec(),
         ),
     ];
@@ -1121,4 +1122,29 @@ fn a_file_and_stdin_read_alike() {
             );
         }
     }
+}
+
+/// YAML means what it means to kubectl and the kubelet (YAML 1.1 scalars through
+/// `sigs.k8s.io/yaml`): plain `010` is 8 and `yes` is true, so a pod written that way hashes as
+/// the JSON the API server would hold; a tagged scalar is refused, naming it.
+#[test]
+fn yaml_scalars_hash_as_go_reads_them() {
+    let yaml = b"kind: Pod\nmetadata: {namespace: ns, name: p}\nspec:\n  containers:\n  - name: c\n    image: i\n    tty: yes\n    stdin: off\n    ports:\n    - containerPort: 010\n    resources:\n      limits: {cpu: 010, memory: 1_000}\n";
+    let json = br#"{"kind":"Pod","metadata":{"namespace":"ns","name":"p"},"spec":{"containers":[{"name":"c","image":"i","tty":true,"stdin":false,"ports":[{"containerPort":8}],"resources":{"limits":{"cpu":8,"memory":1000}}}]}}"#;
+    let hashes = |input: &[u8]| {
+        let out = kubehash(&["hash", "--versions", "1.15,1.30", "-o", "jsonl"], input);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert_eq!(hashes(yaml), hashes(json));
+    let out = kubehash(
+        &["hash", "-o", "jsonl"],
+        b"name: c\nimage: i\nworkingDir: !!str 010\n",
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("the YAML scalar \"010\" has a tag"),
+        "{}",
+        text(&out.stderr)
+    );
 }

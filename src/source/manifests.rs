@@ -11,12 +11,13 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::de::DeserializeSeed;
 use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::once_keys::value_from_slice;
 use crate::source::goread::clean;
+use crate::source::goyaml::GoYaml;
 
 /// Where kubeadm and most distributions keep static pod manifests.
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/manifests";
@@ -149,7 +150,11 @@ pub fn documents(bytes: &[u8]) -> std::result::Result<Vec<Value>, Problem> {
     let text = std::str::from_utf8(bytes).map_err(|_| Problem::from("not UTF-8"))?;
     let mut docs = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc).map_err(|e| Problem(format!("not YAML or JSON: {e}")))?;
+        let v = GoYaml {
+            text: text.as_bytes(),
+        }
+        .deserialize(doc)
+        .map_err(|e| Problem(format!("not YAML or JSON: {e}")))?;
         if !v.is_null() {
             docs.push(v);
         }

@@ -2,6 +2,7 @@
 //! API server, and the node's static-pod manifests directory.
 
 pub mod goread; // raw JSON bytes as Go's decoder reads them (invalid UTF-8, lone surrogates)
+pub mod goyaml; // YAML into the JSON Go's YAML reader makes of it (YAML 1.1 scalars)
 pub mod reader; // the one JSON/YAML stream reader every command uses
 pub mod yaml; // YAML read a document, or a List's entry, at a time
 pub mod bytescan; // the next quote, escape or non-ASCII byte, eight bytes at a time

@@ -27,10 +27,11 @@
 
 use std::io::{BufRead, BufReader, Read};
 
-use serde::Deserialize;
+use serde::de::DeserializeSeed;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::source::goyaml::GoYaml;
 
 /// Deeper flow nesting than any Pod has. The YAML scanner's cost per token grows with the flow
 /// depth, so `{a: {a: …` 100,000 levels deep took a minute to reject; this bound is checked
@@ -258,7 +259,8 @@ impl Stream<'_> {
         }
         let mut out = Vec::new();
         for doc in serde_yaml_ng::Deserializer::from_slice(&piece.text) {
-            let v = Value::deserialize(doc)
+            let v = GoYaml { text: &piece.text }
+                .deserialize(doc)
                 .map_err(|e| self.error(first_doc + out.len(), piece.relocate(&e.to_string())))?;
             out.push(v);
         }
@@ -877,7 +879,9 @@ mod tests {
         let mut out = Vec::new();
         let mut any = false;
         for (i, doc) in serde_yaml_ng::Deserializer::from_slice(bytes).enumerate() {
-            let v = Value::deserialize(doc).map_err(|e| format!("YAML document {}: {e}", i + 1))?;
+            let v = GoYaml { text: bytes }
+                .deserialize(doc)
+                .map_err(|e| format!("YAML document {}: {e}", i + 1))?;
             match v {
                 Value::Null => continue,
                 Value::Object(mut m) if m.get("items").is_some_and(Value::is_array) => {
@@ -1017,12 +1021,15 @@ mod tests {
             // A directive after the entries starts the next document.
             "kind: List\nitems:\n- a\n%YAML 1.1\n---\n- b\n",
             // Anchors: an alias in a later entry finds the anchor of an earlier one.
-            "kind: List\nitems:\n- &a {x: 1}\n- y\n- *a\n- <<: *a\n  z: 2\n",
+            "kind: List\nitems:\n- &a {x: 1}\n- y\n- *a\n- b: *a\n  z: 2\n",
             // `items:` with no entries is a value of its own.
             "kind: List\nitems:\n---\nkind: List\nitems:\n- a\nmetadata: {}\n",
         ] {
             read_alike(text, true);
         }
+        // A merge key: Go's YAML reader merges the mapping in, which kubehash does not, so it is
+        // refused, whole or a piece at a time.
+        read_alike("kind: List\nitems:\n- &a {x: 1}\n- <<: *a\n  z: 2\n", false);
     }
 
     /// Were the scanner ever to take a key after the list for an entry's line, the entries
