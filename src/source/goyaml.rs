@@ -61,7 +61,11 @@ fn resolve(s: &str) -> Resolved {
             if looks_like_timestamp(s) {
                 return Resolved::Str;
             }
-            let plain = s.replace('_', "");
+            let plain: std::borrow::Cow<str> = if s.contains('_') {
+                s.replace('_', "").into()
+            } else {
+                s.into()
+            };
             if let Some(i) = go_parse_int(&plain) {
                 return Resolved::Int(i);
             }
@@ -273,6 +277,9 @@ impl GoYaml<'_> {
     /// The value of a string scalar: resolved as yaml.v2 resolves it when plain, a string when
     /// quoted, and refused when it cannot tell and the two would differ.
     fn scalar<E: serde::de::Error>(&self, s: &str, written: Written) -> Result<Value, E> {
+        if written == Written::Quoted {
+            return Ok(Value::String(s.to_string()));
+        }
         match (written, resolve(s)) {
             (Written::Tagged, _) => Err(E::custom(format_args!(
                 "the YAML scalar {s:?} has a tag, which kubehash does not read"
