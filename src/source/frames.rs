@@ -4,10 +4,10 @@
 //! The one reader ([`crate::source::reader`]) hands over: each element of a top-level array, each
 //! element of the `items` array of a top-level object (a List, a PodList), and a top-level object
 //! without `items` as a whole. The framer finds those spans in the cleaned bytes ([`clean`]) by
-//! following strings and brackets; each frame is then parsed on its own (as the one reader parses
-//! a value: [`crate::kubelet::once_keys`]), which checks everything the framer did not. A JSON value ends where
-//! its closing bracket is, so a frame that parses is exactly the value the one reader would
-//! have parsed at that place.
+//! following strings and brackets; each frame is then parsed on its own, as the one reader parses
+//! a value ([`crate::kubelet::once_keys`]), which checks everything the framer did not. A JSON
+//! value ends where its closing bracket is, so a frame that parses is exactly the value the one
+//! reader would have parsed at that place.
 //!
 //! The framer never decides that an input is broken. At anything it does not expect (a syntax
 //! error, a top-level scalar, nesting deeper than [`MAX_DEPTH`], an `items` that is not a list,

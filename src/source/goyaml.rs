@@ -428,7 +428,8 @@ impl Key<'_> {
         }
         if v == "<<" && written != Written::Quoted {
             return Err(E::custom(
-                "a YAML merge key (<<): Go's YAML reader merges the mapping in, which kubehash does not",
+                "a YAML merge key (<<): Go's YAML reader merges the mapping in, which kubehash \
+                 does not",
             ));
         }
         match (written, resolve(v)) {
