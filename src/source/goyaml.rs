@@ -10,10 +10,10 @@
 //! tell (a scalar whose quoting it cannot see, a tag, a map key Go would turn into another
 //! string, a value Go cannot write as JSON), it refuses rather than guesses.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// Deserializes one YAML document (from serde_yaml_ng, over `text`) into the JSON Go makes of it.
@@ -34,8 +34,10 @@ enum Resolved {
     Str,
 }
 
-/// yaml.v2's `resolve` for an untagged plain scalar, as `interface{}` receives it (a timestamp
-/// stays a string there).
+/// yaml.v2's `resolve` for an untagged plain scalar, as `interface{}` receives it. Its two other
+/// steps come to the same without being taken: a timestamp (`2001-12-14`, four digits and a
+/// `-`) stays a string there and parses as no number here, and its `0b`/`-0b` fallback reads
+/// what Go's base-0 `ParseInt`/`ParseUint` already read.
 fn resolve(s: &str) -> Resolved {
     match s {
         "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
@@ -58,48 +60,28 @@ fn resolve(s: &str) -> Resolved {
             None => Resolved::Str,
         },
         b'0'..=b'9' | b'+' | b'-' => {
-            if looks_like_timestamp(s) {
-                return Resolved::Str;
-            }
-            let plain: std::borrow::Cow<str> = if s.contains('_') {
-                s.replace('_', "").into()
-            } else {
-                s.into()
-            };
+            // yaml.v2 drops every `_` first.
+            let plain = without_underscores(s);
             if let Some(i) = go_parse_int(&plain) {
-                return Resolved::Int(i);
+                Resolved::Int(i)
+            } else if let Some(u) = go_parse_uint(&plain) {
+                Resolved::Uint(u)
+            } else if let Some(f) = go_parse_float(&plain) {
+                Resolved::Float(f)
+            } else {
+                Resolved::Str
             }
-            if let Some(u) = go_parse_uint(&plain) {
-                return Resolved::Uint(u);
-            }
-            if yaml_style_float(&plain) {
-                if let Some(f) = go_parse_float(&plain) {
-                    return Resolved::Float(f);
-                }
-            }
-            if let Some(bits) = plain.strip_prefix("0b") {
-                if let Some(u) = digits(bits, 2) {
-                    return i64::try_from(u).map_or(Resolved::Uint(u), Resolved::Int);
-                }
-            } else if let Some(bits) = plain.strip_prefix("-0b") {
-                if let Some(i) = digits(bits, 2)
-                    .and_then(|u| i64::try_from(u).ok())
-                    .map(|i| -i)
-                {
-                    return Resolved::Int(i);
-                }
-            }
-            Resolved::Str
         }
         _ => Resolved::Str,
     }
 }
 
-/// yaml.v2's `parseTimestamp` accepts `YYYY-M-D` forms (with a time after them or not); all
-/// of them start with four digits and a `-`. Such a scalar stays a string for `interface{}`.
-fn looks_like_timestamp(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() >= 8 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-'
+fn without_underscores(s: &str) -> Cow<'_, str> {
+    if s.contains('_') {
+        s.replace('_', "").into()
+    } else {
+        s.into()
+    }
 }
 
 /// `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`, yaml.v2's `yamlStyleFloat`.
@@ -147,7 +129,7 @@ fn go_parse_float(s: &str) -> Option<f64> {
         c != b'_'
             || (i > 0 && b[i - 1].is_ascii_digit() && b.get(i + 1).is_some_and(u8::is_ascii_digit))
     });
-    let s = s.replace('_', "");
+    let s = without_underscores(s);
     if !underscores_ok || !yaml_style_float(&s) {
         return None;
     }
@@ -277,19 +259,19 @@ impl GoYaml<'_> {
     /// The value of a string scalar: resolved as yaml.v2 resolves it when plain, a string when
     /// quoted, and refused when it cannot tell and the two would differ.
     fn scalar<E: serde::de::Error>(&self, s: &str, written: Written) -> Result<Value, E> {
-        if written == Written::Quoted {
-            return Ok(Value::String(s.to_string()));
-        }
-        match (written, resolve(s)) {
-            (Written::Tagged, _) => Err(E::custom(format_args!(
+        match written {
+            Written::Quoted => Ok(Value::String(s.to_string())),
+            Written::Plain => resolved_value(resolve(s), s),
+            Written::Tagged => Err(E::custom(format_args!(
                 "the YAML scalar {s:?} has a tag, which kubehash does not read"
             ))),
-            (Written::Quoted, _) | (_, Resolved::Str) => Ok(Value::String(s.to_string())),
-            (Written::Plain, r) => resolved_value(r, s),
-            (Written::Unknown, _) => Err(E::custom(format_args!(
-                "cannot tell whether the YAML scalar {s:?} is plain (which Go's YAML reader would \
-                 not read as a string) or quoted"
-            ))),
+            Written::Unknown => match resolve(s) {
+                Resolved::Str => Ok(Value::String(s.to_string())),
+                _ => Err(E::custom(format_args!(
+                    "cannot tell whether the YAML scalar {s:?} is plain (which Go's YAML reader \
+                     would not read as a string) or quoted"
+                ))),
+            },
         }
     }
 }
@@ -376,15 +358,9 @@ impl<'de> Visitor<'de> for GoYaml<'_> {
         let mut out = Map::new();
         while let Some(key) = map.next_key_seed(Key(self))? {
             let value = map.next_value_seed(self)?;
-            // yaml.v2 outside strict mode keeps a repeated key's last value.
-            match out.entry(key) {
-                Entry::Occupied(mut e) => {
-                    e.insert(value);
-                }
-                Entry::Vacant(e) => {
-                    e.insert(value);
-                }
-            }
+            // yaml.v2 outside strict mode keeps a repeated key's last value (at the first
+            // key's place here, which no reader of a map looks at).
+            out.insert(key, value);
         }
         Ok(Value::Object(out))
     }
@@ -421,25 +397,31 @@ impl<'de> Visitor<'de> for Key<'_> {
 
 impl Key<'_> {
     fn key<E: serde::de::Error>(self, v: &str, written: Written) -> Result<String, E> {
-        if written == Written::Tagged {
-            return Err(E::custom(format_args!(
-                "the YAML map key {v:?} has a tag, which kubehash does not read"
-            )));
-        }
-        if v == "<<" && written != Written::Quoted {
-            return Err(E::custom(
-                "a YAML merge key (<<): Go's YAML reader merges the mapping in, which kubehash \
-                 does not",
-            ));
-        }
-        match (written, resolve(v)) {
-            (Written::Quoted, _) | (_, Resolved::Str) => Ok(v.to_string()),
-            (Written::Plain, Resolved::Bool(b)) => Ok(b.to_string()),
-            (Written::Plain, Resolved::Int(i)) => Ok(i.to_string()),
-            _ => Err(E::custom(format_args!(
+        let not_string = || {
+            E::custom(format_args!(
                 "the YAML map key {v:?} is not a string to Go's YAML reader, and kubehash does \
                  not guess the text it would give it"
+            ))
+        };
+        match written {
+            Written::Quoted => Ok(v.to_string()),
+            Written::Tagged => Err(E::custom(format_args!(
+                "the YAML map key {v:?} has a tag, which kubehash does not read"
             ))),
+            _ if v == "<<" => Err(E::custom(
+                "a YAML merge key (<<): Go's YAML reader merges the mapping in, which kubehash \
+                 does not",
+            )),
+            Written::Plain => match resolve(v) {
+                Resolved::Str => Ok(v.to_string()),
+                Resolved::Bool(b) => Ok(b.to_string()),
+                Resolved::Int(i) => Ok(i.to_string()),
+                _ => Err(not_string()),
+            },
+            Written::Unknown => match resolve(v) {
+                Resolved::Str => Ok(v.to_string()),
+                _ => Err(not_string()),
+            },
         }
     }
 }
