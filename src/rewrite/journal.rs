@@ -624,6 +624,15 @@ mod tests {
         );
         // A complete line that does not parse, even the last one.
         check(lines(&[begin()]) + "{\"kind\":\"begin\"}\n", "line 2");
+        // An "original" that repeats a key: containerd's decoder would merge the two values,
+        // so rollback could not prove what it restores (the same check as apply's).
+        let mut twice = write_record(&old, &new);
+        if let Record::Write { old_value, .. } = &mut twice {
+            let repeated = old.replacen("\"Config\":{", "\"Config\":{\"annotations\":{},", 1);
+            assert_ne!(repeated, old);
+            *old_value = encode(repeated.as_bytes());
+        }
+        check(lines(&[begin(), twice]), "is repeated in one object");
         // Hashes that the values do not hold.
         let mut forged = write_record(&old, &new);
         if let Record::Write { new_hash, .. } = &mut forged {
