@@ -3,11 +3,13 @@
 //! come back in input order.
 
 use crate::error::{Problem, Result};
-use crate::kubelet::hash::{ContainerHashes, HashBatch};
+use crate::kubelet::hash::{name_image_hashes, only_name_image, ContainerHashes, HashBatch};
 use crate::kubelet::json::Json;
+use crate::kubelet::schema::Schema;
 use crate::kubelet::version::KubeletVersion;
-use crate::source::doc::Object;
+use crate::source::doc::{Object, Unparsed};
 use crate::source::input::{no_input, object_items, Item};
+use crate::source::name_image::name_and_image;
 use crate::source::parallel::{for_each_batch_on_cores, Input};
 
 /// One item's id and hashes, or why it has none.
@@ -35,7 +37,7 @@ pub fn for_each_hashed(
         || {
             let source = &source;
             let mut batch = HashBatch::default();
-            move |objects: &mut dyn Iterator<Item = (usize, Object)>| {
+            move |objects: &mut dyn Iterator<Item = (usize, Unparsed)>| {
                 hash_objects(objects, source, versions, &mut batch)
             }
         },
@@ -52,16 +54,33 @@ pub fn for_each_hashed(
 
 /// The items of `objects`, each object's in a list of its own, their containers hashed together
 /// in `batch` (their texts in the same FNV lanes): what a `hash` worker does with its batch.
+///
+/// Each frame is parsed here, and the objects end at the first that does not parse (the reader
+/// then reads the input from there, see [`crate::source::parallel`]). When every version hashes
+/// only the name and image, a bare container's frame is first checked and read without parsing
+/// it ([`name_and_image`]); the frames the check is not sure of are parsed and decoded as the
+/// others.
 pub fn hash_objects(
-    objects: &mut dyn Iterator<Item = (usize, Object)>,
+    objects: &mut dyn Iterator<Item = (usize, Unparsed)>,
     source: &str,
     versions: &[KubeletVersion],
     batch: &mut HashBatch,
 ) -> Vec<Vec<Hashed>> {
+    let checked = name_image_schemas(versions);
     // Per item: its id, and its index in the batch or its problem. Each object is dropped once
     // its containers' texts are rendered.
     let mut items: Vec<Vec<Added>> = Vec::with_capacity(objects.size_hint().0);
     for (n, object) in objects {
+        if let (Some(schemas), Unparsed::Frame(frame)) = (&checked, &object) {
+            if let Some((name, image)) = name_and_image(frame, schemas) {
+                let k = batch.add_hashes(name_image_hashes(name, image, versions));
+                items.push(vec![(name.to_string(), Ok(k))]);
+                continue;
+            }
+        }
+        let Some(object) = object.parse() else {
+            break;
+        };
         let mut found = Vec::new();
         match &object {
             Object::Doc(doc) => object_items(doc.root(), source, n, &mut |i| {
@@ -83,6 +102,22 @@ pub fn hash_objects(
                 .collect()
         })
         .collect()
+}
+
+/// The type graphs to check a frame against when every one of `versions` hashes only the name
+/// and image (one per distinct graph); `None` otherwise.
+fn name_image_schemas(versions: &[KubeletVersion]) -> Option<Vec<&'static Schema>> {
+    if versions.is_empty() || !only_name_image(versions) {
+        return None;
+    }
+    let mut schemas: Vec<&'static Schema> = Vec::with_capacity(versions.len());
+    for &v in versions {
+        let schema = Schema::for_version(v).ok()?;
+        if !schemas.iter().any(|s| s.same_as() == schema.same_as()) {
+            schemas.push(schema);
+        }
+    }
+    Some(schemas)
 }
 
 /// An item's id, and its index in a [`HashBatch`] or its problem.
@@ -179,6 +214,193 @@ mod tests {
             let alone = run(0);
             proptest::prop_assert_eq!(&alone.0, &one_by_one);
             proptest::prop_assert_eq!(run(2), alone);
+        }
+    }
+
+    /// The whole usual path for one frame: parsed (a `Doc`, or serde_json where the `Doc`
+    /// parser refuses), its items found, each decoded and hashed by itself. `None` for a frame
+    /// that does not parse.
+    fn usual_path(frame: &[u8], versions: &[KubeletVersion]) -> Option<Vec<Hashed>> {
+        let object = Unparsed::Frame(frame.to_vec()).parse()?;
+        let mut out = Vec::new();
+        match &object {
+            Object::Doc(doc) => object_items(doc.root(), "t", 1, &mut |i| {
+                out.push(hash_item(i, versions))
+            }),
+            Object::Value(value) => {
+                object_items(value, "t", 1, &mut |i| out.push(hash_item(i, versions)))
+            }
+        }
+        Some(out)
+    }
+
+    /// Values that break a container where a type, a range, a number form, a quantity or an
+    /// escape matters.
+    const NASTY: [&str; 34] = [
+        "null",
+        "true",
+        "false",
+        "0",
+        "-0",
+        "1",
+        "-1",
+        "1.0",
+        "1e2",
+        "0.5",
+        "01",
+        "2147483647",
+        "2147483648",
+        "-2147483649",
+        "9223372036854775807",
+        "9223372036854775808",
+        r#""x""#,
+        r#""""#,
+        r#""1Gi""#,
+        r#""1.5""#,
+        r#"" 2 ""#,
+        r#""lots""#,
+        r#""\u00e9""#,
+        r#""\ud800""#,
+        r#""a\"b""#,
+        r#""\q""#,
+        "[]",
+        "[1]",
+        r#"["a"]"#,
+        "{}",
+        r#"{"a":1}"#,
+        r#"{"cpu":"1","cpu":"2"}"#,
+        r#"{"name":"n"}"#,
+        "\"\u{1}\"",
+    ];
+
+    /// Keys to repeat or add: the container's own, deeper ones, one no version knows, one in
+    /// another case.
+    const KEYS: [&str; 10] = [
+        "name",
+        "image",
+        "tty",
+        "cpu",
+        "port",
+        "periodSeconds",
+        "command",
+        "restartPolicy",
+        "unknownField",
+        "Name",
+    ];
+
+    /// A golden container with its `at`-th value (in document order, modulo their number) replaced by `nasty`
+    /// (`how` 0), or a member `key: nasty` put first in the `at`-th object (`how` 1).
+    fn mutated(
+        container: &serde_json::Value,
+        how: u8,
+        at: usize,
+        nasty: &str,
+        key: &str,
+    ) -> Vec<u8> {
+        if how == 0 {
+            fn mark(v: &mut serde_json::Value, at: &mut usize) -> bool {
+                if *at == 0 {
+                    *v = serde_json::Value::String("\u{1}MARK".into());
+                    return true;
+                }
+                *at -= 1;
+                match v {
+                    serde_json::Value::Array(items) => items.iter_mut().any(|i| mark(i, at)),
+                    serde_json::Value::Object(m) => m.values_mut().any(|i| mark(i, at)),
+                    _ => false,
+                }
+            }
+            fn count(v: &serde_json::Value) -> usize {
+                1 + match v {
+                    serde_json::Value::Array(items) => items.iter().map(count).sum(),
+                    serde_json::Value::Object(m) => m.values().map(count).sum(),
+                    _ => 0,
+                }
+            }
+            let mut c = container.clone();
+            mark(&mut c, &mut (at % count(container)));
+            return c
+                .to_string()
+                .replacen(r#""\u0001MARK""#, nasty, 1)
+                .into_bytes();
+        }
+        let text = container.to_string();
+        let opens: Vec<usize> = text.match_indices('{').map(|(i, _)| i).collect();
+        let i = opens[at % opens.len()] + 1;
+        format!("{}\"{key}\":{nasty},{}", &text[..i], &text[i..]).into_bytes()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// The adversary against the name+image check: golden containers broken in a value, a
+        /// key or their bytes, for name+image versions. Whatever the check reads a name and
+        /// image from, the usual path (parse, find the items, decode under every version) must
+        /// take as one container of that name with the same hashes; and `hash` on cores, the
+        /// check on, must give what the one reader gives.
+        #[test]
+        fn the_name_image_check_takes_only_what_the_decoder_takes(
+            pick in 0..600usize,
+            how in 0..3u8,
+            at in 0..200usize,
+            nasty in proptest::sample::select(NASTY.to_vec()),
+            key in proptest::sample::select(KEYS.to_vec()),
+            edits in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), 0..3u8,
+                proptest::sample::select(vec![b'{', b'}', b'[', b']', b'"', b',', b':', b'\\', b'-', b'.', b'e', b'0', b'9', b'x', b' ', 0x01, 0xff])), 1..3),
+            set in proptest::sample::select(vec!["1.31", "1.33", "1.36", "1.37", "1.31..1.37"]),
+        ) {
+            let versions = parse_version_set(set).unwrap();
+            let container = &golden_containers()[pick];
+            let mut frame = mutated(container, how.min(1), at, nasty, key);
+            if how == 2 {
+                crate::source::parallel::break_bytes(&mut frame, &edits);
+            }
+            let schemas = name_image_schemas(&versions).unwrap();
+            if let Some((name, image)) = name_and_image(&frame, &schemas) {
+                let expected = vec![(name.to_string(), Ok(name_image_hashes(name, image, &versions)))];
+                proptest::prop_assert_eq!(usual_path(&frame, &versions), Some(expected), "{}", String::from_utf8_lossy(&frame));
+            }
+            let mut one_by_one = Vec::new();
+            let _ = crate::source::input::for_each_item_in(frame.as_slice(), "t", |i| {
+                one_by_one.push(hash_item(i, &versions))
+            });
+            let input = Input::Bytes { name: "t", bytes: &frame };
+            let mut on_cores = Vec::new();
+            let _ = for_each_hashed(&input, &versions, 2, |h| on_cores.push(h));
+            proptest::prop_assert_eq!(on_cores, one_by_one);
+        }
+    }
+
+    /// The public golden containers, parsed once.
+    fn golden_containers() -> &'static [serde_json::Value] {
+        static ALL: std::sync::OnceLock<Vec<serde_json::Value>> = std::sync::OnceLock::new();
+        ALL.get_or_init(|| {
+            let text = include_str!("../../testdata/golden/public.jsonl");
+            text.lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["container"].clone())
+                .collect()
+        })
+    }
+
+    #[test]
+    fn every_golden_container_is_hashed_alike_with_and_without_the_check() {
+        for set in ["1.31", "1.36", "1.31..1.37"] {
+            let versions = parse_version_set(set).unwrap();
+            let schemas = name_image_schemas(&versions).unwrap();
+            let mut checked = 0;
+            for c in golden_containers() {
+                let frame = c.to_string().into_bytes();
+                if let Some((name, image)) = name_and_image(&frame, &schemas) {
+                    checked += 1;
+                    let expected = vec![(
+                        name.to_string(),
+                        Ok(name_image_hashes(name, image, &versions)),
+                    )];
+                    assert_eq!(usual_path(&frame, &versions), Some(expected), "{set} {c}");
+                }
+            }
+            // Nearly all are read by the check (the others have escapes in their name or image,
+            // or numbers it does not follow).
+            assert!(checked > 550, "{set}: {checked}");
         }
     }
 

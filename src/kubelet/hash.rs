@@ -189,6 +189,12 @@ impl HashBatch {
         Ok(k)
     }
 
+    /// Adds a container whose hashes are known already; they will be at the index returned.
+    pub fn add_hashes(&mut self, hashes: ContainerHashes) -> usize {
+        self.added.push(hashes);
+        self.added.len() - 1
+    }
+
     /// The hashes of the containers added since the last call, in the order they were added.
     pub fn finish(&mut self) -> Vec<ContainerHashes> {
         self.hash_waiting();
@@ -552,11 +558,37 @@ pub fn write_hashed_text<S: Sink>(
         }
         HashEpoch::NameImage => {
             let (name, image) = name_image(schema, val);
-            let mut bytes = ByteSlice::open(out);
-            gojson::write_name_image(name, image, &mut bytes);
-            bytes.close();
+            write_name_image_text(name, image, out);
         }
     }
+}
+
+/// The hashed text of kubelets 1.31 +: the dump of `{"image":…,"name":…}`.
+fn write_name_image_text<S: Sink>(name: &str, image: &str, out: &mut S) {
+    let mut bytes = ByteSlice::open(out);
+    gojson::write_name_image(name, image, &mut bytes);
+    bytes.close();
+}
+
+/// The hashes [`hash_container`] gives, for `versions` that all hash only the name and image
+/// (see [`only_name_image`]), a container that decodes under each of them with this name and
+/// image.
+pub fn name_image_hashes(name: &str, image: &str, versions: &[KubeletVersion]) -> ContainerHashes {
+    let mut hasher = Fnv32a::new();
+    write_name_image_text(name, image, &mut hasher);
+    let h = hasher.finish();
+    ContainerHashes {
+        hash: versions.iter().map(|&v| (v, h)).collect(),
+        hash_without_resources: Vec::new(),
+    }
+}
+
+/// Whether every one of `versions` hashes only a container's name and image, and stores no
+/// second hash.
+pub fn only_name_image(versions: &[KubeletVersion]) -> bool {
+    versions
+        .iter()
+        .all(|v| v.epoch() == HashEpoch::NameImage && !v.has_hash_without_resources())
 }
 
 fn name_image<'v>(schema: &Schema, val: &'v Val) -> (&'v str, &'v str) {

@@ -100,6 +100,8 @@ pub struct StructKeys {
     pub sorted: Vec<(String, usize)>,
     /// How many fields the struct has, flattened through inline structs.
     pub flat_len: usize,
+    /// Per flat field index, the field's type.
+    pub types: Vec<TypeId>,
     /// Per key length, the range of `sorted` holding the keys of that length.
     by_len: Vec<(usize, usize)>,
     /// Per key of `sorted`, its [`key_words`].
@@ -146,10 +148,18 @@ impl StructKeys {
     /// The flat index of the field with JSON key `key`: among the few keys of its length, by
     /// their first and last eight bytes (a byte compare is a call; two words are not).
     pub fn find(&self, key: &str) -> Option<usize> {
+        self.find_bytes(key.as_bytes())
+    }
+
+    /// [`StructKeys::find`] for a key's bytes.
+    #[inline]
+    pub fn find_bytes(&self, key: &[u8]) -> Option<usize> {
         let &(from, to) = self.by_len.get(key.len())?;
-        let p = key_words(key.as_bytes());
+        let p = key_words(key);
         (from..to)
-            .find(|&i| self.prints[i] == p && (key.len() <= 16 || self.sorted[i].0 == key))
+            .find(|&i| {
+                self.prints[i] == p && (key.len() <= 16 || self.sorted[i].0.as_bytes() == key)
+            })
             .map(|i| self.sorted[i].1)
     }
 }
@@ -376,13 +386,13 @@ fn spew_heads(types: &[GoType], ty: TypeId) -> Vec<Box<[u8]>> {
 }
 
 fn struct_keys(types: &[GoType], ty: TypeId) -> Option<StructKeys> {
-    fn flatten<'t>(types: &'t [GoType], ty: TypeId, out: &mut Vec<&'t str>) {
+    fn flatten<'t>(types: &'t [GoType], ty: TypeId, out: &mut Vec<(&'t str, TypeId)>) {
         if let Kind::Struct(fields) = &types[ty].kind {
             for f in fields {
                 if f.inline {
                     flatten(types, f.ty, out);
                 } else {
-                    out.push(&f.json);
+                    out.push((&f.json, f.ty));
                 }
             }
         }
@@ -395,7 +405,7 @@ fn struct_keys(types: &[GoType], ty: TypeId) -> Option<StructKeys> {
     let mut sorted: Vec<(String, usize)> = flat
         .iter()
         .enumerate()
-        .map(|(i, k)| (k.to_string(), i))
+        .map(|(i, (k, _))| (k.to_string(), i))
         .collect();
     sorted.sort_by(|a, b| StructKeys::order(&a.0, &b.0));
     if sorted.windows(2).any(|w| w[0].0 == w[1].0) {
@@ -416,6 +426,7 @@ fn struct_keys(types: &[GoType], ty: TypeId) -> Option<StructKeys> {
             .collect(),
         sorted,
         flat_len: flat.len(),
+        types: flat.iter().map(|&(_, ty)| ty).collect(),
         by_len,
     })
 }

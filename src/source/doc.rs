@@ -48,6 +48,36 @@ impl Parse for Object {
     }
 }
 
+/// An object as a worker is handed it before it is parsed: its frame, which the worker parses
+/// (or reads what it needs from without parsing it, see [`crate::source::name_image`]), or a
+/// value the one reader parsed.
+pub enum Unparsed {
+    Frame(Vec<u8>),
+    Value(Value),
+}
+
+impl Parse for Unparsed {
+    /// Every frame: the worker parses it with [`Unparsed::parse`], and stops at one that does
+    /// not parse, as the reader stops for [`Object::frame`].
+    fn frame(frame: Vec<u8>) -> Option<Unparsed> {
+        Some(Unparsed::Frame(frame))
+    }
+
+    fn value(value: Value) -> Unparsed {
+        Unparsed::Value(value)
+    }
+}
+
+impl Unparsed {
+    /// The object parsed: `None` for a frame [`Object::frame`] refuses.
+    pub fn parse(self) -> Option<Object> {
+        match self {
+            Unparsed::Frame(frame) => Object::frame(frame),
+            Unparsed::Value(value) => Some(Object::Value(value)),
+        }
+    }
+}
+
 /// A parsed JSON value, owning its bytes.
 #[derive(Debug)]
 pub struct Doc {

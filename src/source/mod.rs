@@ -8,6 +8,7 @@ pub mod yaml; // YAML read a document, or a List's entry, at a time
 pub mod bytescan; // the next quote, escape or non-ASCII byte, eight bytes at a time
 pub mod frames; // where each object of a JSON input begins and ends, for parsing on several threads
 pub mod doc; // one JSON value on a flat tape, read as a Value is: what `hash` parses frames into
+pub mod name_image; // a container's name and image from its bytes, checked to decode (1.31 +)
 pub mod pool; // reading on one thread, per-object work on every core, results in input order
 pub mod parallel; // every object of an input parsed and worked on on every core, in input order
 pub mod input; // what `hash` hashes: containers, pods, lists, golden records

@@ -128,7 +128,9 @@ where
 /// [`for_each_object_on_cores`] with a worker's function that takes a batch of objects (each
 /// with its number) and returns what it made of each, in order (see [`map_batches_in_order`]).
 /// The objects come as an iterator, each parsed when it is taken, so that a worker holds one
-/// parsed object at a time; the function must take them all and return one result for each.
+/// parsed object at a time; the function must take them all and return one result for each,
+/// or stop at one it cannot parse itself (a [`crate::source::doc::Unparsed`] frame): the reader
+/// then reads the input from there, as for a frame `P::frame` refuses.
 pub fn for_each_batch_on_cores<P, U, F>(
     input: &Input,
     workers: usize,

@@ -1,0 +1,493 @@
+//! A container's name and image read straight from its JSON bytes, for the kubelets that hash
+//! only those two (1.31 +, `HashContainer` over `{"image":…,"name":…}`).
+//!
+//! Such a kubelet still decodes the whole container into its `v1.Container` first, and one that
+//! does not decode has no hash. So the bytes are checked against each version's type graph as
+//! [`crate::kubelet::decode`] would decode them (every field's value of its JSON type, integers
+//! in range, quantities that parse), building nothing. The check answers only
+//! where it is sure, over a plain subset of JSON: a key, a name, an image or a quantity with an
+//! escape; a number that is not a plain integer; a key seen before in the same object; a frame
+//! that is not UTF-8 all give `None` (a key the version does not know is dropped, as the decoder
+//! drops it, its value checked as plain JSON), and the caller decodes the container
+//! the usual way, which hashes it or names its error. So what the check accepts, the decoder
+//! accepts too, with the same name and image (a test holds the two paths equal on random and
+//! broken containers).
+
+use crate::kubelet::quantity;
+use crate::kubelet::schema::{Kind, Schema, TypeId};
+use crate::source::bytescan::find_string_stop;
+
+/// The name and image of the container object in `frame` (nothing else but white space around
+/// it), if it surely decodes under every one of `schemas` and its name is a string; `None` when
+/// that is not sure (see the module).
+pub fn name_and_image<'f>(frame: &'f [u8], schemas: &[&Schema]) -> Option<(&'f str, &'f str)> {
+    // The readers refuse frames of 2 GiB or more; the strings are slices of the frame's text.
+    if frame.len() >= 1 << 31 {
+        return None;
+    }
+    let text = std::str::from_utf8(frame).ok()?;
+    let mut found = None;
+    for schema in schemas {
+        let mut c = Check {
+            text,
+            b: frame,
+            i: 0,
+            schema,
+            name: None,
+            image: None,
+        };
+        c.space();
+        c.root()?;
+        c.space();
+        if c.i != frame.len() {
+            return None;
+        }
+        found = Some((c.name?, c.image.unwrap_or("")));
+    }
+    found
+}
+
+/// A walk over one frame for one type graph.
+struct Check<'f, 's> {
+    text: &'f str,
+    /// `text`'s bytes.
+    b: &'f [u8],
+    i: usize,
+    schema: &'s Schema,
+    /// The root's `name` and `image` strings, once met.
+    name: Option<&'f str>,
+    image: Option<&'f str>,
+}
+
+/// How deep a value no field takes may nest.
+const MAX_SKIPPED_DEPTH: usize = 32;
+
+/// The keys of one object met so far, for repeats: a few, compared in full.
+#[derive(Default)]
+struct KeySet<'f> {
+    keys: [&'f [u8]; 16],
+    n: usize,
+}
+
+impl<'f> KeySet<'f> {
+    /// `None` for a key met before, or one too many to keep.
+    fn insert(&mut self, key: &'f [u8]) -> Option<()> {
+        if self.n == self.keys.len() || self.keys[..self.n].contains(&key) {
+            return None;
+        }
+        self.keys[self.n] = key;
+        self.n += 1;
+        Some(())
+    }
+}
+
+impl<'f> Check<'f, '_> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    /// JSON's white space.
+    fn space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.i += 1)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.i + word.len();
+        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    /// A string at the cursor: where its raw contents are, and whether they have an escape. An
+    /// escape is checked (a surrogate is not taken: lone ones have rules of their own); a
+    /// control byte or a missing end quote is `None`.
+    fn string(&mut self) -> Option<(usize, usize, bool)> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let mut escaped = false;
+        loop {
+            self.i += find_string_stop(self.b.get(self.i..)?)?;
+            match self.peek()? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    self.escape()?;
+                }
+                _ => return None,
+            }
+        }
+        self.i += 1;
+        Some((start, self.i - 1, escaped))
+    }
+
+    /// A string without escapes, as text.
+    fn plain_string(&mut self) -> Option<&'f str> {
+        match self.string()? {
+            (start, end, false) => self.text.get(start..end),
+            _ => None,
+        }
+    }
+
+    fn escape(&mut self) -> Option<()> {
+        match *self.b.get(self.i + 1)? {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 2,
+            b'u' => {
+                let hex = std::str::from_utf8(self.b.get(self.i + 2..self.i + 6)?).ok()?;
+                if !hex.bytes().all(|h| h.is_ascii_hexdigit()) {
+                    return None;
+                }
+                let unit = u16::from_str_radix(hex, 16).ok()?;
+                if (0xD800..=0xDFFF).contains(&unit) {
+                    return None;
+                }
+                self.i += 6;
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// A plain integer (`-?(0|[1-9][0-9]*)`, not `-0`) from `min` to `max`, and its text.
+    fn integer(&mut self, min: i64, max: i64) -> Option<&'f str> {
+        let start = self.i;
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.i += 1;
+        }
+        let digits = self.i;
+        // Accumulated on the negative side, where i64 reaches one further.
+        let mut n: i64 = 0;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            n = n.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+            self.i += 1;
+        }
+        let len = self.i - digits;
+        let leading_zero = len > 1 && self.b[digits] == b'0';
+        if len == 0 || leading_zero || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let n = if negative {
+            if n == 0 {
+                return None;
+            }
+            n
+        } else {
+            n.checked_neg()?
+        };
+        if !(min..=max).contains(&n) {
+            return None;
+        }
+        self.text.get(start..self.i)
+    }
+
+    /// The container object, its `name` and `image` noted.
+    fn root(&mut self) -> Option<()> {
+        let root = self.schema.root();
+        self.fields(root, true)
+    }
+
+    /// A value of type `ty` (`null` is every type's zero value, as the decoder has it).
+    fn value(&mut self, ty: TypeId) -> Option<()> {
+        if self.peek()? == b'n' {
+            return self.literal(b"null");
+        }
+        match &self.schema.ty(ty).kind {
+            Kind::String => self.string().map(drop),
+            Kind::Bool => match self.peek()? {
+                b't' => self.literal(b"true"),
+                _ => self.literal(b"false"),
+            },
+            Kind::Int32 => self
+                .integer(i64::from(i32::MIN), i64::from(i32::MAX))
+                .map(drop),
+            Kind::Int64 => self.integer(i64::MIN, i64::MAX).map(drop),
+            Kind::Ptr(elem) => self.value(*elem),
+            Kind::Slice(elem) => self.list(|c| c.value(*elem)),
+            Kind::Map { value } => self.map(*value),
+            Kind::Struct(_) => self.fields(ty, false),
+            Kind::Quantity => self.quantity(),
+            Kind::IntOrString => match self.peek()? {
+                b'"' => self.string().map(drop),
+                _ => self
+                    .integer(i64::from(i32::MIN), i64::from(i32::MAX))
+                    .map(drop),
+            },
+        }
+    }
+
+    /// `Quantity.UnmarshalJSON`: a string's contents or an integer's text, parsed.
+    fn quantity(&mut self) -> Option<()> {
+        let text = match self.peek()? {
+            b'"' => self.plain_string()?,
+            _ => self.integer(i64::MIN, i64::MAX)?,
+        };
+        quantity::parse_json_string(text).ok().map(drop)
+    }
+
+    /// A list, each item read by `item`.
+    fn list(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        self.space();
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            self.space();
+            item(self)?;
+            self.space();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => break,
+                _ => return None,
+            }
+        }
+        self.i += 1;
+        Some(())
+    }
+
+    /// A value no field takes (its key unknown to the version), which the decoder drops: taken
+    /// only as plain JSON (integers, keys without escapes, none repeated, not deep), so that
+    /// the usual path reads the frame too.
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_SKIPPED_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'{' => {
+                let mut keys = KeySet::default();
+                self.members(|c, key| {
+                    keys.insert(key)?;
+                    c.skip(depth + 1)
+                })
+            }
+            b'[' => self.list(|c| c.skip(depth + 1)),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.integer(i64::MIN, i64::MAX).map(drop),
+        }
+    }
+
+    /// A map with string keys (`ResourceList`): no key twice.
+    fn map(&mut self, value: TypeId) -> Option<()> {
+        let mut keys = KeySet::default();
+        self.members(|c, key| {
+            keys.insert(key)?;
+            c.value(value)
+        })
+    }
+
+    /// A struct's fields, each key one of its (flattened) fields, none twice; the root's
+    /// `name` and `image` noted.
+    fn fields(&mut self, ty: TypeId, root: bool) -> Option<()> {
+        let keys = self.schema.struct_keys(ty).filter(|k| k.flat_len <= 64)?;
+        let (name, image) = match root {
+            true => (keys.find("name"), keys.find("image")),
+            false => (None, None),
+        };
+        let mut seen = 0u64;
+        let mut unknown = KeySet::default();
+        self.members(|c, key| {
+            let Some(at) = keys.find_bytes(key) else {
+                unknown.insert(key)?;
+                return c.skip(0);
+            };
+            if seen & 1 << at != 0 {
+                return None;
+            }
+            seen |= 1 << at;
+            let ty = *keys.types.get(at)?;
+            if Some(at) == name {
+                c.name = c.note(ty)?;
+            } else if Some(at) == image {
+                c.image = c.note(ty)?;
+            } else {
+                c.value(ty)?;
+            }
+            Some(())
+        })
+    }
+
+    /// A root string field whose value is kept: a string without escapes, or `null` (`None`).
+    fn note(&mut self, ty: TypeId) -> Option<Option<&'f str>> {
+        if !matches!(self.schema.ty(ty).kind, Kind::String) {
+            return None;
+        }
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(None);
+        }
+        self.plain_string().map(Some)
+    }
+
+    /// An object's members: `member` is called at each value with its key (keys with escapes
+    /// are not taken).
+    fn members(&mut self, mut member: impl FnMut(&mut Self, &'f [u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.space();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            self.space();
+            let (start, end, false) = self.string()? else {
+                return None;
+            };
+            let key = self.b.get(start..end)?;
+            self.space();
+            self.eat(b':')?;
+            self.space();
+            member(self, key)?;
+            self.space();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => break,
+                _ => return None,
+            }
+        }
+        self.i += 1;
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubelet::version::parse_version_set;
+
+    fn schemas(set: &str) -> Vec<&'static Schema> {
+        parse_version_set(set)
+            .unwrap()
+            .into_iter()
+            .map(|v| Schema::for_version(v).unwrap())
+            .collect()
+    }
+
+    fn check(container: &str) -> Option<(&str, &str)> {
+        name_and_image(container.as_bytes(), &schemas("1.31,1.37"))
+    }
+
+    #[test]
+    fn reads_plain_containers() {
+        let c = r#" {"name":"web","image":"nginx:1","ports":[{"containerPort":80,"hostPort":-1}],
+            "resources":{"limits":{"cpu":"500m","memory":1024},"requests":null},
+            "env":[{"name":"A","value":"say \"hi\" \u00e9"}],"tty":true,"stdin":false,
+            "livenessProbe":{"httpGet":{"port":"http"},"periodSeconds":10,"terminationGracePeriodSeconds":-9223372036854775808},
+            "readinessProbe":{"tcpSocket":{"port":8080}},"args":[],"workingDir":null} "#;
+        assert_eq!(check(c), Some(("web", "nginx:1")));
+        assert_eq!(check(r#"{"name":"","image":null}"#), Some(("", "")));
+        assert_eq!(check(r#"{"name":"a"}"#), Some(("a", "")));
+    }
+
+    /// Every case here is one the check must leave to the decoder: what a kubelet refuses, or
+    /// what the check does not follow (the decoder then hashes it or names the error).
+    #[test]
+    fn leaves_everything_else_to_the_decoder() {
+        let cases = [
+            // No name, or not a string; not an object; more after it.
+            r#"{"image":"i"}"#,
+            r#"{"name":null,"image":"i"}"#,
+            r#"{"name":1,"image":"i"}"#,
+            r#"["name"]"#,
+            r#"{"name":"a"} x"#,
+            r#"{"name":"a"}{"name":"b"}"#,
+            r#"{"name":"a""#,
+            r#"{"name":"a",}"#,
+            r#"{"name":"a" "image":"i"}"#,
+            // Escapes in a key, the name, the image, a quantity, a map key; bad escapes;
+            // surrogates; control bytes.
+            r#"{"n\u0061me":"a"}"#,
+            r#"{"name":"a\n"}"#,
+            r#"{"name":"a","image":"i\/j"}"#,
+            r#"{"name":"a","resources":{"limits":{"cpu":"\u0031"}}}"#,
+            r#"{"name":"a","resources":{"limits":{"c\u0070u":"1"}}}"#,
+            r#"{"name":"a","args":["\q"]}"#,
+            r#"{"name":"a","args":["\u12"]}"#,
+            r#"{"name":"a","args":["\ud800"]}"#,
+            r#"{"name":"a","args":["\ud83d\ude00"]}"#,
+            "{\"name\":\"a\",\"args\":[\"\u{1}\"]}",
+            // Keys repeated (root, deeper, map).
+            r#"{"name":"a","image":"i","image":"j"}"#,
+            r#"{"name":"a","name":"a"}"#,
+            r#"{"name":"a","livenessProbe":{"periodSeconds":1,"periodSeconds":2}}"#,
+            r#"{"name":"a","resources":{"limits":{"cpu":"1","cpu":"1"}}}"#,
+            // Numbers: fractions, exponents, -0, leading zeros, out of range, as strings.
+            r#"{"name":"a","ports":[{"containerPort":80.0}]}"#,
+            r#"{"name":"a","ports":[{"containerPort":8e1}]}"#,
+            r#"{"name":"a","ports":[{"containerPort":-0}]}"#,
+            r#"{"name":"a","ports":[{"containerPort":080}]}"#,
+            r#"{"name":"a","ports":[{"containerPort":2147483648}]}"#,
+            r#"{"name":"a","ports":[{"containerPort":-2147483649}]}"#,
+            r#"{"name":"a","ports":[{"containerPort":"80"}]}"#,
+            r#"{"name":"a","livenessProbe":{"terminationGracePeriodSeconds":9223372036854775808}}"#,
+            r#"{"name":"a","livenessProbe":{"httpGet":{"port":2147483648}}}"#,
+            r#"{"name":"a","livenessProbe":{"httpGet":{"port":true}}}"#,
+            // Quantities: fractions as numbers, bad ones, wrong types.
+            r#"{"name":"a","resources":{"limits":{"cpu":0.5}}}"#,
+            r#"{"name":"a","resources":{"limits":{"cpu":"lots"}}}"#,
+            r#"{"name":"a","resources":{"limits":{"cpu":""}}}"#,
+            r#"{"name":"a","resources":{"limits":{"cpu":true}}}"#,
+            r#"{"name":"a","resources":{"limits":["1"]}}"#,
+            // Wrong JSON types and bad literals.
+            r#"{"name":"a","tty":"true"}"#,
+            r#"{"name":"a","tty":tru}"#,
+            r#"{"name":"a","tty":nul}"#,
+            r#"{"name":"a","args":"x"}"#,
+            r#"{"name":"a","args":[1]}"#,
+            r#"{"name":"a","securityContext":[]}"#,
+            r#"{"name":"a","image":{}}"#,
+        ];
+        for c in cases {
+            assert_eq!(check(c), None, "{c}");
+        }
+        // Bytes that are not UTF-8.
+        assert_eq!(
+            name_and_image(b"{\"name\":\"a\xff\"}", &schemas("1.31")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_key_a_version_does_not_know_is_dropped_as_plain_json() {
+        // `restartPolicyRules` came in 1.34: 1.31 drops it, 1.34 decodes it.
+        let rules = |v: &str| format!(r#"{{"name":"a","image":"i","restartPolicyRules":{v}}}"#);
+        fn at<'c>(c: &'c str, set: &str) -> Option<(&'c str, &'c str)> {
+            name_and_image(c.as_bytes(), &schemas(set))
+        }
+        let good =
+            rules(r#"[{"action":"Restart","exitCodes":{"operator":"In","values":[1,255]}}]"#);
+        assert_eq!(at(&good, "1.31"), Some(("a", "i")));
+        assert_eq!(at(&good, "1.31,1.34"), Some(("a", "i")));
+        // A value 1.31 drops but 1.34 cannot decode.
+        let typed = rules(r#"[{"action":1}]"#);
+        assert_eq!(at(&typed, "1.31"), Some(("a", "i")));
+        assert_eq!(at(&typed, "1.31,1.34"), None);
+        // What the check does not follow in a dropped value: numbers that are not plain
+        // integers, escaped or repeated keys, deep nesting, bad JSON.
+        let deep = format!("{}1{}", "[".repeat(40), "]".repeat(40));
+        for v in [
+            "[1.5]",
+            "-0",
+            "1e2",
+            r#"{"a\u0062":1}"#,
+            r#"{"a":1,"a":2}"#,
+            &deep,
+            "[1,]",
+            "tru",
+            r#""\x""#,
+        ] {
+            assert_eq!(at(&rules(v), "1.31"), None, "{v}");
+        }
+        // An unknown key twice at the root.
+        assert_eq!(check(r#"{"name":"a","x":1,"x":1}"#), None);
+        assert_eq!(
+            check(r#"{"name":"a","x":{"y":[true,null,"z"]}}"#),
+            Some(("a", ""))
+        );
+    }
+}
