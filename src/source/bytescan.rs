@@ -48,6 +48,30 @@ pub fn find_quote_or_backslash(bytes: &[u8]) -> Option<usize> {
     )
 }
 
+/// A JSON integer written plainly at the start of `bytes` (`-?(0|[1-9][0-9]*)`, no fraction or
+/// exponent after it): whether it is negative, its magnitude and its length in bytes. `None` for
+/// anything else, and for a magnitude past `u64`.
+#[inline]
+pub fn plain_integer(bytes: &[u8]) -> Option<(bool, u64, usize)> {
+    let negative = bytes.first() == Some(&b'-');
+    let start = usize::from(negative);
+    let mut at = start;
+    let mut n: u64 = 0;
+    while let Some(d @ b'0'..=b'9') = bytes.get(at).copied() {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        at += 1;
+    }
+    let digits = at - start;
+    // No digits, a leading zero, or a fraction or exponent next.
+    if digits == 0
+        || (digits > 1 && bytes[start] == b'0')
+        || matches!(bytes.get(at), Some(b'.' | b'e' | b'E'))
+    {
+        return None;
+    }
+    Some((negative, n, at))
+}
+
 /// The first `"`, `\` or control byte (below 0x20): where a JSON string's plain run ends.
 // Not inlined: inlined into its callers, the `Doc` parser stopped inlining its string reader
 // (+2 % instructions a container).

@@ -22,7 +22,7 @@ use serde_json::{Number, Value};
 
 use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::schema::key_words;
-use crate::source::bytescan::find_string_stop;
+use crate::source::bytescan::{find_string_stop, plain_integer};
 use crate::source::parallel::Parse;
 
 /// One object of an input as `hash` has it: a [`Doc`] parsed from its frame, or the `Value` the
@@ -368,24 +368,8 @@ impl Parser<'_> {
 
     /// An integer as serde_json keeps it: `u64` when not negative, `i64` when negative.
     fn number(&mut self) -> Option<Node> {
-        let negative = self.peek() == Some(b'-');
-        if negative {
-            self.at += 1;
-        }
-        let start = self.at;
-        let mut n: u64 = 0;
-        while let Some(d @ b'0'..=b'9') = self.peek() {
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-            self.at += 1;
-        }
-        let digits = self.at - start;
-        // No digits, a leading zero, or a fraction or exponent next.
-        if digits == 0
-            || (digits > 1 && self.bytes[start] == b'0')
-            || matches!(self.peek(), Some(b'.' | b'e' | b'E'))
-        {
-            return None;
-        }
+        let (negative, n, len) = plain_integer(self.bytes.get(self.at..)?)?;
+        self.at += len;
         if !negative {
             return Some(Node::Number(n.into()));
         }

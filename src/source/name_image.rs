@@ -15,7 +15,7 @@
 
 use crate::kubelet::quantity;
 use crate::kubelet::schema::{Kind, Schema, TypeId};
-use crate::source::bytescan::find_string_stop;
+use crate::source::bytescan::{find_string_stop, plain_integer};
 
 /// The name and image of the container object in `frame` (nothing else but white space around
 /// it), if it surely decodes under every one of `schemas` and its name is a string; `None` when
@@ -151,37 +151,20 @@ impl<'f> Check<'f, '_> {
         Some(())
     }
 
-    /// A plain integer (`-?(0|[1-9][0-9]*)`, not `-0`) from `min` to `max`, and its text.
+    /// A plain integer ([`plain_integer`], not `-0`) from `min` to `max`, and its text.
     fn integer(&mut self, min: i64, max: i64) -> Option<&'f str> {
-        let start = self.i;
-        let negative = self.peek() == Some(b'-');
-        if negative {
-            self.i += 1;
-        }
-        let digits = self.i;
-        // Accumulated on the negative side, where i64 reaches one further.
-        let mut n: i64 = 0;
-        while let Some(d @ b'0'..=b'9') = self.peek() {
-            n = n.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
-            self.i += 1;
-        }
-        let len = self.i - digits;
-        let leading_zero = len > 1 && self.b[digits] == b'0';
-        if len == 0 || leading_zero || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
-        let n = if negative {
-            if n == 0 {
-                return None;
-            }
-            n
-        } else {
-            n.checked_neg()?
+        let (negative, n, len) = plain_integer(self.b.get(self.i..)?)?;
+        let n = match negative {
+            // `-0` is a float to serde_json, which the decoder does not take as an integer.
+            true => 0i64.checked_sub_unsigned(n).filter(|&i| i != 0)?,
+            false => i64::try_from(n).ok()?,
         };
         if !(min..=max).contains(&n) {
             return None;
         }
-        self.text.get(start..self.i)
+        let text = self.text.get(self.i..self.i + len)?;
+        self.i += len;
+        Some(text)
     }
 
     /// The container object, its `name` and `image` noted.
@@ -229,10 +212,16 @@ impl<'f> Check<'f, '_> {
     }
 
     /// A list, each item read by `item`.
-    fn list(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+    fn list(&mut self, item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.eat(b'[')?;
+        self.sequence(b']', item)
+    }
+
+    /// After an opening bracket: nothing, or items read by `item` with commas between them,
+    /// then `close`.
+    fn sequence(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.space();
-        if self.eat(b']').is_some() {
+        if self.eat(close).is_some() {
             return Some(());
         }
         loop {
@@ -241,7 +230,7 @@ impl<'f> Check<'f, '_> {
             self.space();
             match self.peek()? {
                 b',' => self.i += 1,
-                b']' => break,
+                c if c == close => break,
                 _ => return None,
             }
         }
@@ -329,29 +318,16 @@ impl<'f> Check<'f, '_> {
     /// are not taken).
     fn members(&mut self, mut member: impl FnMut(&mut Self, &'f [u8]) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
-        self.space();
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
-        loop {
-            self.space();
-            let (start, end, false) = self.string()? else {
+        self.sequence(b'}', |c| {
+            let (start, end, false) = c.string()? else {
                 return None;
             };
-            let key = self.b.get(start..end)?;
-            self.space();
-            self.eat(b':')?;
-            self.space();
-            member(self, key)?;
-            self.space();
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => break,
-                _ => return None,
-            }
-        }
-        self.i += 1;
-        Some(())
+            let key = c.b.get(start..end)?;
+            c.space();
+            c.eat(b':')?;
+            c.space();
+            member(c, key)
+        })
     }
 }
 
