@@ -274,8 +274,8 @@ mod tests {
     ];
 
     /// Keys to repeat or add: the container's own, deeper ones, one no version knows, one in
-    /// another case.
-    const KEYS: [&str; 10] = [
+    /// another case, and those that make an object a record, a list or a pod.
+    const KEYS: [&str; 15] = [
         "name",
         "image",
         "tty",
@@ -286,10 +286,16 @@ mod tests {
         "restartPolicy",
         "unknownField",
         "Name",
+        "kind",
+        "spec",
+        "items",
+        "container",
+        "id",
     ];
 
-    /// A golden container with its `at`-th value (in document order, modulo their number) replaced by `nasty`
-    /// (`how` 0), or a member `key: nasty` put first in the `at`-th object (`how` 1).
+    /// A golden container with its `at`-th value (in document order, modulo their number)
+    /// replaced by `nasty` (`how` 0), or a member `key: nasty` put first in the `at`-th object
+    /// (`how` 1).
     fn mutated(
         container: &serde_json::Value,
         how: u8,

@@ -100,6 +100,11 @@ pub fn no_input(source: &str) -> Error {
     }
 }
 
+/// The keys that make an object something other than a container alone: a record's
+/// `container`, a list's `items`, a `kind`, a pod's `spec`. An object with none of them is read
+/// as a container (by its `name`).
+pub const NOT_A_CONTAINER_KEYS: [&str; 4] = ["container", "items", "kind", "spec"];
+
 fn collect<'a, J: Json<'a>>(value: J, here: &str, n: usize, each: &mut impl FnMut(Item<J>)) {
     let invalid = |reason: String| Item::Invalid {
         id: here.to_string(),

@@ -16,6 +16,7 @@
 use crate::kubelet::quantity;
 use crate::kubelet::schema::{Kind, Schema, TypeId};
 use crate::source::bytescan::{find_string_stop, plain_integer};
+use crate::source::input::NOT_A_CONTAINER_KEYS;
 
 /// The name and image of the container object in `frame` (nothing else but white space around
 /// it), if it surely decodes under every one of `schemas` and its name is a string; `None` when
@@ -283,6 +284,11 @@ impl<'f> Check<'f, '_> {
         let mut unknown = KeySet::default();
         self.members(|c, key| {
             let Some(at) = keys.find_bytes(key) else {
+                // At the root, a key that makes the object a record, a list or a pod: the
+                // usual path reads it as that.
+                if root && NOT_A_CONTAINER_KEYS.iter().any(|k| k.as_bytes() == key) {
+                    return None;
+                }
                 unknown.insert(key)?;
                 return c.skip(0);
             };
@@ -458,6 +464,13 @@ mod tests {
             r#""\x""#,
         ] {
             assert_eq!(at(&rules(v), "1.31"), None, "{v}");
+        }
+        // Keys that make the object a record, a list or a pod, whatever their value.
+        for k in NOT_A_CONTAINER_KEYS {
+            for v in [r#"{"name":"x"}"#, "[]", r#""Pod""#, "{}", "null", "1"] {
+                let c = format!(r#"{{"name":"a","image":"i","{k}":{v}}}"#);
+                assert_eq!(check(&c), None, "{c}");
+            }
         }
         // An unknown key twice at the root.
         assert_eq!(check(r#"{"name":"a","x":1,"x":1}"#), None);
