@@ -4,14 +4,16 @@
 //! Such a kubelet still decodes the whole container into its `v1.Container` first, and one that
 //! does not decode has no hash. So the bytes are checked against each version's type graph as
 //! [`crate::kubelet::decode`] would decode them (every field's value of its JSON type, integers
-//! in range, quantities that parse), building nothing. The check answers only
-//! where it is sure, over a plain subset of JSON: a key, a name, an image or a quantity with an
-//! escape; a number that is not a plain integer; a key seen before in the same object; a frame
-//! that is not UTF-8 all give `None` (a key the version does not know is dropped, as the decoder
-//! drops it, its value checked as plain JSON), and the caller decodes the container
-//! the usual way, which hashes it or names its error. So what the check accepts, the decoder
-//! accepts too, with the same name and image (a test holds the two paths equal on random and
-//! broken containers).
+//! in range, quantities that parse; a key the version does not know dropped, its value checked
+//! as plain JSON), building nothing.
+//!
+//! The check answers only where it is sure, over a plain subset of JSON. An escape in a key, the
+//! name, the image or a quantity; a number that is not a plain integer; a key seen before in the
+//! same object; a root key that makes the object a record, a list or a pod
+//! ([`NOT_A_CONTAINER_KEYS`]); a frame that is not UTF-8: all give `None`, and the caller parses
+//! and decodes the container the usual way, which hashes it or names its error. So what the
+//! check accepts, the usual path accepts too, as the same container with the same name and
+//! image (tests in `analysis::hashing` hold the two paths equal on broken containers).
 
 use crate::kubelet::quantity;
 use crate::kubelet::schema::{Kind, Schema, TypeId};
