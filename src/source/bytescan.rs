@@ -73,9 +73,10 @@ pub fn plain_integer(bytes: &[u8]) -> Option<(bool, u64, usize)> {
 }
 
 /// The first `"`, `\` or control byte (below 0x20): where a JSON string's plain run ends.
-// Not inlined: inlined into its callers, the `Doc` parser stopped inlining its string reader
-// (+2 % instructions a container).
-#[inline(never)]
+// Inlined into both callers, and the `Doc` parser's string reader inlined too (doc.rs): with
+// a second caller, left to the compiler, the parser's string reader was no longer inlined
+// (+2 % instructions a bare container at 1.15), and out of line it cost the golden records +1 %.
+#[inline(always)]
 pub fn find_string_stop(bytes: &[u8]) -> Option<usize> {
     find(
         bytes,

@@ -380,7 +380,7 @@ impl Parser<'_> {
 
     /// A string at its opening quote, as a span of the frame, or of `unescaped` if it had
     /// escapes.
-    #[inline]
+    #[inline(always)]
     fn string(&mut self) -> Option<Span> {
         self.at += 1;
         let start = self.at;

@@ -24,15 +24,13 @@ use crate::source::input::NOT_A_CONTAINER_KEYS;
 /// it), if it surely decodes under every one of `schemas` and its name is a string; `None` when
 /// that is not sure (see the module).
 pub fn name_and_image<'f>(frame: &'f [u8], schemas: &[&Schema]) -> Option<(&'f str, &'f str)> {
-    // The readers refuse frames of 2 GiB or more; the strings are slices of the frame's text.
+    // The readers refuse frames of 2 GiB or more.
     if frame.len() >= 1 << 31 {
         return None;
     }
-    let text = std::str::from_utf8(frame).ok()?;
     let mut found = None;
     for schema in schemas {
         let mut c = Check {
-            text,
             b: frame,
             i: 0,
             schema,
@@ -45,21 +43,27 @@ pub fn name_and_image<'f>(frame: &'f [u8], schemas: &[&Schema]) -> Option<(&'f s
         if c.i != frame.len() {
             return None;
         }
-        found = Some((c.name?, c.image.unwrap_or("")));
+        found = Some((c.name?, c.image));
     }
-    found
+    // The frame's UTF-8 is checked once it is read (most frames the check gives up on are given
+    // up early); the name and image are slices of its text.
+    let (name, image) = found?;
+    let text = std::str::from_utf8(frame).ok()?;
+    let image = match image {
+        Some((start, end)) => text.get(start..end)?,
+        None => "",
+    };
+    Some((text.get(name.0..name.1)?, image))
 }
 
 /// A walk over one frame for one type graph.
 struct Check<'f, 's> {
-    text: &'f str,
-    /// `text`'s bytes.
     b: &'f [u8],
     i: usize,
     schema: &'s Schema,
-    /// The root's `name` and `image` strings, once met.
-    name: Option<&'f str>,
-    image: Option<&'f str>,
+    /// Where the root's `name` and `image` strings are, once met.
+    name: Option<(usize, usize)>,
+    image: Option<(usize, usize)>,
 }
 
 /// How deep a value no field takes may nest.
@@ -127,10 +131,10 @@ impl<'f> Check<'f, '_> {
         Some((start, self.i - 1, escaped))
     }
 
-    /// A string without escapes, as text.
-    fn plain_string(&mut self) -> Option<&'f str> {
+    /// Where a string without escapes is.
+    fn plain_string(&mut self) -> Option<(usize, usize)> {
         match self.string()? {
-            (start, end, false) => self.text.get(start..end),
+            (start, end, false) => Some((start, end)),
             _ => None,
         }
     }
@@ -165,7 +169,7 @@ impl<'f> Check<'f, '_> {
         if !(min..=max).contains(&n) {
             return None;
         }
-        let text = self.text.get(self.i..self.i + len)?;
+        let text = std::str::from_utf8(self.b.get(self.i..self.i + len)?).ok()?;
         self.i += len;
         Some(text)
     }
@@ -208,7 +212,10 @@ impl<'f> Check<'f, '_> {
     /// `Quantity.UnmarshalJSON`: a string's contents or an integer's text, parsed.
     fn quantity(&mut self) -> Option<()> {
         let text = match self.peek()? {
-            b'"' => self.plain_string()?,
+            b'"' => {
+                let (start, end) = self.plain_string()?;
+                std::str::from_utf8(self.b.get(start..end)?).ok()?
+            }
             _ => self.integer(i64::MIN, i64::MAX)?,
         };
         quantity::parse_json_string(text).ok().map(drop)
@@ -310,8 +317,8 @@ impl<'f> Check<'f, '_> {
         })
     }
 
-    /// A root string field whose value is kept: a string without escapes, or `null` (`None`).
-    fn note(&mut self, ty: TypeId) -> Option<Option<&'f str>> {
+    /// A root string field whose place is kept: a string without escapes, or `null` (`None`).
+    fn note(&mut self, ty: TypeId) -> Option<Option<(usize, usize)>> {
         if !matches!(self.schema.ty(ty).kind, Kind::String) {
             return None;
         }
