@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
@@ -38,6 +38,46 @@ pub fn repeated_key<E: serde::de::Error>(key: &str) -> E {
     ))
 }
 
+/// The visits of a `serde_json::Value`-building visitor that is its own seed (`Copy`) and
+/// reads booleans, integers, null and lists as `Value` does: shared by [`OnceKeys`] and the YAML
+/// reader's seed, which differ only in strings, floats and maps.
+macro_rules! value_visits {
+    () => {
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::Number(v.into()))
+        }
+
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::Number(v.into()))
+        }
+
+        fn visit_none<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+
+        fn visit_some<D: serde::de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            while let Some(v) = seq.next_element_seed(self)? {
+                items.push(v);
+            }
+            Ok(Value::Array(items))
+        }
+    };
+}
+pub(crate) use value_visits;
+
 impl<'de> DeserializeSeed<'de> for OnceKeys {
     type Value = Value;
 
@@ -53,17 +93,7 @@ impl<'de> Visitor<'de> for OnceKeys {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
+    value_visits!();
 
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
         // As serde_json's own `Value`: a float it cannot hold is null.
@@ -76,26 +106,6 @@ impl<'de> Visitor<'de> for OnceKeys {
 
     fn visit_string<E>(self, v: String) -> Result<Value, E> {
         Ok(Value::String(v))
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(v) = seq.next_element_seed(OnceKeys)? {
-            items.push(v);
-        }
-        Ok(Value::Array(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {

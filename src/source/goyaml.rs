@@ -13,7 +13,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
+
+use crate::kubelet::once_keys::value_visits;
 use serde_json::{Map, Number, Value};
 
 /// Deserializes one YAML document (from serde_yaml_ng, over `text`) into the JSON Go makes of it.
@@ -294,17 +296,7 @@ impl<'de> Visitor<'de> for GoYaml<'_> {
     // Booleans, null and numbers as serde_yaml_ng resolves them are what yaml.v2 makes of the
     // same plain scalars (`true`/`True`/`TRUE`, `~`/`null`, decimal and 0x/0o/0b integers,
     // decimal floats); the scalars they differ on reach `visit_borrowed_str` as strings.
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
+    value_visits!();
 
     fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Value, E> {
         Err(E::custom(format_args!(
@@ -332,26 +324,6 @@ impl<'de> Visitor<'de> for GoYaml<'_> {
 
     fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
         self.scalar(&v, Written::Unknown)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(v) = seq.next_element_seed(self)? {
-            items.push(v);
-        }
-        Ok(Value::Array(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {

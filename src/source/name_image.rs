@@ -38,7 +38,7 @@ pub fn name_and_image<'f>(frame: &'f [u8], schemas: &[&Schema]) -> Option<(&'f s
             image: None,
         };
         c.space();
-        c.root()?;
+        c.fields(schema.root(), true)?;
         c.space();
         if c.i != frame.len() {
             return None;
@@ -172,12 +172,6 @@ impl<'f> Check<'f, '_> {
         let text = std::str::from_utf8(self.b.get(self.i..self.i + len)?).ok()?;
         self.i += len;
         Some(text)
-    }
-
-    /// The container object, its `name` and `image` noted.
-    fn root(&mut self) -> Option<()> {
-        let root = self.schema.root();
-        self.fields(root, true)
     }
 
     /// A value of type `ty` (`null` is every type's zero value, as the decoder has it).
