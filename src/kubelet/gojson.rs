@@ -28,6 +28,7 @@
 
 use std::ops::Range;
 
+use crate::kubelet::bytescan::find_go_escape;
 use crate::kubelet::decode::{zero, Arena, IntOrString, Val};
 use crate::kubelet::schema::{Field, Kind, Schema, TypeId};
 use crate::kubelet::sink::Sink;
@@ -238,7 +239,9 @@ pub fn write_string<S: Sink>(s: &str, out: &mut S) {
     out.put(b"\"");
     let mut start = 0;
     let mut i = 0;
-    while i < b.len() {
+    // Runs of bytes copied as they are, up to the next one that may not be.
+    while let Some(k) = find_go_escape(&b[i..]) {
+        i += k;
         let c = b[i];
         let esc = ESCAPE[usize::from(c)];
         if esc != 0 {
@@ -256,10 +259,7 @@ pub fn write_string<S: Sink>(s: &str, out: &mut S) {
             }
             i += 1;
             start = i;
-        } else if c == 0xE2
-            && b.get(i + 1) == Some(&0x80)
-            && matches!(b.get(i + 2), Some(0xA8 | 0xA9))
-        {
+        } else if b.get(i + 1) == Some(&0x80) && matches!(b.get(i + 2), Some(0xA8 | 0xA9)) {
             // U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR
             out.put(&b[start..i]);
             out.put(if b[i + 2] == 0xA8 {
@@ -270,6 +270,7 @@ pub fn write_string<S: Sink>(s: &str, out: &mut S) {
             i += 3;
             start = i;
         } else {
+            // 0xE2 starting another character.
             i += 1;
         }
     }
@@ -301,6 +302,65 @@ mod tests {
         assert_eq!(s("line\u{2028}para\u{2029}"), r#""line\u2028para\u2029""#);
         assert_eq!(s("é 日本 🚀 \u{200b}"), "\"é 日本 🚀 \u{200b}\"");
         assert_eq!(s("/"), r#""/""#);
+    }
+
+    /// The writer before it copied runs: a byte at a time through the same table.
+    fn bytewise(v: &str) -> String {
+        let b = v.as_bytes();
+        let mut out = vec![b'"'];
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            match ESCAPE[usize::from(c)] {
+                0 if c == 0xE2
+                    && b.get(i + 1) == Some(&0x80)
+                    && matches!(b.get(i + 2), Some(0xA8 | 0xA9)) =>
+                {
+                    out.extend_from_slice(if b[i + 2] == 0xA8 {
+                        b"\\u2028"
+                    } else {
+                        b"\\u2029"
+                    });
+                    i += 3;
+                    continue;
+                }
+                0 => out.push(c),
+                b'u' => out.extend_from_slice(format!("\\u00{c:02x}").as_bytes()),
+                letter => out.extend_from_slice(&[b'\\', letter]),
+            }
+            i += 1;
+        }
+        out.push(b'"');
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_run_finder_stops_at_every_byte_the_table_escapes() {
+        for c in 0..=255u8 {
+            let stops = find_go_escape(&[c]).is_some();
+            assert_eq!(stops, ESCAPE[usize::from(c)] != 0 || c == 0xE2, "{c:#x}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn runs_are_written_as_a_byte_at_a_time(
+            chars in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => proptest::char::range('a', 'z'),
+                    4 => proptest::sample::select(vec![
+                        '"', '\\', '<', '>', '&', '\n', '\u{0}', '\u{1f}', '\u{7f}', '/',
+                        '\u{2028}', '\u{2029}', '\u{2027}', '\u{202a}', '\u{20ac}', '\u{2000}',
+                        'é', '日', '🚀',
+                    ]),
+                    1 => proptest::arbitrary::any::<char>(),
+                ],
+                0..70,
+            ),
+        ) {
+            let v: String = chars.into_iter().collect();
+            proptest::prop_assert_eq!(s(&v), bytewise(&v));
+        }
     }
 
     fn marshal(version: &str, json: serde_json::Value, without_resources: bool) -> String {

@@ -20,9 +20,9 @@
 
 use serde_json::{Number, Value};
 
+use crate::kubelet::bytescan::{find_string_stop, plain_integer};
 use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::schema::key_words;
-use crate::source::bytescan::{find_string_stop, plain_integer};
 use crate::source::parallel::Parse;
 
 /// One object of an input as `hash` has it: a [`Doc`] parsed from its frame, or the `Value` the

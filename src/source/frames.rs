@@ -18,8 +18,8 @@
 
 use std::io::{self, Read};
 
+use crate::kubelet::bytescan::{find_quote_or_backslash, structure, Structure};
 use crate::kubelet::once_keys::value_from_slice;
-use crate::source::bytescan::{find_quote_or_backslash, structure, Structure};
 use crate::source::goread::clean;
 
 /// Deeper nesting than any pod has; serde_json refuses 128 levels, counted from the top-level

@@ -11,7 +11,7 @@
 
 use std::io::{self, Read};
 
-use crate::source::bytescan::find_non_ascii_or_backslash;
+use crate::kubelet::bytescan::find_non_ascii_or_backslash;
 
 const REPLACEMENT: &[u8] = "\u{fffd}".as_bytes();
 

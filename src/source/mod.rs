@@ -5,7 +5,6 @@ pub mod goread; // raw JSON bytes as Go's decoder reads them (invalid UTF-8, lon
 pub mod goyaml; // YAML into the JSON Go's YAML reader makes of it (YAML 1.1 scalars)
 pub mod reader; // the one JSON/YAML stream reader every command uses
 pub mod yaml; // YAML read a document, or a List's entry, at a time
-pub mod bytescan; // the next quote, escape or non-ASCII byte, eight bytes at a time
 pub mod frames; // where each object of a JSON input begins and ends, for parsing on several threads
 pub mod doc; // one JSON value on a flat tape, read as a Value is: what `hash` parses frames into
 pub mod name_image; // a container's name and image from its bytes, checked to decode (1.31 +)

@@ -15,9 +15,9 @@
 //! check accepts, the usual path accepts too, as the same container with the same name and
 //! image (tests in `analysis::hashing` hold the two paths equal on broken containers).
 
+use crate::kubelet::bytescan::{find_string_stop, plain_integer};
 use crate::kubelet::quantity;
 use crate::kubelet::schema::{Kind, Schema, TypeId};
-use crate::source::bytescan::{find_string_stop, plain_integer};
 use crate::source::input::NOT_A_CONTAINER_KEYS;
 
 /// The name and image of the container object in `frame` (nothing else but white space around
