@@ -26,8 +26,12 @@ use crate::source::goread::clean;
 /// value, so a deeper input is left to the one reader to reject exactly.
 pub const MAX_DEPTH: usize = 100;
 
-/// Bytes read from the input at a time.
+/// Bytes read from the input at a time, at most.
 const CHUNK: usize = 1 << 20;
+
+/// Bytes read at first: the read buffer doubles, up to [`CHUNK`], each time a read fills it,
+/// so a small input does not pay for zeroing a large buffer.
+const FIRST_CHUNK: usize = 1 << 16;
 
 /// How framing ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -60,7 +64,7 @@ pub fn frame_objects<R: Read>(
 ) -> io::Result<Framed> {
     let mut f = Framer {
         inner: reader,
-        raw: vec![0; CHUNK],
+        raw: vec![0; FIRST_CHUNK],
         raw_start: 0,
         raw_len: 0,
         buf: Vec::with_capacity(CHUNK),
@@ -139,6 +143,9 @@ impl<R: Read> Framer<'_, R> {
             };
             self.raw_len += n;
             self.eof = n == 0;
+            if self.raw_len == self.raw.len() && self.raw.len() < CHUNK {
+                self.raw.resize(self.raw.len() * 2, 0);
+            }
         }
     }
 
@@ -601,22 +608,26 @@ mod tests {
         assert_eq!(f[1].len(), big.len() + 10);
     }
 
-    /// A backslash or quote on either side of a chunk's end, inside nested objects.
+    /// A backslash or quote on either side of a read's end, inside nested objects: the first
+    /// read's, and the second's, into the buffer grown once.
     #[test]
     fn escapes_at_chunk_ends() {
-        for shift in 0..24 {
-            let pad = "y".repeat(CHUNK - 40 + shift);
+        for (edge, shift) in [FIRST_CHUNK, 3 * FIRST_CHUNK]
+            .into_iter()
+            .flat_map(|edge| (0..24).map(move |shift| (edge, shift)))
+        {
+            let pad = "y".repeat(edge - 40 + shift);
             let item = format!(r#"{{"a":{{"b":["{pad}\\\"\\\\x\""]}},"c":"]}}"}}"#);
             let input = format!(r#"{{"items":[{item},{item}]}}"#);
             let want: Value = serde_json::from_str(&item).unwrap();
             let (f, end) = frames(&input);
-            assert_eq!(end, Framed::Complete, "{shift}");
-            assert_eq!(f.len(), 2, "{shift}");
+            assert_eq!(end, Framed::Complete, "{edge} {shift}");
+            assert_eq!(f.len(), 2, "{edge} {shift}");
             for frame in f {
                 assert_eq!(
                     serde_json::from_str::<Value>(&frame).unwrap(),
                     want,
-                    "{shift}"
+                    "{edge} {shift}"
                 );
             }
         }
