@@ -7,7 +7,8 @@
 //! following strings and brackets; each frame is then parsed on its own, as the one reader parses
 //! a value ([`crate::kubelet::once_keys`]), which checks everything the framer did not. A JSON
 //! value ends where its closing bracket is, so a frame that parses is exactly the value the one
-//! reader would have parsed at that place.
+//! reader would have parsed at that place. A top-level object none of whose keys can be `items`
+//! is found whole by its brackets (`Framer::whole_object`); others are walked member by member.
 //!
 //! The framer never decides that an input is broken. At anything it does not expect (a syntax
 //! error, a top-level scalar, nesting deeper than [`MAX_DEPTH`], an `items` that is not a list,
@@ -18,6 +19,8 @@
 
 use std::io::{self, Read};
 
+use memchr::memmem;
+
 use crate::kubelet::bytescan::{find_quote_or_backslash, structure, Structure};
 use crate::kubelet::once_keys::value_from_slice;
 use crate::source::goread::clean;
@@ -25,6 +28,10 @@ use crate::source::goread::clean;
 /// Deeper nesting than any pod has; serde_json refuses 128 levels, counted from the top-level
 /// value, so a deeper input is left to the one reader to reject exactly.
 pub const MAX_DEPTH: usize = 100;
+
+/// The most bytes of a top-level object looked at whole for being one frame
+/// ([`Framer::whole_object`]); a larger one is walked member by member.
+const WHOLE_OBJECT: usize = 1 << 20;
 
 /// Bytes read from the input at a time, at most.
 const CHUNK: usize = 1 << 20;
@@ -34,7 +41,7 @@ const CHUNK: usize = 1 << 20;
 const FIRST_CHUNK: usize = 1 << 16;
 
 /// How framing ended.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Framed {
     /// Every object of the input was handed over.
     Complete,
@@ -62,6 +69,16 @@ pub fn frame_objects<R: Read>(
     reader: R,
     emit: &mut dyn FnMut(Vec<u8>) -> bool,
 ) -> io::Result<Framed> {
+    frame_with(reader, emit, WHOLE_OBJECT)
+}
+
+/// [`frame_objects`], top-level objects up to `whole` bytes looked at whole
+/// ([`Framer::whole_object`]; 0 walks every one member by member).
+fn frame_with<R: Read>(
+    reader: R,
+    emit: &mut dyn FnMut(Vec<u8>) -> bool,
+    whole: usize,
+) -> io::Result<Framed> {
     let mut f = Framer {
         inner: reader,
         raw: vec![0; FIRST_CHUNK],
@@ -73,6 +90,7 @@ pub fn frame_objects<R: Read>(
         eof: false,
         emitted: 0,
         emit,
+        whole,
     };
     match f.run() {
         Ok(()) if f.emitted > 0 => Ok(Framed::Complete),
@@ -97,6 +115,8 @@ struct Framer<'e, R> {
     eof: bool,
     emitted: usize,
     emit: &'e mut dyn FnMut(Vec<u8>) -> bool,
+    /// The most bytes of a top-level object looked at whole.
+    whole: usize,
 }
 
 impl<R: Read> Framer<'_, R> {
@@ -217,6 +237,10 @@ impl<R: Read> Framer<'_, R> {
     /// A top-level object: its `items` elements are frames, or, without `items`, the object is.
     /// Returns the offset after its `}`.
     fn top_object(&mut self, open: usize) -> Step<usize> {
+        if let Some(end) = self.whole_object(open)? {
+            self.frame(open, end)?;
+            return Ok(end);
+        }
         // Members before the first `items` (key, then value), checked only once `items` shows
         // they are not part of a frame.
         let mut before: Vec<(usize, usize, usize, usize)> = Vec::new();
@@ -279,6 +303,27 @@ impl<R: Read> Framer<'_, R> {
                 _ => return Err(Halt::Unsure),
             }
         }
+    }
+
+    /// The offset after the top-level object opening at `open`, if it closes within
+    /// [`WHOLE_OBJECT`] bytes (`whole`) and none of its keys can be `items`: then it is one frame, found
+    /// by following its brackets alone instead of member by member. A key that decodes to
+    /// `items` holds those five letters as they are or a `\u` escape (no other escape decodes
+    /// to a letter), so an object with neither, anywhere in it, has no such key. Its syntax
+    /// is checked where every frame's is, when it is parsed. `None` for anything else: the
+    /// member by member walk then frames it (a List streams its items from there, without
+    /// being held whole).
+    fn whole_object(&mut self, open: usize) -> Step<Option<usize>> {
+        if self.whole == 0 {
+            return Ok(None);
+        }
+        let Some(end) = self.closing(open, 1, self.whole)? else {
+            return Ok(None);
+        };
+        let span = self.bytes(open, end);
+        let maybe_items =
+            memmem::find(span, b"items").is_some() || memmem::find(span, b"\\u").is_some();
+        Ok((!maybe_items).then_some(end))
     }
 
     /// Whether the key string `from..to` (quotes included) is `items`, decoded as JSON.
@@ -344,8 +389,14 @@ impl<R: Read> Framer<'_, R> {
         }
     }
 
-    /// The offset after the array or object opening at `open`.
+    /// The offset after the array or object opening at `open`, `depth` levels deep.
     fn nested_end(&mut self, open: usize, depth: usize) -> Step<usize> {
+        self.closing(open, depth, usize::MAX)?.ok_or(Halt::Unsure)
+    }
+
+    /// [`Framer::nested_end`] if the value closes within `limit` bytes; `None` if it does not,
+    /// nests too deep or the input ends first.
+    fn closing(&mut self, open: usize, depth: usize, limit: usize) -> Step<Option<usize>> {
         let mut n = Nesting {
             level: 0,
             in_string: false,
@@ -354,14 +405,14 @@ impl<R: Read> Framer<'_, R> {
         };
         let mut i = open;
         loop {
-            if i >= self.base + self.buf.len() && !self.fill()? {
-                return Err(Halt::Unsure);
+            if i >= self.base + self.buf.len() && (i - open >= limit || !self.fill()?) {
+                return Ok(None);
             }
             let start = i - self.base;
             match n.scan(&self.buf[start..]) {
-                Scanned::End(k) => return Ok(i + k),
+                Scanned::End(k) => return Ok(Some(i + k)),
                 Scanned::More => i = self.base + self.buf.len(),
-                Scanned::TooDeep => return Err(Halt::Unsure),
+                Scanned::TooDeep => return Ok(None),
             }
         }
     }
@@ -521,13 +572,77 @@ mod tests {
     use serde_json::Value;
 
     fn frames(input: &str) -> (Vec<String>, Framed) {
+        let got = frames_with(input.as_bytes(), WHOLE_OBJECT);
+        // Every input frames the same without looking at top-level objects whole, up to a
+        // frame that does not parse (where the one reader takes over either way).
+        assert_eq!(
+            as_read(frames_with(input.as_bytes(), 0)),
+            as_read(got.clone()),
+            "{input}"
+        );
+        (
+            got.0
+                .into_iter()
+                .map(|f| String::from_utf8(f).unwrap())
+                .collect(),
+            got.1,
+        )
+    }
+
+    /// What the caller makes of frames: those before the first that does not parse, and
+    /// where the one reader takes over.
+    fn as_read((frames, end): (Vec<Vec<u8>>, Framed)) -> (Vec<Vec<u8>>, Framed) {
+        match frames.iter().position(|f| value_from_slice(f).is_err()) {
+            Some(k) => (frames[..k].to_vec(), Framed::Stopped(k)),
+            None => (frames, end),
+        }
+    }
+
+    fn frames_with(input: &[u8], whole: usize) -> (Vec<Vec<u8>>, Framed) {
         let mut out = Vec::new();
-        let framed = frame_objects(input.as_bytes(), &mut |f| {
-            out.push(String::from_utf8(f).unwrap());
-            true
-        })
+        let framed = frame_with(
+            input,
+            &mut |f| {
+                out.push(f);
+                true
+            },
+            whole,
+        )
         .unwrap();
         (out, framed)
+    }
+
+    /// Top-level objects looked at whole or walked member by member frame alike: with and
+    /// without `items` (as a key, a value, escaped, nested), broken ones, too deep ones, and
+    /// ones larger than the limit.
+    #[test]
+    fn whole_objects_frame_as_members_do() {
+        let deep = |n: usize| format!("{{\"a\":{}{}}}", "[".repeat(n), "]".repeat(n));
+        let mut inputs = vec![
+            r#"{"name":"a","image":"b"} {"name":"c"}"#.to_string(),
+            r#"{"name":"a","items":[{"x":1},{"y":2}]}"#.into(),
+            r#"{"name":"items"} {"a":{"items":[1]}}"#.into(),
+            r#"{"it\u0065ms":[{"a":1}]} {"k":"\u00e9"}"#.into(),
+            r#"{"it\"ems":[{"a":1}]}"#.into(),
+            r#"{"a" "b"} {"c":1}"#.into(),
+            r#"{"a":1,} {"c":1}"#.into(),
+            r#"{"a":1}} {"c":1}"#.into(),
+            r#"{"a":"\""} {"b":"}"}"#.into(),
+            r#"{"a":1"#.into(),
+            deep(MAX_DEPTH - 2),
+            deep(MAX_DEPTH - 1),
+            deep(MAX_DEPTH),
+        ];
+        inputs.push(format!(r#"{{"a":"{}"}} {{"b":1}}"#, "x".repeat(3 * CHUNK)));
+        for input in &inputs {
+            frames(input);
+        }
+        // Over the limit: walked member by member, framed the same.
+        let big = format!(r#"{{"a":"{}"}}"#, "x".repeat(100));
+        assert_eq!(
+            frames_with(big.as_bytes(), 50),
+            frames_with(big.as_bytes(), 0)
+        );
     }
 
     #[test]
@@ -570,12 +685,11 @@ mod tests {
             (r#"{"items":[{"a":1}],"kind":{]}"#, 1),
             // Brackets are only counted: this frame is `{"kind":{]}`, whose parse fails.
             (r#"{"kind":{]},"items":[{"a":1}]}"#, 1),
-            (r#"{"kind":[1}],"items":[{"a":1}]}"#, 0),
+            // `{"kind":[1}]` closes before any `items`: one frame, whose parse fails.
+            (r#"{"kind":[1}],"items":[{"a":1}]}"#, 1),
             (r#"{"items":{"a":1}}"#, 0),
             (r#"{"items":nul}"#, 0),
             (r#"{"items":nxll} {"a":1}"#, 0),
-            (r#"{"a":1,}"#, 0),
-            (r#"{"a" 1}"#, 0),
             // A repeated key of a List is the one reader's to refuse.
             (r#"{"items":[{"a":1}],"items":[{"b":2}]}"#, 1),
             (r#"{"items":null,"items":[{"a":1}]}"#, 0),
@@ -587,6 +701,12 @@ mod tests {
             ("[]", 0),
         ] {
             assert_eq!(frames(input).1, Framed::Stopped(handed), "{input}");
+        }
+        // A top-level object without `items`, looked at whole, is handed over whatever its
+        // syntax: its parse fails where it is broken.
+        for broken in [r#"{"a":1,}"#, r#"{"a" 1}"#] {
+            assert_eq!(frames(broken), (vec![broken.to_string()], Framed::Complete));
+            assert!(value_from_slice(broken.as_bytes()).is_err());
         }
         let deep = format!("[{}{}]", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert_eq!(frames(&deep).1, Framed::Stopped(0));
