@@ -112,23 +112,36 @@ impl<'f> Check<'f, '_> {
     /// A string at the cursor: where its raw contents are, and whether they have an escape. An
     /// escape is checked (a surrogate is not taken: lone ones have rules of their own); a
     /// control byte or a missing end quote is `None`.
+    // Inlined, with the rest of a string after an escape out of line: nearly every string of a
+    // pod is plain, and its end the first stop found.
+    #[inline(always)]
     fn string(&mut self) -> Option<(usize, usize, bool)> {
         self.eat(b'"')?;
         let start = self.i;
-        let mut escaped = false;
+        self.i += find_string_stop(self.b.get(self.i..)?)?;
+        match self.peek()? {
+            b'"' => {
+                self.i += 1;
+                Some((start, self.i - 1, false))
+            }
+            b'\\' => self.escaped_rest(start),
+            _ => None,
+        }
+    }
+
+    /// The rest of a string from its first escape, at the cursor; see [`Check::string`].
+    #[inline(never)]
+    fn escaped_rest(&mut self, start: usize) -> Option<(usize, usize, bool)> {
         loop {
-            self.i += find_string_stop(self.b.get(self.i..)?)?;
             match self.peek()? {
                 b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    self.escape()?;
-                }
+                b'\\' => self.escape()?,
                 _ => return None,
             }
+            self.i += find_string_stop(self.b.get(self.i..)?)?;
         }
         self.i += 1;
-        Some((start, self.i - 1, escaped))
+        Some((start, self.i - 1, true))
     }
 
     /// Where a string without escapes is.
@@ -158,8 +171,9 @@ impl<'f> Check<'f, '_> {
         Some(())
     }
 
-    /// A plain integer ([`plain_integer`], not `-0`) from `min` to `max`, and its text.
-    fn integer(&mut self, min: i64, max: i64) -> Option<&'f str> {
+    /// A plain integer ([`plain_integer`], not `-0`) from `min` to `max`; where its text ends.
+    #[inline(always)]
+    fn integer(&mut self, min: i64, max: i64) -> Option<usize> {
         let (negative, n, len) = plain_integer(self.b.get(self.i..)?)?;
         let n = match negative {
             // `-0` is a float to serde_json, which the decoder does not take as an integer.
@@ -169,9 +183,8 @@ impl<'f> Check<'f, '_> {
         if !(min..=max).contains(&n) {
             return None;
         }
-        let text = std::str::from_utf8(self.b.get(self.i..self.i + len)?).ok()?;
         self.i += len;
-        Some(text)
+        Some(self.i)
     }
 
     /// A value of type `ty` (`null` is every type's zero value, as the decoder has it).
@@ -210,7 +223,11 @@ impl<'f> Check<'f, '_> {
                 let (start, end) = self.plain_string()?;
                 std::str::from_utf8(self.b.get(start..end)?).ok()?
             }
-            _ => self.integer(i64::MIN, i64::MAX)?,
+            _ => {
+                let start = self.i;
+                let end = self.integer(i64::MIN, i64::MAX)?;
+                std::str::from_utf8(self.b.get(start..end)?).ok()?
+            }
         };
         quantity::parse_json_string(text).ok().map(drop)
     }
@@ -284,7 +301,8 @@ impl<'f> Check<'f, '_> {
             false => (None, None),
         };
         let mut seen = 0u64;
-        let mut unknown = KeySet::default();
+        // Made at the first unknown key: most structs have none.
+        let mut unknown: Option<KeySet> = None;
         self.members(|c, key| {
             let Some(at) = keys.find_bytes(key) else {
                 // At the root, a key that makes the object a record, a list or a pod: the
@@ -292,7 +310,7 @@ impl<'f> Check<'f, '_> {
                 if root && NOT_A_CONTAINER_KEYS.iter().any(|k| k.as_bytes() == key) {
                     return None;
                 }
-                unknown.insert(key)?;
+                unknown.get_or_insert_with(KeySet::default).insert(key)?;
                 return c.skip(0);
             };
             if seen & 1 << at != 0 {
