@@ -18,6 +18,7 @@
 //! still come from the one reader.
 
 use std::io::{self, Read};
+use std::sync::LazyLock;
 
 use memchr::memmem;
 
@@ -321,8 +322,13 @@ impl<R: Read> Framer<'_, R> {
             return Ok(None);
         };
         let span = self.bytes(open, end);
-        let maybe_items =
-            memmem::find(span, b"items").is_some() || memmem::find(span, b"\\u").is_some();
+        // The searchers are built once: building them per object was a fifth of the time it
+        // took to frame a bare container.
+        static ITEMS: LazyLock<memmem::Finder<'static>> =
+            LazyLock::new(|| memmem::Finder::new(b"items"));
+        static U_ESCAPE: LazyLock<memmem::Finder<'static>> =
+            LazyLock::new(|| memmem::Finder::new(b"\\u"));
+        let maybe_items = ITEMS.find(span).is_some() || U_ESCAPE.find(span).is_some();
         Ok((!maybe_items).then_some(end))
     }
 
