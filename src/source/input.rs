@@ -88,8 +88,20 @@ pub fn object_items<'a, J: Json<'a>>(
     n: usize,
     each: &mut impl FnMut(Item<J>),
 ) {
-    let here = format!("{source}: object {n}");
-    collect(value, &here, n, each);
+    collect(value, &Here { source, n }, n, each);
+}
+
+/// Where an object is in its input, `<source>: object <n>`, for ids and messages: written out
+/// only when one needs it (most containers have a name and no error).
+struct Here<'s> {
+    source: &'s str,
+    n: usize,
+}
+
+impl std::fmt::Display for Here<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: object {}", self.source, self.n)
+    }
 }
 
 /// The error for an input without a single object.
@@ -105,7 +117,7 @@ pub fn no_input(source: &str) -> Error {
 /// as a container (by its `name`).
 pub const NOT_A_CONTAINER_KEYS: [&str; 4] = ["container", "items", "kind", "spec"];
 
-fn collect<'a, J: Json<'a>>(value: J, here: &str, n: usize, each: &mut impl FnMut(Item<J>)) {
+fn collect<'a, J: Json<'a>>(value: J, here: &Here, n: usize, each: &mut impl FnMut(Item<J>)) {
     let invalid = |reason: String| Item::Invalid {
         id: here.to_string(),
         error: Problem(format!("{here}: {reason}")),
@@ -169,7 +181,7 @@ fn collect<'a, J: Json<'a>>(value: J, here: &str, n: usize, each: &mut impl FnMu
 }
 
 /// The containers of one pod object, in the order the kubelet starts them.
-fn pod_containers<'a, J: Json<'a>>(pod: J, here: &str, each: &mut impl FnMut(Item<J>)) {
+fn pod_containers<'a, J: Json<'a>>(pod: J, here: &Here, each: &mut impl FnMut(Item<J>)) {
     let meta = |k: &str| {
         pod.field("metadata")
             .and_then(|m| m.field(k))
