@@ -256,7 +256,7 @@ fn lockstep_some<const K: usize>(
 #[inline]
 fn lockstep<const K: usize>(h: &mut [u32; K], chunks: &[&[u8]; K], step: usize) {
     #[cfg(target_arch = "x86_64")]
-    if K == wide::WIDTH && step >= 8 && wide::available() {
+    if K == wide::WIDTH && step >= 8 {
         let done = wide::lockstep(h, chunks, step);
         // Idle lanes have empty chunks.
         let rest: [&[u8]; K] = std::array::from_fn(|l| chunks[l].get(done..).unwrap_or(&[]));
@@ -315,22 +315,18 @@ mod wide {
     /// Lanes per register.
     pub const WIDTH: usize = 8;
 
-    pub fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx2")
-    }
-
-    /// Advances the lanes by the whole words of `step` if they are [`WIDTH`] (one register);
-    /// returns how many bytes that is (none for other counts).
+    /// Advances the lanes by the whole words of `step` if they are [`WIDTH`] (one register)
+    /// and the CPU has AVX2; returns how many bytes that is (none otherwise).
     pub fn lockstep<const K: usize>(h: &mut [u32; K], chunks: &[&[u8]; K], step: usize) -> usize {
-        let (Ok(h), Ok(chunks)) = (
+        let (Ok(h), Ok(chunks), true) = (
             <&mut [u32; WIDTH]>::try_from(&mut h[..]),
             <&[&[u8]; WIDTH]>::try_from(&chunks[..]),
+            std::arch::is_x86_feature_detected!("avx2"),
         ) else {
             return 0;
         };
         let words = step / 8;
-        // SAFETY: the AVX2 code runs only where `available()` said the CPU has AVX2; every
-        // caller asks first.
+        // SAFETY: the CPU has AVX2, asked just above.
         unsafe { avx2(h, chunks, words) };
         words * 8
     }

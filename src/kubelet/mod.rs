@@ -4,7 +4,7 @@
 
 pub mod version; // kubelet minors, hash epochs, version sets
 pub mod schema; // per-minor Go type graph of v1.Container (data in schema/)
-pub mod bytescan; // the next byte of interest (quote, escape, non-ASCII, …), sixteen bytes at a time
+pub mod bytescan; // the next byte of interest (quote, escape, …), sixteen bytes at a time
 pub mod quantity; // resource.Quantity parsing and canonical form
 pub mod json; // the view decoding reads a parsed JSON value through
 pub mod once_keys; // JSON values that refuse a repeated key (Go would merge them)

@@ -306,13 +306,13 @@ impl<R: Read> Framer<'_, R> {
         }
     }
 
-    /// The offset after the top-level object opening at `open`, if it closes within
-    /// [`WHOLE_OBJECT`] bytes (`whole`) and none of its keys can be `items`: then it is one frame, found
-    /// by following its brackets alone instead of member by member. A key that decodes to
-    /// `items` holds those five letters as they are or a `\u` escape (no other escape decodes
-    /// to a letter), so an object with neither, anywhere in it, has no such key. Its syntax
-    /// is checked where every frame's is, when it is parsed. `None` for anything else: the
-    /// member by member walk then frames it (a List streams its items from there, without
+    /// The offset after the top-level object opening at `open`, if it closes within `whole`
+    /// bytes ([`WHOLE_OBJECT`]) and none of its keys can be `items`: then it is one frame,
+    /// found by following its brackets alone instead of member by member. A key that decodes
+    /// to `items` holds those five letters as they are or a `\u` escape (no other escape
+    /// decodes to a letter), so an object with neither, anywhere in it, has no such key. Its
+    /// syntax is checked where every frame's is, when it is parsed. `None` for anything else:
+    /// the member by member walk then frames it (a List streams its items from there, without
     /// being held whole).
     fn whole_object(&mut self, open: usize) -> Step<Option<usize>> {
         if self.whole == 0 {
