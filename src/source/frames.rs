@@ -34,6 +34,10 @@ pub const MAX_DEPTH: usize = 100;
 /// ([`Framer::whole_object`]); a larger one is walked member by member.
 const WHOLE_OBJECT: usize = 1 << 20;
 
+/// How far into a top-level object an `items` makes it walked member by member at once
+/// (`Framer::whole_object`).
+const LIST_HEAD: usize = 512;
+
 /// Bytes read from the input at a time, at most.
 const CHUNK: usize = 1 << 20;
 
@@ -315,20 +319,29 @@ impl<R: Read> Framer<'_, R> {
     /// the member by member walk then frames it (a List streams its items from there, without
     /// being held whole).
     fn whole_object(&mut self, open: usize) -> Step<Option<usize>> {
-        if self.whole == 0 {
-            return Ok(None);
-        }
-        let Some(end) = self.closing(open, 1, self.whole)? else {
-            return Ok(None);
-        };
-        let span = self.bytes(open, end);
         // The searchers are built once: building them per object was a fifth of the time it
         // took to frame a bare container.
         static ITEMS: LazyLock<memmem::Finder<'static>> =
             LazyLock::new(|| memmem::Finder::new(b"items"));
         static U_ESCAPE: LazyLock<memmem::Finder<'static>> =
             LazyLock::new(|| memmem::Finder::new(b"\\u"));
-        let maybe_items = ITEMS.find(span).is_some() || U_ESCAPE.find(span).is_some();
+        if self.whole == 0 {
+            return Ok(None);
+        }
+        // A List names its `items` within its first few members (kubectl and the API server
+        // write a few short ones first): walked at once, not followed to its end first.
+        let head = self.bytes(open, (open + LIST_HEAD).min(self.base + self.buf.len()));
+        if ITEMS.find(head).is_some() {
+            return Ok(None);
+        }
+        let head_len = head.len();
+        let Some(end) = self.closing(open, 1, self.whole)? else {
+            return Ok(None);
+        };
+        let span = self.bytes(open, end);
+        // The head was searched already, but for an `items` it cut short.
+        let rest = &span[head_len.saturating_sub(b"items".len() - 1).min(span.len())..];
+        let maybe_items = ITEMS.find(rest).is_some() || U_ESCAPE.find(span).is_some();
         Ok((!maybe_items).then_some(end))
     }
 
@@ -640,6 +653,11 @@ mod tests {
             deep(MAX_DEPTH),
         ];
         inputs.push(format!(r#"{{"a":"{}"}} {{"b":1}}"#, "x".repeat(3 * CHUNK)));
+        // An `items` before, across and after the first LIST_HEAD bytes.
+        for at in [LIST_HEAD - 8, LIST_HEAD - 3, LIST_HEAD + 40] {
+            let pad = "x".repeat(at - r#"{"m":"","#.len() - 1);
+            inputs.push(format!(r#"{{"m":"{pad}","items":[{{"a":1}}]}} {{"b":1}}"#));
+        }
         for input in &inputs {
             frames(input);
         }
@@ -691,8 +709,9 @@ mod tests {
             (r#"{"items":[{"a":1}],"kind":{]}"#, 1),
             // Brackets are only counted: this frame is `{"kind":{]}`, whose parse fails.
             (r#"{"kind":{]},"items":[{"a":1}]}"#, 1),
-            // `{"kind":[1}]` closes before any `items`: one frame, whose parse fails.
-            (r#"{"kind":[1}],"items":[{"a":1}]}"#, 1),
+            // An `items` near its start has the object walked member by member, which stops at
+            // the `}` that closes `[1`: nothing handed over.
+            (r#"{"kind":[1}],"items":[{"a":1}]}"#, 0),
             (r#"{"items":{"a":1}}"#, 0),
             (r#"{"items":nul}"#, 0),
             (r#"{"items":nxll} {"a":1}"#, 0),
