@@ -349,8 +349,13 @@ mod tests {
                 // A List that repeats `items`, or a key before or after it.
                 1 => (inner.clone(), inner.clone())
                     .prop_map(|(a, b)| format!(r#"{{"items":[{a}],"kind":"L","items":[{b}]}}"#)),
-                1 => (inner.clone(), inner)
+                1 => (inner.clone(), inner.clone())
                     .prop_map(|(a, b)| format!(r#"{{"k":{a},"items":[{b}],"\u006b":1}}"#)),
+                // `items` past the first 512 bytes, where the framer looks for it first.
+                1 => (0..80usize, inner).prop_map(|(n, b)| format!(
+                    r#"{{"m":"{}","items":[{b}]}}"#,
+                    "x".repeat(470 + n)
+                )),
             ]
         })
     }
