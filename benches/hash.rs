@@ -15,6 +15,8 @@
 //! * `from-bytes-reading`: floors for the reading itself, version-free: `framing-only` (finding
 //!   where each object ends) and `framed-validate-only` (each frame checked by serde_json
 //!   without building anything: what reading a frame costs before a value is made of it).
+//! * `from-bytes-reading-list`: `framing-podlist`, the bundled example's PodList framed into
+//!   its items, in bytes per second.
 //!
 //! Run: `cargo bench --bench hash` (add `-- --quick` for a fast look).
 
@@ -254,6 +256,19 @@ fn bench_from_bytes(c: &mut Criterion) {
                 1
             })
         })
+    });
+    g.finish();
+    // A PodList (the bundled example), whose items the framer hands over as the List streams
+    // them: framed once, not first followed whole to its end (the regression aa59a52 fixed).
+    let list = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/testdata/cluster/pods.json"
+    ))
+    .expect("the bundled PodList");
+    let mut g = c.benchmark_group("from-bytes-reading-list");
+    g.throughput(Throughput::Bytes(list.len() as u64));
+    g.bench_function("framing-podlist", |b| {
+        b.iter(|| sum_over_frames(&list, |frame| frame.len()))
     });
     g.finish();
 }
