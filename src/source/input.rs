@@ -117,6 +117,44 @@ pub fn no_input(source: &str) -> Error {
 /// as a container (by its `name`).
 pub const NOT_A_CONTAINER_KEYS: [&str; 4] = ["container", "items", "kind", "spec"];
 
+/// The keys of an object that `collect` reads, found in one pass over its entries (each looked
+/// up on its own, a bare container's keys were walked five times). An object never repeats a
+/// key here (`kubelet::json`), so the entry found is the one `Json::field` finds.
+struct RootKeys<J> {
+    kind: Option<J>,
+    items: Option<J>,
+    container: Option<J>,
+    id: Option<J>,
+    spec: Option<J>,
+    name: Option<J>,
+}
+
+impl<'a, J: Json<'a>> RootKeys<J> {
+    fn of(entries: J::Entries) -> Self {
+        let mut keys = RootKeys {
+            kind: None,
+            items: None,
+            container: None,
+            id: None,
+            spec: None,
+            name: None,
+        };
+        for (k, v) in entries {
+            let slot = match k {
+                "kind" => &mut keys.kind,
+                "items" => &mut keys.items,
+                "container" => &mut keys.container,
+                "id" => &mut keys.id,
+                "spec" => &mut keys.spec,
+                "name" => &mut keys.name,
+                _ => continue,
+            };
+            slot.get_or_insert(v);
+        }
+        keys
+    }
+}
+
 fn collect<'a, J: Json<'a>>(value: J, here: &Here, n: usize, each: &mut impl FnMut(Item<J>)) {
     let invalid = |reason: String| Item::Invalid {
         id: here.to_string(),
@@ -128,12 +166,13 @@ fn collect<'a, J: Json<'a>>(value: J, here: &Here, n: usize, each: &mut impl FnM
                 collect(v, here, n, each);
             }
         }
-        JsonValue::Object(..) => {
-            let kind = value.field("kind").and_then(J::as_str).unwrap_or("");
-            let items = value.field("items");
-            if let Some(container) = value.field("container").filter(|c| c.is_object()) {
+        JsonValue::Object(_, entries) => {
+            let root = RootKeys::of(entries);
+            let kind = root.kind.and_then(J::as_str).unwrap_or("");
+            let items = root.items;
+            if let Some(container) = root.container.filter(|c| c.is_object()) {
                 // A golden-vector record; its own "kind" (synthetic, …) is not a Kubernetes kind.
-                let id = match value.field("id") {
+                let id = match root.id {
                     Some(id) => id
                         .as_str()
                         .map_or_else(|| to_value(id).to_string(), str::to_string),
@@ -154,13 +193,13 @@ fn collect<'a, J: Json<'a>>(value: J, here: &Here, n: usize, each: &mut impl FnM
                     Some(JsonValue::Null) | None => {}
                     Some(_) => each(invalid(format!("{kind} items is not a list"))),
                 }
-            } else if kind == "Pod" || (kind.is_empty() && value.field("spec").is_some()) {
+            } else if kind == "Pod" || (kind.is_empty() && root.spec.is_some()) {
                 pod_containers(value, here, each);
             } else if !kind.is_empty() {
                 each(invalid(format!(
                     "a {kind} is not a Pod, PodList or container"
                 )));
-            } else if let Some(id) = value.field("name").and_then(J::as_str) {
+            } else if let Some(id) = root.name.and_then(J::as_str) {
                 each(Item::Container {
                     path: id.to_string(),
                     id: id.to_string(),
@@ -247,6 +286,39 @@ fn short<'a, J: Json<'a>>(v: &JsonValue<'a, J>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one pass finds what a lookup of each key finds, on both views, the keys present,
+    /// absent, null, nested or at either end.
+    #[test]
+    fn root_keys_are_found_as_each_field_is() {
+        for text in [
+            r#"{"name":"a","image":"b"}"#,
+            r#"{"id":"x","container":{"name":"a"},"kind":"synthetic"}"#,
+            r#"{"kind":"List","metadata":{"name":"m"},"items":[{"name":"a"}]}"#,
+            r#"{"spec":{"containers":[]},"metadata":{"name":"p"},"name":null}"#,
+            r#"{"a":{"kind":"x","items":[]},"id":7}"#,
+            "{}",
+        ] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let doc = crate::source::doc::Doc::parse(text.as_bytes().to_vec()).unwrap();
+            fn check<'a, J: Json<'a>>(v: J, text: &str) {
+                let JsonValue::Object(_, entries) = v.view() else {
+                    panic!("{text}")
+                };
+                let r = RootKeys::<J>::of(entries);
+                let seen = [r.kind, r.items, r.container, r.id, r.spec, r.name];
+                for (key, got) in ["kind", "items", "container", "id", "spec", "name"]
+                    .into_iter()
+                    .zip(seen)
+                {
+                    let want = v.field(key).map(|j| to_value(j));
+                    assert_eq!(got.map(|j| to_value(j)), want, "{key} in {text}");
+                }
+            }
+            check(&value, text);
+            check(doc.root(), text);
+        }
+    }
 
     fn ids(input: &str) -> Vec<String> {
         let mut ids = Vec::new();
