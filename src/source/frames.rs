@@ -329,7 +329,9 @@ impl<R: Read> Framer<'_, R> {
             return Ok(None);
         }
         // A List names its `items` within its first few members (kubectl and the API server
-        // write a few short ones first): walked at once, not followed to its end first.
+        // write a few short ones first): walked at once, not followed to its end first. The
+        // head may reach past a short object into the next; an `items` there only costs this
+        // object the member by member walk, which frames it the same.
         let head = self.bytes(open, (open + LIST_HEAD).min(self.base + self.buf.len()));
         if ITEMS.find(head).is_some() {
             return Ok(None);

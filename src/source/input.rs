@@ -88,7 +88,7 @@ pub fn object_items<'a, J: Json<'a>>(
     n: usize,
     each: &mut impl FnMut(Item<J>),
 ) {
-    collect(value, &Here { source, n }, n, each);
+    collect(value, &Here { source, n }, each);
 }
 
 /// Where an object is in its input, `<source>: object <n>`, for ids and messages: written out
@@ -155,7 +155,7 @@ impl<'a, J: Json<'a>> RootKeys<J> {
     }
 }
 
-fn collect<'a, J: Json<'a>>(value: J, here: &Here, n: usize, each: &mut impl FnMut(Item<J>)) {
+fn collect<'a, J: Json<'a>>(value: J, here: &Here, each: &mut impl FnMut(Item<J>)) {
     let invalid = |reason: String| Item::Invalid {
         id: here.to_string(),
         error: Problem(format!("{here}: {reason}")),
@@ -163,31 +163,33 @@ fn collect<'a, J: Json<'a>>(value: J, here: &Here, n: usize, each: &mut impl FnM
     match value.view() {
         JsonValue::Array(_, values) => {
             for v in values {
-                collect(v, here, n, each);
+                collect(v, here, each);
             }
         }
         JsonValue::Object(_, entries) => {
             let root = RootKeys::of(entries);
             let kind = root.kind.and_then(J::as_str).unwrap_or("");
-            let items = root.items;
             if let Some(container) = root.container.filter(|c| c.is_object()) {
                 // A golden-vector record; its own "kind" (synthetic, …) is not a Kubernetes kind.
                 let id = match root.id {
                     Some(id) => id
                         .as_str()
                         .map_or_else(|| to_value(id).to_string(), str::to_string),
-                    None => format!("#{n}"),
+                    None => format!("#{}", here.n),
                 };
                 each(Item::Container {
                     path: id.clone(),
                     id,
                     json: container,
                 });
-            } else if kind == "PodList" || kind == "List" || (kind.is_empty() && items.is_some()) {
-                match items.map(J::view) {
+            } else if kind == "PodList"
+                || kind == "List"
+                || (kind.is_empty() && root.items.is_some())
+            {
+                match root.items.map(J::view) {
                     Some(JsonValue::Array(_, pods)) => {
                         for pod in pods {
-                            collect(pod, here, n, each);
+                            collect(pod, here, each);
                         }
                     }
                     Some(JsonValue::Null) | None => {}
@@ -221,8 +223,9 @@ fn collect<'a, J: Json<'a>>(value: J, here: &Here, n: usize, each: &mut impl FnM
 
 /// The containers of one pod object, in the order the kubelet starts them.
 fn pod_containers<'a, J: Json<'a>>(pod: J, here: &Here, each: &mut impl FnMut(Item<J>)) {
+    let metadata = pod.field("metadata");
     let meta = |k: &str| {
-        pod.field("metadata")
+        metadata
             .and_then(|m| m.field(k))
             .and_then(J::as_str)
             .unwrap_or("")

@@ -171,9 +171,9 @@ impl<'f> Check<'f, '_> {
         Some(())
     }
 
-    /// A plain integer ([`plain_integer`], not `-0`) from `min` to `max`; where its text ends.
+    /// A plain integer ([`plain_integer`], not `-0`) from `min` to `max`.
     #[inline(always)]
-    fn integer(&mut self, min: i64, max: i64) -> Option<usize> {
+    fn integer(&mut self, min: i64, max: i64) -> Option<()> {
         let (negative, n, len) = plain_integer(self.b.get(self.i..)?)?;
         let n = match negative {
             // `-0` is a float to serde_json, which the decoder does not take as an integer.
@@ -184,7 +184,7 @@ impl<'f> Check<'f, '_> {
             return None;
         }
         self.i += len;
-        Some(self.i)
+        Some(())
     }
 
     /// A value of type `ty` (`null` is every type's zero value, as the decoder has it).
@@ -198,10 +198,8 @@ impl<'f> Check<'f, '_> {
                 b't' => self.literal(b"true"),
                 _ => self.literal(b"false"),
             },
-            Kind::Int32 => self
-                .integer(i64::from(i32::MIN), i64::from(i32::MAX))
-                .map(drop),
-            Kind::Int64 => self.integer(i64::MIN, i64::MAX).map(drop),
+            Kind::Int32 => self.integer(i64::from(i32::MIN), i64::from(i32::MAX)),
+            Kind::Int64 => self.integer(i64::MIN, i64::MAX),
             Kind::Ptr(elem) => self.value(*elem),
             Kind::Slice(elem) => self.list(|c| c.value(*elem)),
             Kind::Map { value } => self.map(*value),
@@ -209,9 +207,7 @@ impl<'f> Check<'f, '_> {
             Kind::Quantity => self.quantity(),
             Kind::IntOrString => match self.peek()? {
                 b'"' => self.string().map(drop),
-                _ => self
-                    .integer(i64::from(i32::MIN), i64::from(i32::MAX))
-                    .map(drop),
+                _ => self.integer(i64::from(i32::MIN), i64::from(i32::MAX)),
             },
         }
     }
@@ -225,8 +221,8 @@ impl<'f> Check<'f, '_> {
             }
             _ => {
                 let start = self.i;
-                let end = self.integer(i64::MIN, i64::MAX)?;
-                std::str::from_utf8(self.b.get(start..end)?).ok()?
+                self.integer(i64::MIN, i64::MAX)?;
+                std::str::from_utf8(self.b.get(start..self.i)?).ok()?
             }
         };
         quantity::parse_json_string(text).ok().map(drop)
@@ -279,7 +275,7 @@ impl<'f> Check<'f, '_> {
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
-            _ => self.integer(i64::MIN, i64::MAX).map(drop),
+            _ => self.integer(i64::MIN, i64::MAX),
         }
     }
 
