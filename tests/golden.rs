@@ -2,7 +2,7 @@
 //! The vectors (`testdata/golden/public.jsonl`) were produced by the real upstream hashing code;
 //! `public-texts.jsonl` holds the exact text fed to FNV-1a for the first 40 cases.
 
-use kubehash::kubelet::hash::{hash_container, hashed_text, Annotation};
+use kubehash::kubelet::hash::{hash_container, hashed_text, Annotation, HashBatch};
 use kubehash::kubelet::version::{HashEpoch, KubeletVersion};
 use serde_json::Value;
 
@@ -73,6 +73,42 @@ fn every_public_vector_matches_every_version() {
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// Each struct-dump version alone (`hash --versions 1.15`), whose text is written straight from
+/// the JSON without the value tree (`kubelet::spew_direct`): one container at a time and as a
+/// batch, every vector.
+#[test]
+fn every_public_vector_matches_each_struct_dump_version_alone() {
+    let cases = records("public.jsonl");
+    let mut failures = Vec::new();
+    for v in KubeletVersion::all().filter(|v| v.epoch() == HashEpoch::Spew) {
+        let mut batch = HashBatch::default();
+        for case in &cases {
+            let id = case["id"].as_str().unwrap();
+            let want = case["hash"][v.to_string()].as_str().unwrap();
+            let one = hash_container(&case["container"], &[v], id).unwrap();
+            batch.add(&case["container"], &[v], id).unwrap();
+            if one.hash_hex() != [(v.to_string(), want.to_string())] {
+                failures.push(format!("{id} {v}: got {:?}, want {want}", one.hash_hex()));
+            }
+        }
+        for (case, got) in cases.iter().zip(batch.finish()) {
+            let want = case["hash"][v.to_string()].as_str().unwrap();
+            if got.hash_hex() != [(v.to_string(), want.to_string())] {
+                failures.push(format!(
+                    "{} {v} in a batch: got {:?}",
+                    case["id"],
+                    got.hash_hex()
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}",
+        failures[..failures.len().min(10)].join("\n")
     );
 }
 

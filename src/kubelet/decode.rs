@@ -199,7 +199,7 @@ fn zero_struct<'b>(schema: &Schema, fields: &[Field], arena: &'b Arena) -> Val<'
 
 /// The most fields (flattened through inline structs) a struct decodes through its key table;
 /// `v1.Container`, the largest, has 25.
-const MAX_FIELDS: usize = 48;
+pub(crate) const MAX_FIELDS: usize = 48;
 
 /// Where a struct's fields find their JSON values.
 #[derive(Clone, Copy)]

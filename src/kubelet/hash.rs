@@ -36,6 +36,7 @@ use crate::kubelet::lanes::fnv1a_sharing;
 use crate::kubelet::schema::Schema;
 use crate::kubelet::sink::{format_hash, Fnv32a, Remembering, SharedTexts, Sink};
 use crate::kubelet::spew::{self, ByteSlice};
+use crate::kubelet::spew_direct;
 use crate::kubelet::version::{HashEpoch, KubeletVersion};
 
 /// The arena's first chunk: enough for the decodes of all 29 versions of all but one of the
@@ -105,7 +106,25 @@ pub fn hash_container<'a>(
 ) -> Result<ContainerHashes> {
     // The decoded values live in one arena, freed with it when the hashes are known.
     let arena = Arena::with_capacity(ARENA_START);
+    if let Some((v, schema)) = one_struct_dump(versions)? {
+        let mut hasher = Fnv32a::new();
+        if spew_direct::write_container(schema, json, &arena, &mut hasher).is_some() {
+            return Ok(hashes_of(&[(v, Annotation::Hash, 0)], |_| hasher.finish()));
+        }
+    }
     Ok(Plan::make(json, versions, path, &arena)?.hash_now())
+}
+
+/// The version and schema when `versions` is one struct-dump (≤ 1.15) version: its one text is
+/// written straight from the JSON ([`spew_direct`]), and the decoder runs only to name what
+/// that refuses.
+fn one_struct_dump(
+    versions: &[KubeletVersion],
+) -> Result<Option<(KubeletVersion, &'static Schema)>> {
+    match versions {
+        &[v] if v.epoch() == HashEpoch::Spew => Ok(Some((v, Schema::for_version(v)?))),
+        _ => Ok(None),
+    }
 }
 
 /// The hashes of many containers, computed together: each container's texts are rendered into
@@ -165,8 +184,26 @@ impl HashBatch {
         path: &str,
     ) -> Result<usize> {
         self.arena.reset();
-        let plan = Plan::make(json, versions, path, &self.arena)?;
         let k = self.added.len();
+        if let Some((v, schema)) = one_struct_dump(versions)? {
+            if self.buffers.text.len() <= self.distinct {
+                self.buffers.text.resize_with(self.distinct + 1, Vec::new);
+            }
+            let text = &mut self.buffers.text[self.distinct];
+            text.clear();
+            if spew_direct::write_container(schema, json, &self.arena, text).is_some() {
+                self.text_bytes += text.len();
+                self.added.push(ContainerHashes::default());
+                self.waiting
+                    .push((k, vec![(v, Annotation::Hash, self.distinct)]));
+                self.distinct += 1;
+                if self.text_bytes >= self.text_limit {
+                    self.hash_waiting();
+                }
+                return Ok(k);
+            }
+        }
+        let plan = Plan::make(json, versions, path, &self.arena)?;
         match plan.texts.as_slice() {
             // A name+image text is too short to gain from lanes what a buffer costs.
             [] | [(HashEpoch::NameImage, ..)] => self.added.push(plan.hash_now()),

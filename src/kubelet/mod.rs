@@ -10,6 +10,7 @@ pub mod json; // the view decoding reads a parsed JSON value through
 pub mod once_keys; // JSON values that refuse a repeated key (Go would merge them)
 pub mod decode; // JSON → typed value tree, as encoding/json into the Go structs
 pub mod spew; // go-spew %#v writer (kubelet ≤ 1.15)
+pub mod spew_direct; // the same text straight from JSON, for one type graph
 pub mod gojson; // Go encoding/json writer (kubelet 1.16 +)
 pub mod sink; // FNV-1a 32 and byte sinks
 pub mod lanes; // FNV-1a over many texts: lanes, shared prefixes once

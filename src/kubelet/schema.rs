@@ -190,6 +190,11 @@ impl Schema {
         &self.types[id]
     }
 
+    /// How many types the graph has: type ids are `0..type_count()`.
+    pub fn type_count(&self) -> usize {
+        self.types.len()
+    }
+
     /// The JSON keys of struct type `ty`, for decoders that walk a JSON object's entries
     /// rather than look up each field.
     pub fn struct_keys(&self, ty: TypeId) -> Option<&StructKeys> {

@@ -48,7 +48,7 @@ pub fn write_zero_field<S: Sink>(schema: &Schema, f: &Field, out: &mut S) {
     );
 }
 
-fn type_prefix<S: Sink>(name: &str, out: &mut S) {
+pub(crate) fn type_prefix<S: Sink>(name: &str, out: &mut S) {
     out.put(b"(");
     out.put(name.as_bytes());
     out.put(b")");
@@ -56,7 +56,7 @@ fn type_prefix<S: Sink>(name: &str, out: &mut S) {
 
 /// What is printed of a value's type before the value.
 #[derive(Clone, Copy)]
-enum Typed {
+pub(crate) enum Typed {
     /// `(type)`, or for a pointer `(*type)`: a value printed with `%#v`.
     Print,
     /// Nothing, and `<*>` for a non-nil pointer: an element of a slice or map, which go-spew
@@ -66,7 +66,7 @@ enum Typed {
     Printed,
 }
 
-fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, typed: Typed, out: &mut S) {
+pub(crate) fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, typed: Typed, out: &mut S) {
     // A shared value has one text under every type of its shape (and the same `typed`).
     if let Val::Shared(inner) = v {
         let key = (std::ptr::from_ref(*inner) as usize) << 2 | typed as usize;
@@ -138,7 +138,7 @@ fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, typed: Typed, out: &mut 
 }
 
 /// The fields of `resource.Quantity` (`i`, `d`, `s`, `Format`; the same in 1.8 – 1.36).
-fn write_quantity<S: Sink>(q: &QuantityRef, out: &mut S) {
+pub(crate) fn write_quantity<S: Sink>(q: &QuantityRef, out: &mut S) {
     out.put(b"{i:(resource.int64Amount){value:(int64)");
     put_int(q.value, out);
     out.put(b" scale:(resource.Scale)");
@@ -177,7 +177,7 @@ fn write_quantity<S: Sink>(q: &QuantityRef, out: &mut S) {
 }
 
 /// `intstr.IntOrString{Type, IntVal, StrVal}`.
-fn write_int_or_string<S: Sink>(v: IntOrString, out: &mut S) {
+pub(crate) fn write_int_or_string<S: Sink>(v: IntOrString, out: &mut S) {
     let (ty, i, s) = match v {
         IntOrString::Int(i) => (b"0", i, ""),
         IntOrString::Str(s) => (b"1", 0, s),
