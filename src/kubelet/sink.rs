@@ -53,7 +53,7 @@ pub struct Remembering<'a> {
 impl Sink for Remembering<'_> {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        self.out.extend_from_slice(bytes);
+        put_short(self.out, bytes);
     }
 
     #[inline]
@@ -77,12 +77,47 @@ impl Sink for Remembering<'_> {
 impl Sink for Vec<u8> {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
+        put_short(self, bytes);
     }
 
     #[inline]
     fn position(&self) -> Option<usize> {
         Some(self.len())
+    }
+}
+
+/// Appends `bytes` to `out`. The writers put many short pieces (a field's head, a value), and
+/// `extend_from_slice` copies each through a `memcpy` call that costs more than the copy (a
+/// tenth of a 1.15 container's time, perf): a piece of up to 32 bytes is moved in two
+/// fixed-size halves instead, which may overlap.
+#[inline]
+fn put_short(out: &mut Vec<u8>, bytes: &[u8]) {
+    let n = bytes.len();
+    if n > 32 {
+        return out.extend_from_slice(bytes);
+    }
+    out.reserve(32);
+    let at = out.len();
+    let (src, dst) = (
+        bytes.as_ptr(),
+        out.spare_capacity_mut().as_mut_ptr().cast::<u8>(),
+    );
+    // SAFETY: `reserve(32)` leaves room for 32 bytes past `at`, and each copy reads and writes
+    // inside `0..n` (n <= 32) of `bytes` and of that room: a half of `h` bytes is copied only
+    // when `h <= n`, at 0 and at `n - h`. So all of `at..at + n` is written before `set_len`,
+    // and `bytes` (borrowed) cannot overlap `out`'s spare room (borrowed mutably).
+    unsafe {
+        let halves = |h: usize| {
+            std::ptr::copy_nonoverlapping(src, dst, h);
+            std::ptr::copy_nonoverlapping(src.add(n - h), dst.add(n - h), h);
+        };
+        match n {
+            16.. => halves(16),
+            8.. => halves(8),
+            4.. => halves(4),
+            _ => (0..n).for_each(|i| *dst.add(i) = *src.add(i)),
+        }
+        out.set_len(at + n);
     }
 }
 
@@ -137,6 +172,25 @@ pub fn format_hash(h: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+    proptest::proptest! {
+        /// Every length around the halves' bounds, onto buffers of any length and spare room.
+        #[test]
+        fn a_short_put_appends_what_extend_appends(
+            before in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..70),
+            spare in 0usize..40,
+            pieces in proptest::collection::vec(
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 1..8),
+        ) {
+            let mut got = Vec::with_capacity(before.len() + spare);
+            got.extend_from_slice(&before);
+            let mut want = before.clone();
+            for p in &pieces {
+                super::put_short(&mut got, p);
+                want.extend_from_slice(p);
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
 
     #[test]
     fn a_shared_text_is_rendered_once_and_copied_after() {
