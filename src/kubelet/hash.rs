@@ -12,7 +12,9 @@
 //! is decoded once per distinct type graph among the requested versions (a field whose type
 //! has the same shape in several graphs once for all of them), and each distinct (graph, epoch)
 //! is hashed once. A graph that differs from the last one only in root fields the container
-//! does not have takes its decode and texts ([`crate::kubelet::alike`]).
+//! does not have takes its decode and texts ([`crate::kubelet::alike`]). One struct-dump
+//! version alone is written straight from the JSON ([`crate::kubelet::spew_direct`]), and
+//! decoded only to name the error of a container it refuses.
 //!
 //! ```
 //! use kubehash::kubelet::{hash::hash_container, version::parse_version_set};
