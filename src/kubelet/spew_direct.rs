@@ -373,11 +373,28 @@ mod tests {
             ]),
         ];
         let picks = prop::collection::vec((any::<prop::sample::Index>(), 0..4usize, leaf), 1..4);
-        (any::<prop::sample::Index>(), picks).prop_map(|(which, picks)| {
+        // Now and then every integer in the container becomes one at an integer type's edge,
+        // so that each int32 and int64 field meets one.
+        let edge = prop::option::weighted(
+            0.5,
+            prop::sample::select(vec![
+                json!(2147483647),
+                json!(2147483648i64),
+                json!(-2147483648i64),
+                json!(-2147483649i64),
+                json!(9223372036854775807i64),
+                json!(9223372036854775808u64),
+                json!(18446744073709551615u64),
+            ]),
+        );
+        (any::<prop::sample::Index>(), picks, edge).prop_map(|(which, picks, edge)| {
             let containers = GOLDEN.get_or_init(golden);
             let mut c = which.get(containers).clone();
             for (at, depth, leaf) in picks {
                 mutate(&mut c, depth, at, leaf);
+            }
+            if let Some(edge) = edge {
+                every_integer(&mut c, &edge);
             }
             c
         })
@@ -420,10 +437,20 @@ mod tests {
         }
     }
 
+    /// Sets every integer in `v` to `to`.
+    fn every_integer(v: &mut Value, to: &Value) {
+        match v {
+            Value::Number(n) if n.is_i64() || n.is_u64() => *v = to.clone(),
+            Value::Array(items) => items.iter_mut().for_each(|i| every_integer(i, to)),
+            Value::Object(m) => m.values_mut().for_each(|i| every_integer(i, to)),
+            _ => {}
+        }
+    }
+
     static GOLDEN: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
+        #![proptest_config(ProptestConfig::with_cases(1000))]
 
         #[test]
         fn a_mutated_container_is_written_as_decoded_then_written(
