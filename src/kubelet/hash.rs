@@ -41,9 +41,10 @@ use crate::kubelet::spew::{self, ByteSlice};
 use crate::kubelet::spew_direct;
 use crate::kubelet::version::{HashEpoch, KubeletVersion};
 
-/// The arena's first chunk: enough for the decodes of all 29 versions of all but one of the
-/// golden containers, so that a container takes one allocation for all its values.
-const ARENA_START: usize = 16 << 10;
+/// The arena's first chunk: enough for the decodes of all 29 versions of each of the golden
+/// containers (their values and the decoder's field slots), so that a container takes one
+/// allocation for all of them.
+const ARENA_START: usize = 24 << 10;
 
 /// Which of the kubelet's two annotations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -194,14 +195,10 @@ impl HashBatch {
             let text = &mut self.buffers.text[self.distinct];
             text.clear();
             if spew_direct::write_container(schema, json, &self.arena, text).is_some() {
-                self.text_bytes += text.len();
-                self.added.push(ContainerHashes::default());
-                self.waiting
-                    .push((k, vec![(v, Annotation::Hash, self.distinct)]));
-                self.distinct += 1;
-                if self.text_bytes >= self.text_limit {
-                    self.hash_waiting();
-                }
+                self.wait(
+                    self.distinct + 1,
+                    vec![(v, Annotation::Hash, self.distinct)],
+                );
                 return Ok(k);
             }
         }
@@ -212,20 +209,27 @@ impl HashBatch {
             texts => {
                 let (same, end) =
                     render_texts(texts, &plan.decoded, &mut self.buffers, self.distinct);
-                self.text_bytes += self.buffers.text[self.distinct..end]
-                    .iter()
-                    .map(Vec::len)
-                    .sum::<usize>();
-                self.distinct = end;
-                self.added.push(ContainerHashes::default());
                 let wanted = plan.wanted.iter().map(|&(v, a, t)| (v, a, same[t]));
-                self.waiting.push((k, wanted.collect()));
-                if self.text_bytes >= self.text_limit {
-                    self.hash_waiting();
-                }
+                self.wait(end, wanted.collect());
             }
         }
         Ok(k)
+    }
+
+    /// Adds a container whose texts were just rendered into `buffers.text[distinct..end]`: its
+    /// hashes wait for them (`wanted`: per requested version and annotation, its text), and the
+    /// waiting texts are hashed once they pass the limit.
+    fn wait(&mut self, end: usize, wanted: Wanted) {
+        self.text_bytes += self.buffers.text[self.distinct..end]
+            .iter()
+            .map(Vec::len)
+            .sum::<usize>();
+        self.distinct = end;
+        self.waiting.push((self.added.len(), wanted));
+        self.added.push(ContainerHashes::default());
+        if self.text_bytes >= self.text_limit {
+            self.hash_waiting();
+        }
     }
 
     /// Adds a container whose hashes are known already; they will be at the index returned.

@@ -101,26 +101,17 @@ pub(crate) fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, typed: Typed,
         (_, Val::Bool(b)) => out.put(if *b { b"true" } else { b"false" }),
         (_, Val::Int(i)) => put_int(*i, out),
         (Kind::Slice(elem), Val::List(items)) => {
-            out.put(b"[");
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.put(b" ");
-                }
+            let _ = sequence(b"[", items.iter(), out, |item, out| {
                 write(schema, *elem, item, Typed::Ignored, out);
-            }
-            out.put(b"]");
+                Some(())
+            });
         }
         (Kind::Map { value }, Val::Map(entries)) => {
-            out.put(b"map[");
-            for (i, (k, item)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.put(b" ");
-                }
-                out.put(k.as_bytes());
-                out.put(b":");
+            let _ = sequence(b"map[", entries.iter(), out, |(k, item), out| {
+                map_key(k, out);
                 write(schema, *value, item, Typed::Ignored, out);
-            }
-            out.put(b"]");
+                Some(())
+            });
         }
         (Kind::Struct(fields), Val::Struct(vals)) => {
             out.put(b"{");
@@ -135,6 +126,33 @@ pub(crate) fn write<S: Sink>(schema: &Schema, ty: TypeId, v: &Val, typed: Typed,
         // The decoder builds values from the same schema, so shapes always agree.
         (_, other) => debug_assert!(false, "value {other:?} does not fit type {}", t.name),
     }
+}
+
+/// A slice's or a map's elements as go-spew prints them: `open` (`[` or `map[`), the elements
+/// separated by spaces, `]`. Stops at the first element `item` refuses.
+#[inline]
+pub(crate) fn sequence<S: Sink, T>(
+    open: &[u8],
+    items: impl Iterator<Item = T>,
+    out: &mut S,
+    mut item: impl FnMut(T, &mut S) -> Option<()>,
+) -> Option<()> {
+    out.put(open);
+    for (i, it) in items.enumerate() {
+        if i > 0 {
+            out.put(b" ");
+        }
+        item(it, out)?;
+    }
+    out.put(b"]");
+    Some(())
+}
+
+/// What go-spew prints of a map entry before its value: the key (raw) and `:`.
+#[inline]
+pub(crate) fn map_key<S: Sink>(k: &str, out: &mut S) {
+    out.put(k.as_bytes());
+    out.put(b":");
 }
 
 /// The fields of `resource.Quantity` (`i`, `d`, `s`, `Format`; the same in 1.8 – 1.36).

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use bumpalo::collections::Vec as ArenaVec;
 
-use crate::kubelet::decode::{zero, Arena, IntOrString, MAX_FIELDS};
+use crate::kubelet::decode::{zero, Arena, Fields, IntOrString};
 use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::quantity;
 use crate::kubelet::schema::{Kind, Schema, TypeId};
@@ -78,15 +78,6 @@ fn zero_texts(schema: &Schema) -> &'static ZeroTexts {
     })
 }
 
-/// Where a struct's fields find their JSON values (as the decoder's `Fields`).
-#[derive(Clone, Copy)]
-enum Fields<'s, J> {
-    /// By flattened field index, through the schema's key table.
-    Slots(&'s [Option<J>]),
-    /// Looked up in the object by each field's key.
-    Lookup(J),
-}
-
 struct Writer<'s> {
     schema: &'s Schema,
     arena: &'s Arena,
@@ -132,44 +123,22 @@ impl Writer<'_> {
             (Kind::Slice(_), JsonValue::Array(0, _))
             | (Kind::Map { .. }, JsonValue::Object(0, _)) => out.put(b"<nil>"),
             (Kind::Slice(elem), JsonValue::Array(_, items)) => {
-                out.put(b"[");
-                for (i, item) in items.enumerate() {
-                    if i > 0 {
-                        out.put(b" ");
-                    }
-                    self.value(*elem, Some(item), Typed::Ignored, out)?;
-                }
-                out.put(b"]");
+                spew::sequence(b"[", items, out, |item, out| {
+                    self.value(*elem, Some(item), Typed::Ignored, out)
+                })?;
             }
             (Kind::Map { value }, JsonValue::Object(len, entries)) => {
                 let mut sorted = ArenaVec::with_capacity_in(len, self.arena);
                 sorted.extend(entries);
                 sorted.sort_unstable_by(|a: &(&str, J), b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                out.put(b"map[");
-                for (i, (k, item)) in sorted.iter().enumerate() {
-                    if i > 0 {
-                        out.put(b" ");
-                    }
-                    out.put(k.as_bytes());
-                    out.put(b":");
-                    self.value(*value, Some(*item), Typed::Ignored, out)?;
-                }
-                out.put(b"]");
+                spew::sequence(b"map[", sorted.iter(), out, |&(k, item), out| {
+                    spew::map_key(k, out);
+                    self.value(*value, Some(item), Typed::Ignored, out)
+                })?;
             }
             (Kind::Struct(_), JsonValue::Object(_, entries)) => {
-                let keys = schema.struct_keys(ty).filter(|k| k.flat_len <= MAX_FIELDS);
-                match keys {
-                    Some(keys) => {
-                        let mut slots = [None; MAX_FIELDS];
-                        for (k, item) in entries {
-                            if let Some(i) = keys.find(k) {
-                                slots[i] = Some(item);
-                            }
-                        }
-                        self.structure(ty, Fields::Slots(&slots), &mut 0, out)?;
-                    }
-                    None => self.structure(ty, Fields::Lookup(v), &mut 0, out)?,
-                }
+                let fields = Fields::of(schema, ty, v, entries, self.arena);
+                self.structure(ty, fields, &mut 0, out)?;
             }
             (Kind::Quantity, view) => {
                 // Quantity.UnmarshalJSON: a string's contents, or an integer literal.
@@ -198,7 +167,7 @@ impl Writer<'_> {
     fn structure<'a, J: Json<'a>, S: Sink>(
         &self,
         ty: TypeId,
-        json: Fields<'_, J>,
+        json: Fields<'_, 'a, J>,
         next: &mut usize,
         out: &mut S,
     ) -> Option<()> {
@@ -214,14 +183,11 @@ impl Writer<'_> {
                 self.structure(f.ty, json, next, out)?;
                 continue;
             }
-            let item = match json {
-                Fields::Slots(slots) => slots[*next],
-                Fields::Lookup(obj) => obj.field(&f.json),
-            };
+            let item = json.get(f, *next);
             *next += 1;
             match item {
                 None => out.put(zero),
-                Some(item) => {
+                Some((_, item)) => {
                     out.put(head);
                     self.value(f.ty, Some(item), Typed::Printed, out)?;
                 }
