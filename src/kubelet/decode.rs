@@ -197,6 +197,19 @@ fn zero_struct<'b>(schema: &Schema, fields: &[Field], arena: &'b Arena) -> Val<'
     Val::Struct(out.into_bump_slice())
 }
 
+/// The text `Quantity.UnmarshalJSON` parses of a JSON value: a string's contents (it trims
+/// them itself), or an integer literal. serde keeps integers exactly but not a fraction's
+/// spelling, so a fractional number has none here: it is refused rather than guessed.
+pub(crate) fn quantity_text<'a, J: Json<'a>>(
+    view: &JsonValue<'a, J>,
+) -> Option<std::borrow::Cow<'a, str>> {
+    match view {
+        JsonValue::String(s) => Some((*s).into()),
+        JsonValue::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string().into()),
+        _ => None,
+    }
+}
+
 /// The most fields (flattened through inline structs) a struct decodes through its key table;
 /// `v1.Container`, the largest, has 25.
 const MAX_FIELDS: usize = 48;
@@ -496,19 +509,16 @@ impl<'b> Decoder<'_, 'b> {
     }
 
     fn quantity<'a: 'b, J: Json<'a>>(&self, v: J, view: JsonValue<'a, J>) -> Result<Val<'b>> {
-        // Quantity.UnmarshalJSON takes the raw JSON text: a string's contents (trimmed) or a
-        // bare number literal. serde keeps integers exactly but not a fraction's spelling, so a
-        // fractional number is refused rather than guessed.
-        let text: std::borrow::Cow<'_, str> = match view {
-            JsonValue::String(s) => s.into(),
-            JsonValue::Number(n) if n.is_i64() || n.is_u64() => n.to_string().into(),
-            JsonValue::Number(_) => {
-                return Err(self.type_error(
-                    "a quantity string (write fractional quantities as strings, e.g. \"0.5\")",
-                    v,
-                ))
-            }
-            _ => return Err(self.type_error("a quantity string", v)),
+        let Some(text) = quantity_text(&view) else {
+            return Err(self.type_error(
+                match view {
+                    JsonValue::Number(_) => {
+                        "a quantity string (write fractional quantities as strings, e.g. \"0.5\")"
+                    }
+                    _ => "a quantity string",
+                },
+                v,
+            ));
         };
         quantity::parse_json_string(&text)
             .map(|q| Val::Quantity(self.arena.alloc(q.to_ref(self.arena))))

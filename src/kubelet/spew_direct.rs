@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use bumpalo::collections::Vec as ArenaVec;
 
-use crate::kubelet::decode::{zero, Arena, Fields, IntOrString};
+use crate::kubelet::decode::{quantity_text, zero, Arena, Fields, IntOrString};
 use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::quantity;
 use crate::kubelet::schema::{Kind, Schema, TypeId};
@@ -141,15 +141,8 @@ impl Writer<'_> {
                 self.structure(ty, fields, &mut 0, out)?;
             }
             (Kind::Quantity, view) => {
-                // Quantity.UnmarshalJSON: a string's contents, or an integer literal.
-                let q = match view {
-                    JsonValue::String(s) => quantity::parse_json_string(s),
-                    JsonValue::Number(n) if n.is_i64() || n.is_u64() => {
-                        quantity::parse_json_string(&n.to_string())
-                    }
-                    _ => return None,
-                };
-                spew::write_quantity(&q.ok()?.to_ref(self.arena), out);
+                let q = quantity::parse_json_string(&quantity_text(&view)?).ok()?;
+                spew::write_quantity(&q.to_ref(self.arena), out);
             }
             (Kind::IntOrString, JsonValue::String(s)) => {
                 spew::write_int_or_string(IntOrString::Str(s), out)
