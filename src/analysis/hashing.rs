@@ -73,8 +73,8 @@ pub fn hash_objects(
     for (n, object) in objects {
         if let (Some(schemas), Unparsed::Frame(frame)) = (&checked, &object) {
             if let Some((name, image)) = name_and_image(frame, schemas) {
-                let k = batch.add_hashes(name_image_hashes(name, image, versions));
-                items.push(vec![(name.to_string(), Ok(k))]);
+                let k = batch.add_hashes(name_image_hashes(&name, &image, versions));
+                items.push(vec![(name.into_owned(), Ok(k))]);
                 continue;
             }
         }
@@ -362,7 +362,7 @@ mod tests {
             }
             let schemas = name_image_schemas(&versions).unwrap();
             if let Some((name, image)) = name_and_image(&frame, &schemas) {
-                let expected = vec![(name.to_string(), Ok(name_image_hashes(name, image, &versions)))];
+                let expected = vec![(name.to_string(), Ok(name_image_hashes(&name, &image, &versions)))];
                 proptest::prop_assert_eq!(usual_path(&frame, &versions), Some(expected), "{}", String::from_utf8_lossy(&frame));
             }
             let mut one_by_one = Vec::new();
@@ -373,6 +373,66 @@ mod tests {
             let mut on_cores = Vec::new();
             let _ = for_each_hashed(&input, &versions, 2, |h| on_cores.push(h));
             proptest::prop_assert_eq!(on_cores, one_by_one);
+        }
+    }
+
+    /// Pieces of a JSON string's contents: plain text, every escape JSON has (surrogates alone,
+    /// in pairs and reversed), escapes JSON does not have, and bytes a string may not hold.
+    const STRING_PIECES: [&str; 24] = [
+        "a",
+        "web-1",
+        "<>&",
+        "é",
+        "\u{2028}",
+        r#"\""#,
+        r#"\\"#,
+        r#"\/"#,
+        r#"\b"#,
+        r#"\f"#,
+        r#"\n"#,
+        r#"\r"#,
+        r#"\t"#,
+        r#"\u0000"#,
+        r#"\u001f"#,
+        r#"\u00E9"#,
+        r#"\u2029"#,
+        r#"\ud83d\ude00"#,
+        r#"\ud800"#,
+        r#"\ude00\ud83d"#,
+        r#"\x"#,
+        r#"\u12"#,
+        "\u{1}",
+        "\\",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+        /// The adversary against the check's reading of escapes: a golden container's name and
+        /// image made of random escapes and text. Whatever the check reads, the usual path must
+        /// read the same name and hash the same.
+        #[test]
+        fn an_escaped_name_or_image_is_read_as_the_decoder_reads_it(
+            pick in 0..600usize,
+            name in proptest::collection::vec(proptest::sample::select(STRING_PIECES.to_vec()), 0..5),
+            image in proptest::collection::vec(proptest::sample::select(STRING_PIECES.to_vec()), 0..5),
+            set in proptest::sample::select(vec!["1.31", "1.37", "1.31..1.37"]),
+        ) {
+            let versions = parse_version_set(set).unwrap();
+            let mut container = golden_containers()[pick].clone();
+            container["name"] = serde_json::Value::String("\u{1}NAME".into());
+            container["image"] = serde_json::Value::String("\u{1}IMAGE".into());
+            let frame = container
+                .to_string()
+                .replacen(r#""\u0001NAME""#, &format!("\"{}\"", name.concat()), 1)
+                .replacen(r#""\u0001IMAGE""#, &format!("\"{}\"", image.concat()), 1)
+                .into_bytes();
+            let schemas = name_image_schemas(&versions).unwrap();
+            let read = name_and_image(&frame, &schemas);
+            let usual = usual_path(&frame, &versions);
+            if let Some((name, image)) = read {
+                let expected = vec![(name.to_string(), Ok(name_image_hashes(&name, &image, &versions)))];
+                proptest::prop_assert_eq!(usual, Some(expected), "{}", String::from_utf8_lossy(&frame));
+            }
         }
     }
 
@@ -399,7 +459,7 @@ mod tests {
                     checked += 1;
                     let expected = vec![(
                         name.to_string(),
-                        Ok(name_image_hashes(name, image, &versions)),
+                        Ok(name_image_hashes(&name, &image, &versions)),
                     )];
                     assert_eq!(usual_path(&frame, &versions), Some(expected), "{set} {c}");
                 }

@@ -7,13 +7,15 @@
 //! in range, quantities that parse; a key the version does not know dropped, its value checked
 //! as plain JSON), building nothing.
 //!
-//! The check answers only where it is sure, over a plain subset of JSON. An escape in a key, the
-//! name, the image or a quantity; a number that is not a plain integer; a key seen before in the
+//! The check answers only where it is sure, over a plain subset of JSON. An escape in a key or a
+//! quantity, or a `\u` escape of a surrogate anywhere; a number that is not a plain integer; a key seen before in the
 //! same object; a root key that makes the object a record, a list or a pod
 //! ([`NOT_A_CONTAINER_KEYS`]); a frame that is not UTF-8: all give `None`, and the caller parses
 //! and decodes the container the usual way, which hashes it or names its error. So what the
 //! check accepts, the usual path accepts too, as the same container with the same name and
 //! image (tests in `analysis::hashing` hold the two paths equal on broken containers).
+
+use std::borrow::Cow;
 
 use crate::kubelet::bytescan::{find_string_stop, plain_integer};
 use crate::kubelet::quantity;
@@ -22,8 +24,11 @@ use crate::source::input::NOT_A_CONTAINER_KEYS;
 
 /// The name and image of the container object in `frame` (nothing else but white space around
 /// it), if it surely decodes under every one of `schemas` and its name is a string; `None` when
-/// that is not sure (see the module).
-pub fn name_and_image<'f>(frame: &'f [u8], schemas: &[&Schema]) -> Option<(&'f str, &'f str)> {
+/// that is not sure (see the module). A name or image without escapes is a slice of `frame`.
+pub fn name_and_image<'f>(
+    frame: &'f [u8],
+    schemas: &[&Schema],
+) -> Option<(Cow<'f, str>, Cow<'f, str>)> {
     // The readers refuse frames of 2 GiB or more.
     if frame.len() >= 1 << 31 {
         return None;
@@ -46,15 +51,29 @@ pub fn name_and_image<'f>(frame: &'f [u8], schemas: &[&Schema]) -> Option<(&'f s
         found = Some((c.name?, c.image));
     }
     // The frame's UTF-8 is checked once it is read (most frames the check gives up on are given
-    // up early); the name and image are slices of its text.
+    // up early); the name and image are slices of its text, or their escapes read.
     let (name, image) = found?;
     let text = std::str::from_utf8(frame).ok()?;
     let image = match image {
-        Some((start, end)) => text.get(start..end)?,
-        None => "",
+        Some(at) => contents(text, at)?,
+        None => Cow::Borrowed(""),
     };
-    Some((text.get(name.0..name.1)?, image))
+    Some((contents(text, name)?, image))
 }
+
+/// The contents of the string `at` in `text`: as they are, or with their escapes read (JSON's
+/// escapes; the check took none of a surrogate, so each stands for one character).
+fn contents(text: &str, at: Noted) -> Option<Cow<'_, str>> {
+    match at {
+        (start, end, false) => text.get(start..end).map(Cow::Borrowed),
+        (start, end, true) => serde_json::from_str(text.get(start - 1..end + 1)?)
+            .ok()
+            .map(Cow::Owned),
+    }
+}
+
+/// Where a string's contents are in the frame, and whether they have an escape.
+type Noted = (usize, usize, bool);
 
 /// A walk over one frame for one type graph.
 struct Check<'f, 's> {
@@ -62,8 +81,8 @@ struct Check<'f, 's> {
     i: usize,
     schema: &'s Schema,
     /// Where the root's `name` and `image` strings are, once met.
-    name: Option<(usize, usize)>,
-    image: Option<(usize, usize)>,
+    name: Option<Noted>,
+    image: Option<Noted>,
 }
 
 /// How deep a value no field takes may nest.
@@ -325,8 +344,8 @@ impl<'f> Check<'f, '_> {
         })
     }
 
-    /// A root string field whose place is kept: a string without escapes, or `null` (`None`).
-    fn note(&mut self, ty: TypeId) -> Option<Option<(usize, usize)>> {
+    /// A root string field whose place is kept: a string, or `null` (`None`).
+    fn note(&mut self, ty: TypeId) -> Option<Option<Noted>> {
         if !matches!(self.schema.ty(ty).kind, Kind::String) {
             return None;
         }
@@ -334,7 +353,7 @@ impl<'f> Check<'f, '_> {
             self.literal(b"null")?;
             return Some(None);
         }
-        self.plain_string().map(Some)
+        self.string().map(Some)
     }
 
     /// An object's members: `member` is called at each value with its key (keys with escapes
@@ -367,8 +386,13 @@ mod tests {
             .collect()
     }
 
-    fn check(container: &str) -> Option<(&str, &str)> {
+    fn check(container: &str) -> Option<(String, String)> {
         name_and_image(container.as_bytes(), &schemas("1.31,1.37"))
+            .map(|(n, i)| (n.into_owned(), i.into_owned()))
+    }
+
+    fn both(name: &str, image: &str) -> Option<(String, String)> {
+        Some((name.into(), image.into()))
     }
 
     #[test]
@@ -378,9 +402,33 @@ mod tests {
             "env":[{"name":"A","value":"say \"hi\" \u00e9"}],"tty":true,"stdin":false,
             "livenessProbe":{"httpGet":{"port":"http"},"periodSeconds":10,"terminationGracePeriodSeconds":-9223372036854775808},
             "readinessProbe":{"tcpSocket":{"port":8080}},"args":[],"workingDir":null} "#;
-        assert_eq!(check(c), Some(("web", "nginx:1")));
-        assert_eq!(check(r#"{"name":"","image":null}"#), Some(("", "")));
-        assert_eq!(check(r#"{"name":"a"}"#), Some(("a", "")));
+        assert_eq!(check(c), both("web", "nginx:1"));
+        assert_eq!(check(r#"{"name":"","image":null}"#), both("", ""));
+        assert_eq!(check(r#"{"name":"a"}"#), both("a", ""));
+    }
+
+    #[test]
+    fn reads_the_escapes_of_a_name_and_an_image() {
+        let cases = [
+            (r#"{"name":"a\n","image":"i\/j"}"#, "a\n", "i/j"),
+            (
+                r#"{"name":"say \"hi\"","image":"\\x"}"#,
+                "say \"hi\"",
+                "\\x",
+            ),
+            (
+                r#"{"name":"t\tb\bf\fr\r","image":"\u00e9\u2028"}"#,
+                "t\tb\u{8}f\u{c}r\r",
+                "é\u{2028}",
+            ),
+        ];
+        for (c, name, image) in cases {
+            assert_eq!(check(c), both(name, image), "{c}");
+        }
+        // The same frame without the check: its name is the decoded string.
+        let frame = br#"{"name":"say \"hi\"","image":"i"}"#;
+        let (name, image) = name_and_image(frame, &schemas("1.31")).unwrap();
+        assert!(matches!(name, Cow::Owned(_)) && matches!(image, Cow::Borrowed("i")));
     }
 
     /// Every case here is one the check must leave to the decoder: what a kubelet refuses, or
@@ -401,8 +449,10 @@ mod tests {
             // Escapes in a key, the name, the image, a quantity, a map key; bad escapes;
             // surrogates; control bytes.
             r#"{"n\u0061me":"a"}"#,
-            r#"{"name":"a\n"}"#,
-            r#"{"name":"a","image":"i\/j"}"#,
+            r#"{"name":"a\ud800"}"#,
+            r#"{"name":"a","image":"i\ud83d\ude00"}"#,
+            r#"{"name":"a\x"}"#,
+            r#"{"name":"a","image":"i\u00g0"}"#,
             r#"{"name":"a","resources":{"limits":{"cpu":"\u0031"}}}"#,
             r#"{"name":"a","resources":{"limits":{"c\u0070u":"1"}}}"#,
             r#"{"name":"a","args":["\q"]}"#,
@@ -455,16 +505,17 @@ mod tests {
     fn a_key_a_version_does_not_know_is_dropped_as_plain_json() {
         // `restartPolicyRules` came in 1.34: 1.31 drops it, 1.34 decodes it.
         let rules = |v: &str| format!(r#"{{"name":"a","image":"i","restartPolicyRules":{v}}}"#);
-        fn at<'c>(c: &'c str, set: &str) -> Option<(&'c str, &'c str)> {
+        fn at(c: &str, set: &str) -> Option<(String, String)> {
             name_and_image(c.as_bytes(), &schemas(set))
+                .map(|(n, i)| (n.into_owned(), i.into_owned()))
         }
         let good =
             rules(r#"[{"action":"Restart","exitCodes":{"operator":"In","values":[1,255]}}]"#);
-        assert_eq!(at(&good, "1.31"), Some(("a", "i")));
-        assert_eq!(at(&good, "1.31,1.34"), Some(("a", "i")));
+        assert_eq!(at(&good, "1.31"), both("a", "i"));
+        assert_eq!(at(&good, "1.31,1.34"), both("a", "i"));
         // A value 1.31 drops but 1.34 cannot decode.
         let typed = rules(r#"[{"action":1}]"#);
-        assert_eq!(at(&typed, "1.31"), Some(("a", "i")));
+        assert_eq!(at(&typed, "1.31"), both("a", "i"));
         assert_eq!(at(&typed, "1.31,1.34"), None);
         // What the check does not follow in a dropped value: numbers that are not plain
         // integers, escaped or repeated keys, deep nesting, bad JSON.
@@ -493,7 +544,7 @@ mod tests {
         assert_eq!(check(r#"{"name":"a","x":1,"x":1}"#), None);
         assert_eq!(
             check(r#"{"name":"a","x":{"y":[true,null,"z"]}}"#),
-            Some(("a", ""))
+            both("a", "")
         );
     }
 }
