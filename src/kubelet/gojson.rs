@@ -93,10 +93,19 @@ pub fn write_zero_field<S: Sink>(schema: &Schema, f: &Field, out: &mut S) {
     write_value(schema, f.ty, &value, out);
 }
 
+/// How `json.Marshal(map[string]string{"name": …, "image": …})` always begins: up to the
+/// image's contents.
+pub const NAME_IMAGE_OPEN: &[u8] = b"{\"image\":\"";
+
 /// Writes `json.Marshal(map[string]string{"name": name, "image": image})` (keys sorted).
 pub fn write_name_image<S: Sink>(name: &str, image: &str, out: &mut S) {
-    out.put(b"{\"image\":");
-    write_string(image, out);
+    out.put(NAME_IMAGE_OPEN);
+    write_name_image_rest(name, image, out);
+}
+
+/// What [`write_name_image`] writes after [`NAME_IMAGE_OPEN`].
+pub fn write_name_image_rest<S: Sink>(name: &str, image: &str, out: &mut S) {
+    write_string_rest(image, out);
     out.put(b",\"name\":");
     write_string(name, out);
     out.put(b"}");
@@ -235,8 +244,13 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Writes `s` as a JSON string the way Go's `encodeState.string` does with HTML escaping on.
 pub fn write_string<S: Sink>(s: &str, out: &mut S) {
-    let b = s.as_bytes();
     out.put(b"\"");
+    write_string_rest(s, out);
+}
+
+/// What [`write_string`] writes after the opening quote.
+fn write_string_rest<S: Sink>(s: &str, out: &mut S) {
+    let b = s.as_bytes();
     let mut start = 0;
     let mut i = 0;
     // Runs of bytes copied as they are, up to the next one that may not be.

@@ -135,6 +135,16 @@ impl Fnv32a {
         Fnv32a(Self::OFFSET_BASIS)
     }
 
+    /// The hasher that has had `bytes` (at compile time, for fixed texts).
+    pub const fn after(bytes: &[u8]) -> Self {
+        let (mut h, mut i) = (Self::OFFSET_BASIS, 0);
+        while i < bytes.len() {
+            h = (h ^ bytes[i] as u32).wrapping_mul(Self::PRIME);
+            i += 1;
+        }
+        Fnv32a(h)
+    }
+
     pub fn finish(self) -> u32 {
         self.0
     }

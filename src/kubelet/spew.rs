@@ -270,6 +270,11 @@ impl<'s, S: Sink> ByteSlice<'s, S> {
         ByteSlice { out, first: true }
     }
 
+    /// Goes on with a `([]uint8)[…` whose first numbers `out` has had already.
+    pub fn resume(out: &'s mut S) -> Self {
+        ByteSlice { out, first: false }
+    }
+
     pub fn close(self) {
         self.out.put(b"]");
     }
