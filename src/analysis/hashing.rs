@@ -464,9 +464,9 @@ mod tests {
                     assert_eq!(usual_path(&frame, &versions), Some(expected), "{set} {c}");
                 }
             }
-            // Nearly all are read by the check (the others have escapes in their name or image,
-            // or numbers it does not follow).
-            assert!(checked > 550, "{set}: {checked}");
+            // All are read by the check (before it read escapes, those with an escape in their
+            // name or image were not).
+            assert_eq!(checked, golden_containers().len(), "{set}");
         }
     }
 

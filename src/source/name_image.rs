@@ -8,12 +8,13 @@
 //! as plain JSON), building nothing.
 //!
 //! The check answers only where it is sure, over a plain subset of JSON. An escape in a key or a
-//! quantity, or a `\u` escape of a surrogate anywhere; a number that is not a plain integer; a key seen before in the
-//! same object; a root key that makes the object a record, a list or a pod
-//! ([`NOT_A_CONTAINER_KEYS`]); a frame that is not UTF-8: all give `None`, and the caller parses
-//! and decodes the container the usual way, which hashes it or names its error. So what the
-//! check accepts, the usual path accepts too, as the same container with the same name and
-//! image (tests in `analysis::hashing` hold the two paths equal on broken containers).
+//! quantity, or a `\u` escape of a surrogate anywhere; a number that is not a plain integer; a
+//! key seen before in the same object; a root key that makes the object a record, a list or a
+//! pod ([`NOT_A_CONTAINER_KEYS`]); a frame that is not UTF-8: all give `None`, and the caller
+//! parses and decodes the container the usual way, which hashes it or names its error. So what
+//! the check accepts, the usual path accepts too, as the same container with the same name and
+//! image (tests in `analysis::hashing` hold the two paths equal on broken containers and on
+//! names and images made of escapes).
 
 use std::borrow::Cow;
 
