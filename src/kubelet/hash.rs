@@ -386,6 +386,11 @@ impl<'v> Plan<'v> {
     fn hash_now(&self) -> ContainerHashes {
         let hashes: Vec<u32> = match self.texts.as_slice() {
             [] => Vec::new(),
+            &[(HashEpoch::NameImage, _, _, d)] => {
+                let (schema, val) = &self.decoded[d];
+                let (name, image) = name_image(schema, val);
+                vec![name_image_hash(name, image)]
+            }
             &[(epoch, _, a, d)] => {
                 let (schema, val) = &self.decoded[d];
                 let mut hasher = Fnv32a::new();
@@ -617,17 +622,23 @@ fn write_name_image_text<S: Sink>(name: &str, image: &str, out: &mut S) {
 /// [`gojson::NAME_IMAGE_OPEN`] (a test holds the two equal).
 const NAME_IMAGE_TEXT_OPEN: &[u8] = b"([]uint8)[123 34 105 109 97 103 101 34 58 34";
 
-/// The hashes [`hash_container`] gives, for `versions` that all hash only the name and image
-/// (see [`only_name_image`]), a container that decodes under each of them with this name and
-/// image. FNV-1a reads front to back, so the text's fixed start is hashed once, at compile
-/// time: it is a third of the bytes of a short name and image.
-pub fn name_image_hashes(name: &str, image: &str, versions: &[KubeletVersion]) -> ContainerHashes {
+/// The hash of the name+image text ([`write_name_image_text`]). FNV-1a reads front to back,
+/// so the text's fixed start is hashed once, at compile time: it is a third of the bytes of a
+/// short name and image.
+fn name_image_hash(name: &str, image: &str) -> u32 {
     const AFTER_OPEN: Fnv32a = Fnv32a::after(NAME_IMAGE_TEXT_OPEN);
     let mut hasher = AFTER_OPEN;
     let mut bytes = ByteSlice::resume(&mut hasher);
     gojson::write_name_image_rest(name, image, &mut bytes);
     bytes.close();
-    let h = hasher.finish();
+    hasher.finish()
+}
+
+/// The hashes [`hash_container`] gives, for `versions` that all hash only the name and image
+/// (see [`only_name_image`]), a container that decodes under each of them with this name and
+/// image.
+pub fn name_image_hashes(name: &str, image: &str, versions: &[KubeletVersion]) -> ContainerHashes {
+    let h = name_image_hash(name, image);
     ContainerHashes {
         hash: versions.iter().map(|&v| (v, h)).collect(),
         hash_without_resources: Vec::new(),

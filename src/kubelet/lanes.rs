@@ -275,15 +275,13 @@ fn lockstep_scalar<const K: usize>(h: &mut [u32; K], chunks: &[&[u8]; K], step: 
         let w: [u64; K] = std::array::from_fn(|l| word(chunks[l], j));
         for k in 0..8 {
             for l in 0..K {
-                let byte = (w[l] >> (8 * k)) as u8;
-                h[l] = (h[l] ^ u32::from(byte)).wrapping_mul(Fnv32a::PRIME);
+                h[l] = Fnv32a::step(h[l], (w[l] >> (8 * k)) as u8);
             }
         }
     }
     for i in words * 8..step {
         for l in 0..K {
-            let byte = chunks[l].get(i).copied().unwrap_or(0);
-            h[l] = (h[l] ^ u32::from(byte)).wrapping_mul(Fnv32a::PRIME);
+            h[l] = Fnv32a::step(h[l], chunks[l].get(i).copied().unwrap_or(0));
         }
     }
 }

@@ -135,11 +135,17 @@ impl Fnv32a {
         Fnv32a(Self::OFFSET_BASIS)
     }
 
+    /// One FNV-1a step: the state `h` after byte `b`.
+    #[inline(always)]
+    pub const fn step(h: u32, b: u8) -> u32 {
+        (h ^ b as u32).wrapping_mul(Self::PRIME)
+    }
+
     /// The hasher that has had `bytes` (at compile time, for fixed texts).
     pub const fn after(bytes: &[u8]) -> Self {
         let (mut h, mut i) = (Self::OFFSET_BASIS, 0);
         while i < bytes.len() {
-            h = (h ^ bytes[i] as u32).wrapping_mul(Self::PRIME);
+            h = Self::step(h, bytes[i]);
             i += 1;
         }
         Fnv32a(h)
@@ -166,12 +172,7 @@ impl Default for Fnv32a {
 impl Sink for Fnv32a {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        let mut h = self.0;
-        for &b in bytes {
-            h ^= u32::from(b);
-            h = h.wrapping_mul(Self::PRIME);
-        }
-        self.0 = h;
+        self.0 = bytes.iter().fold(self.0, |h, &b| Self::step(h, b));
     }
 }
 
