@@ -14,5 +14,7 @@ pub mod rewrite; // changing a node: apply / verify / rollback, journals, durabl
 pub mod shim; // the CRI proxy that shows the new kubelet translated hashes
 pub mod agent; // the DaemonSet agent: reconcile step, phases, kubelet health, metrics
 pub mod cli; // arguments, output formats, exit status, one file per subcommand
+#[cfg(test)]
+mod test_corpus; // the golden containers, for unit tests
 
 pub use error::{Error, Result};

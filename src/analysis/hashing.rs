@@ -143,6 +143,7 @@ mod tests {
     use crate::kubelet::hash::hash_container;
     use crate::kubelet::version::parse_version_set;
     use crate::source::input::for_each_item;
+    use crate::test_corpus::golden_containers;
     use std::path::Path;
 
     /// The reference: one item's hashes by itself (no batch, no lanes shared with others), or
@@ -427,24 +428,11 @@ mod tests {
                 .replacen(r#""\u0001IMAGE""#, &format!("\"{}\"", image.concat()), 1)
                 .into_bytes();
             let schemas = name_image_schemas(&versions).unwrap();
-            let read = name_and_image(&frame, &schemas);
-            let usual = usual_path(&frame, &versions);
-            if let Some((name, image)) = read {
+            if let Some((name, image)) = name_and_image(&frame, &schemas) {
                 let expected = vec![(name.to_string(), Ok(name_image_hashes(&name, &image, &versions)))];
-                proptest::prop_assert_eq!(usual, Some(expected), "{}", String::from_utf8_lossy(&frame));
+                proptest::prop_assert_eq!(usual_path(&frame, &versions), Some(expected), "{}", String::from_utf8_lossy(&frame));
             }
         }
-    }
-
-    /// The public golden containers, parsed once.
-    fn golden_containers() -> &'static [serde_json::Value] {
-        static ALL: std::sync::OnceLock<Vec<serde_json::Value>> = std::sync::OnceLock::new();
-        ALL.get_or_init(|| {
-            let text = include_str!("../../testdata/golden/public.jsonl");
-            text.lines()
-                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["container"].clone())
-                .collect()
-        })
     }
 
     #[test]

@@ -691,12 +691,7 @@ mod tests {
 
     /// The golden containers, and some a kubelet refuses to decode.
     fn containers() -> Vec<serde_json::Value> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/golden/public.jsonl");
-        let text = std::fs::read_to_string(path).unwrap();
-        let mut all: Vec<serde_json::Value> = text
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["container"].take())
-            .collect();
+        let mut all = crate::test_corpus::golden_containers().to_vec();
         all.push(json!({"name":"bad","image":"i","ports":[{"containerPort":"80"}]}));
         all.push(json!({"name":"big","image":"i","ports":[{"containerPort":1e3}]}));
         all.push(json!({"name":5}));

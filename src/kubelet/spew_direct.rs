@@ -216,16 +216,9 @@ mod tests {
     use crate::kubelet::decode::decode_container;
     use crate::kubelet::version::KubeletVersion;
     use crate::source::doc::Doc;
+    use crate::test_corpus::golden_containers;
     use proptest::prelude::*;
     use serde_json::{json, Value};
-
-    fn golden() -> Vec<Value> {
-        let text = include_str!("../../testdata/golden/public.jsonl");
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str::<Value>(l).expect("golden line")["container"].take())
-            .collect()
-    }
 
     /// Both ways for one view: `None` exactly where the decoder refuses, else the same text.
     fn both_ways<'a, J: Json<'a>>(s: &Schema, json: J) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
@@ -260,12 +253,12 @@ mod tests {
 
     #[test]
     fn every_golden_container_is_written_as_decoded_then_written() {
-        let containers = golden();
+        let containers = golden_containers();
         assert!(containers.len() >= 600);
         // Every graph, not only the struct-dump ones it is used for: the rules are the same.
         for v in KubeletVersion::all() {
             let s = Schema::for_version(v).unwrap();
-            for c in &containers {
+            for c in containers {
                 assert_alike(s, c).unwrap();
             }
         }
@@ -347,7 +340,7 @@ mod tests {
             ]),
         );
         (any::<prop::sample::Index>(), picks, edge).prop_map(|(which, picks, edge)| {
-            let containers = GOLDEN.get_or_init(golden);
+            let containers = golden_containers();
             let mut c = which.get(containers).clone();
             for (at, depth, leaf) in picks {
                 mutate(&mut c, depth, at, leaf);
@@ -405,8 +398,6 @@ mod tests {
             _ => {}
         }
     }
-
-    static GOLDEN: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1000))]
