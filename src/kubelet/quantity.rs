@@ -186,6 +186,33 @@ pub fn parse_json_string(raw: &str) -> Result<Quantity, QuantityError> {
     parse(raw.trim_matches(char::is_whitespace))
 }
 
+/// Whether `ParseQuantity` surely takes `text`, seen without parsing it: one to fifteen digits
+/// and a suffix of its table (`suffixer.interpret`) or none. Such a text always parses (every
+/// suffix there is known, and the digits never overflow: too many for the int64 fast path take
+/// the `inf.Dec` one); `false` says nothing. For checks that need no value: [`parse`] allocates.
+pub fn plainly_parses(text: &[u8]) -> bool {
+    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+    (1..=15).contains(&digits)
+        && matches!(
+            &text[digits..],
+            b"" | b"n"
+                | b"u"
+                | b"m"
+                | b"k"
+                | b"M"
+                | b"G"
+                | b"T"
+                | b"P"
+                | b"E"
+                | b"Ki"
+                | b"Mi"
+                | b"Gi"
+                | b"Ti"
+                | b"Pi"
+                | b"Ei"
+        )
+}
+
 /// `resource.ParseQuantity`.
 ///
 /// The int64 fast path is taken when the digits fit (at most 18 of them for decimal formats, a
@@ -922,6 +949,58 @@ mod tests {
             proptest::prop_assert_eq!((r.value, r.scale, r.s, r.format), (got.value, got.scale, got.s.as_str(), got.format));
             proptest::prop_assert_eq!(r.dec.map(|d| (d.negative, d.words.to_vec(), d.scale)), got.dec.as_ref().map(|d| (d.unscaled.sign() == Sign::Minus, nat_words(&d.unscaled), d.scale)));
             proptest::prop_assert_eq!(r.json_text(), got.json_text());
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// The adversary against the plain-quantity shortcut: texts around its edges (no digits,
+        /// sixteen, leading zeros, signs, fractions, every suffix and near misses, white space).
+        /// What it takes, `ParseQuantity` as `Quantity.UnmarshalJSON` calls it takes too.
+        #[test]
+        fn what_plainly_parses_parses(
+            input in "[ +-]?[0-9]{0,17}(\\.[0-9]{0,2})?([numkMGTPEe]|[KMGTPEkmi]i|Ki |E1|ki|mi|Ii)? ?",
+        ) {
+            if plainly_parses(input.as_bytes()) {
+                proptest::prop_assert!(parse_json_string(&input).is_ok(), "{input:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn plain_quantities_are_seen_to_parse() {
+        for text in [
+            "0",
+            "1",
+            "500m",
+            "64Mi",
+            "000",
+            "007k",
+            "999999999999999Ei",
+            "999999999999999n",
+            "1u",
+            "2E",
+        ] {
+            assert!(plainly_parses(text.as_bytes()), "{text}");
+            assert!(parse_json_string(text).is_ok(), "{text}");
+        }
+        // Not plain: left to the parser, which takes some of them.
+        for text in [
+            "",
+            "m",
+            "1000000000000000",
+            "-1",
+            "+1",
+            "1.5",
+            "1e3",
+            " 1",
+            "1 ",
+            "1mi",
+            "1ki",
+            "1Ii",
+            "1K",
+        ] {
+            assert!(!plainly_parses(text.as_bytes()), "{text}");
         }
     }
 
