@@ -1,0 +1,17 @@
+//! A journal file of any bytes: `journal::read` accepts it or names the line it refuses; it
+//! never panics.
+#![no_main]
+
+use kubehash::rewrite::journal;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(dir) = tempfile::tempdir() else {
+        return;
+    };
+    let path = dir.path().join("journal.jsonl");
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    let _ = journal::read(&path);
+});
