@@ -579,6 +579,24 @@ mod tests {
     }
 
     #[test]
+    fn keys_match_exactly_as_apimachinery_matches_them() {
+        // `sigs.k8s.io/json` (apimachinery's decoder) is case-sensitive: a key that differs from
+        // a field's only in case is a field the version does not know, dropped. (Go's plain
+        // `encoding/json` would fold it onto the field, and refuse `90.0` for an int32.)
+        let arena = Arena::new();
+        for v in ["1.8", "1.15", "1.30", "1.31", "1.37"] {
+            let s = schema(v);
+            let c = json!({"name": "a", "Image": "x", "IMAGE": "y", "portS": [{"containerPort": 90.0}], "enV": 1});
+            let bare = json!({"name": "a"});
+            assert_eq!(
+                decode_container(s, &c, "", &arena).unwrap(),
+                decode_container(s, &bare, "", &arena).unwrap(),
+                "{v}"
+            );
+        }
+    }
+
+    #[test]
     fn empty_object_for_a_pointer_is_a_non_nil_zero_struct() {
         let arena = Arena::new();
         let s = schema("1.30");

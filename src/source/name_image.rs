@@ -411,6 +411,21 @@ mod tests {
     }
 
     #[test]
+    fn keys_that_differ_only_in_case_are_unknown() {
+        // As the decoder has them (`kubelet::decode`): dropped, their values only checked as
+        // JSON, so `90.0` under `portS` is no integer field's.
+        assert_eq!(
+            check(r#"{"name":"a","Image":"x","portS":[{"containerPort":1}],"NAME":"b"}"#),
+            both("a", "")
+        );
+        // A fraction is not plain JSON to the check: the usual path reads it.
+        assert_eq!(
+            check(r#"{"name":"a","portS":[{"containerPort":90.0}]}"#),
+            None
+        );
+    }
+
+    #[test]
     fn reads_the_escapes_of_a_name_and_an_image() {
         let cases = [
             (r#"{"name":"a\n","image":"i\/j"}"#, "a\n", "i/j"),
