@@ -187,29 +187,15 @@ pub fn parse_json_string(raw: &str) -> Result<Quantity, QuantityError> {
 }
 
 /// Whether `ParseQuantity` surely takes `text`, seen without parsing it: one to fifteen digits
-/// and a suffix of its table (`suffixer.interpret`) or none. Such a text always parses (every
-/// suffix there is known, and the digits never overflow: too many for the int64 fast path take
+/// and a suffix of the suffixer's table (`interpret`: SI or binary, or none; not an exponent).
+/// Such a text always parses (the digits never overflow: too many for the int64 fast path take
 /// the `inf.Dec` one); `false` says nothing. For checks that need no value: [`parse`] allocates.
 pub fn plainly_parses(text: &[u8]) -> bool {
     let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
     (1..=15).contains(&digits)
         && matches!(
-            &text[digits..],
-            b"" | b"n"
-                | b"u"
-                | b"m"
-                | b"k"
-                | b"M"
-                | b"G"
-                | b"T"
-                | b"P"
-                | b"E"
-                | b"Ki"
-                | b"Mi"
-                | b"Gi"
-                | b"Ti"
-                | b"Pi"
-                | b"Ei"
+            interpret(&text[digits..]),
+            Some((_, _, Format::DecimalSI | Format::BinarySI))
         )
 }
 

@@ -237,17 +237,21 @@ impl<'f> Check<'f, '_> {
         let text = match self.peek()? {
             b'"' => {
                 let (start, end) = self.plain_string()?;
-                std::str::from_utf8(self.b.get(start..end)?).ok()?
+                self.b.get(start..end)?
             }
             _ => {
                 let start = self.i;
                 self.integer(i64::MIN, i64::MAX)?;
-                std::str::from_utf8(self.b.get(start..self.i)?).ok()?
+                self.b.get(start..self.i)?
             }
         };
         // Most quantities are plain (`500m`, `64Mi`): seen to parse without parsing them.
-        (quantity::plainly_parses(text.as_bytes()) || quantity::parse_json_string(text).is_ok())
-            .then_some(())
+        if quantity::plainly_parses(text) {
+            return Some(());
+        }
+        quantity::parse_json_string(std::str::from_utf8(text).ok()?)
+            .ok()
+            .map(drop)
     }
 
     /// A list, each item read by `item`.
