@@ -23,6 +23,8 @@ use std::sync::LazyLock;
 use memchr::memmem;
 
 use crate::kubelet::bytescan::{find_quote_or_backslash, structure, Structure};
+#[cfg(target_arch = "x86_64")]
+use crate::kubelet::bytescan::{has_avx2, structure_avx2};
 use crate::kubelet::once_keys::value_from_slice;
 use crate::source::goread::clean;
 
@@ -484,6 +486,35 @@ impl Nesting {
     /// block with a backslash (or after one) goes a byte at a time, so escapes are followed
     /// exactly as [`Nesting::bytewise`] follows them.
     fn scan(&mut self, bytes: &[u8]) -> Scanned {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: the CPU has AVX2 and POPCNT.
+            return unsafe { self.scan_avx2(bytes) };
+        }
+        self.scan_with(bytes, structure, false)
+    }
+
+    /// [`Nesting::scan`] with AVX2 and POPCNT: blocks found 32 bytes at a time, and a block
+    /// whose brackets cannot close the value passed on their counts alone.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and POPCNT ([`has_avx2`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    unsafe fn scan_avx2(&mut self, bytes: &[u8]) -> Scanned {
+        // SAFETY: the caller's CPU has AVX2.
+        self.scan_with(bytes, |b| unsafe { structure_avx2(b) }, true)
+    }
+
+    /// [`Nesting::scan`], each block's masks from `structure`; with `counted`, a block that
+    /// cannot close the value or nest too deep is passed on its bracket counts.
+    #[inline(always)]
+    fn scan_with(
+        &mut self,
+        bytes: &[u8],
+        structure: impl Fn(&[u8; 64]) -> Structure,
+        counted: bool,
+    ) -> Scanned {
         let mut k = 0;
         while let Some(block) = bytes
             .get(k..k + 64)
@@ -493,7 +524,7 @@ impl Nesting {
             let done = if found.backslash != 0 || self.escaped {
                 self.bytewise(block)
             } else {
-                self.block(&found)
+                self.block(&found, counted)
             };
             match done {
                 Scanned::End(i) => return Scanned::End(k + i),
@@ -508,13 +539,24 @@ impl Nesting {
     }
 
     /// One block without backslashes, from its masks.
-    #[inline]
-    fn block(&mut self, found: &Structure) -> Scanned {
+    /// With `counted`, a block with fewer closing brackets than the level (so the level cannot
+    /// come to 0 in it) and too few opening ones to pass the deepest level is passed on their
+    /// counts; worth it only where counting bits is one instruction.
+    #[inline(always)]
+    fn block(&mut self, found: &Structure, counted: bool) -> Scanned {
         // Bit i is set when byte i is inside a string (an opening quote counts as inside, a
         // closing one as outside): the parity of the quotes up to it, and of those before.
         let inside = prefix_xor(found.quote) ^ 0u64.wrapping_sub(u64::from(self.in_string));
         self.in_string = inside >> 63 != 0;
         let open = found.open & !inside;
+        if counted {
+            let opens = open.count_ones() as usize;
+            let closes = (found.close & !inside).count_ones() as usize;
+            if closes < self.level && self.level + opens <= self.most {
+                self.level = self.level + opens - closes;
+                return Scanned::More;
+            }
+        }
         let mut brackets = (open | found.close) & !inside;
         while brackets != 0 {
             let i = brackets.trailing_zeros();
@@ -811,8 +853,11 @@ mod tests {
             escapes in proptest::arbitrary::any::<bool>(),
             cut in 0usize..400,
             most in 1usize..12,
+            start in 0usize..4,
         ) {
+            // Opened a few levels deep, so that whole blocks can be passed on their counts.
             let mut bytes = vec![b'{'];
+            bytes.extend(std::iter::repeat_n(b'[', start));
             // Half the inputs without a backslash, so that whole blocks take the mask path.
             bytes.extend(body.into_iter().filter(|&b| escapes || b != b'\\'));
             let fresh = Nesting { level: 0, in_string: false, escaped: false, most };
@@ -822,6 +867,15 @@ mod tests {
             proptest::prop_assert_eq!(&by_blocks.scan(&bytes), &want);
             if want == Scanned::More {
                 proptest::prop_assert_eq!(&by_blocks, &by_bytes);
+            }
+            // Whichever path this CPU takes, the baseline's masks with and without the
+            // bracket counts do the same.
+            for counted in [false, true] {
+                let mut baseline = fresh.clone();
+                proptest::prop_assert_eq!(&baseline.scan_with(&bytes, structure, counted), &want);
+                if want == Scanned::More {
+                    proptest::prop_assert_eq!(&baseline, &by_bytes);
+                }
             }
             // In two chunks.
             let cut = cut.min(bytes.len());
