@@ -304,18 +304,18 @@ fn structure_sse2(block: &[u8; 64]) -> Structure {
     out
 }
 
-/// Whether this CPU has AVX2 and POPCNT, for the code paths built for them (checked once;
-/// the build itself targets the x86-64 baseline).
+/// Whether this CPU has AVX2 and POPCNT, for the code paths built for them (std asks the CPU
+/// once and keeps the answer; the build itself targets the x86-64 baseline).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-pub fn has_avx2() -> bool {
+pub fn has_avx2_popcnt() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt")
 }
 
 /// [`Structure`] of `block`, thirty-two bytes at a time with AVX2.
 ///
 /// # Safety
-/// The CPU must have AVX2 ([`has_avx2`]).
+/// The CPU must have AVX2 ([`has_avx2_popcnt`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -331,23 +331,20 @@ pub unsafe fn structure_avx2(block: &[u8; 64]) -> Structure {
             _mm256_loadu_si256(block.as_ptr().add(32).cast::<__m256i>()),
         )
     };
+    // `[` and `]` are `{` and `}` without the 0x20 bit; no other byte becomes one with it.
     let case = _mm256_set1_epi8(0x20);
-    let mask = |byte: u8, fold: bool| {
+    let folded = (_mm256_or_si256(lo, case), _mm256_or_si256(hi, case));
+    let mask = |(l, h): (__m256i, __m256i), byte: u8| {
         let b = _mm256_set1_epi8(byte as i8);
-        let (l, h) = match fold {
-            true => (_mm256_or_si256(lo, case), _mm256_or_si256(hi, case)),
-            false => (lo, hi),
-        };
         let low = _mm256_movemask_epi8(_mm256_cmpeq_epi8(l, b)) as u32;
         let high = _mm256_movemask_epi8(_mm256_cmpeq_epi8(h, b)) as u32;
         u64::from(low) | u64::from(high) << 32
     };
     Structure {
-        quote: mask(b'"', false),
-        backslash: mask(b'\\', false),
-        // `[` and `]` are `{` and `}` without the 0x20 bit; no other byte becomes one with it.
-        open: mask(b'{', true),
-        close: mask(b'}', true),
+        quote: mask((lo, hi), b'"'),
+        backslash: mask((lo, hi), b'\\'),
+        open: mask(folded, b'{'),
+        close: mask(folded, b'}'),
     }
 }
 
@@ -413,7 +410,7 @@ mod tests {
             let block: [u8; 64] = block.try_into().unwrap();
             prop_assert_eq!(structure(&block), structure_bytewise(&block));
             #[cfg(target_arch = "x86_64")]
-            if has_avx2() {
+            if has_avx2_popcnt() {
                 // SAFETY: the CPU has AVX2.
                 prop_assert_eq!(unsafe { structure_avx2(&block) }, structure_bytewise(&block));
             }

@@ -24,7 +24,7 @@ use memchr::memmem;
 
 use crate::kubelet::bytescan::{find_quote_or_backslash, structure, Structure};
 #[cfg(target_arch = "x86_64")]
-use crate::kubelet::bytescan::{has_avx2, structure_avx2};
+use crate::kubelet::bytescan::{has_avx2_popcnt, structure_avx2};
 use crate::kubelet::once_keys::value_from_slice;
 use crate::source::goread::clean;
 
@@ -487,7 +487,7 @@ impl Nesting {
     /// exactly as [`Nesting::bytewise`] follows them.
     fn scan(&mut self, bytes: &[u8]) -> Scanned {
         #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
+        if has_avx2_popcnt() {
             // SAFETY: the CPU has AVX2 and POPCNT.
             return unsafe { self.scan_avx2(bytes) };
         }
@@ -498,7 +498,7 @@ impl Nesting {
     /// whose brackets cannot close the value passed on their counts alone.
     ///
     /// # Safety
-    /// The CPU must have AVX2 and POPCNT ([`has_avx2`]).
+    /// The CPU must have AVX2 and POPCNT ([`has_avx2_popcnt`]).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,popcnt")]
     unsafe fn scan_avx2(&mut self, bytes: &[u8]) -> Scanned {
@@ -539,6 +539,7 @@ impl Nesting {
     }
 
     /// One block without backslashes, from its masks.
+    ///
     /// With `counted`, a block with fewer closing brackets than the level (so the level cannot
     /// come to 0 in it) and too few opening ones to pass the deepest level is passed on their
     /// counts; worth it only where counting bits is one instruction.
