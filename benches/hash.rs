@@ -17,6 +17,11 @@
 //!   without building anything: what reading a frame costs before a value is made of it).
 //! * `from-bytes-reading-list`: `framing-podlist`, the bundled example's PodList framed into
 //!   its items, in bytes per second.
+//! * `bare-1.31-parts`: what #16's ×20 at 1.31 is made of, bare containers, in one run: each
+//!   step of `bare+batch+hash` alone (`framing`, the name+image `check` of each frame, FNV over
+//!   each hashed text, serial and in lanes) next to the whole and to serde_json only
+//!   validating each frame (`serde-validate`, `IgnoredAny`): the floor of a check that builds
+//!   nothing and knows no types.
 //!
 //! Run: `cargo bench --bench hash` (add `-- --quick` for a fast look).
 
@@ -37,6 +42,7 @@ use kubehash::kubelet::version::{parse_version_set, KubeletVersion};
 use kubehash::source::doc::{Doc, Unparsed};
 use kubehash::source::frames::frame_objects;
 use kubehash::source::input::{for_each_item_in, object_items, Item};
+use kubehash::source::name_image::name_and_image;
 
 // The allocator the CLI uses, so that parsing costs what it costs in `kubehash hash`.
 #[global_allocator]
@@ -304,6 +310,63 @@ fn hash_in_batches(bytes: &[u8], versions: &[KubeletVersion], batch: &mut HashBa
 }
 
 /// Frames `bytes` as `kubehash hash` reads a file and adds up what `each` makes of each frame.
+/// `bare-1.31-parts` (see the top of the file): per bare container, per step.
+fn bench_bare_name_image_parts(c: &mut Criterion) {
+    let versions = parse_version_set("1.31").expect("versions");
+    let schema = Schema::for_version(versions[0]).expect("schema");
+    let containers = corpus();
+    let mut bare = Vec::new();
+    for c in &containers {
+        serde_json::to_writer(&mut bare, c).expect("container");
+        bare.push(b'\n');
+    }
+    let mut frames = Vec::new();
+    frame_objects(bare.as_slice(), &mut |frame| {
+        frames.push(frame);
+        true
+    })
+    .expect("frame");
+    let texts: Vec<Vec<u8>> = containers
+        .iter()
+        .map(|j| hashed_text(j, versions[0], Annotation::Hash, "").expect("text"))
+        .collect();
+    let mut g = c.benchmark_group("bare-1.31-parts");
+    g.throughput(Throughput::Elements(containers.len() as u64));
+    g.bench_function("framing", |b| {
+        b.iter(|| sum_over_frames(&bare, |frame| frame.len()))
+    });
+    g.bench_function("serde-validate", |b| {
+        b.iter(|| {
+            frames
+                .iter()
+                .filter(|f| serde_json::from_slice::<serde::de::IgnoredAny>(black_box(f)).is_ok())
+                .count()
+        })
+    });
+    g.bench_function("check", |b| {
+        b.iter(|| {
+            frames
+                .iter()
+                .filter(|f| name_and_image(black_box(f), &[schema]).is_some())
+                .count()
+        })
+    });
+    bench_floor(&mut g, &texts);
+    let refs: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
+    g.bench_function("fnv-lanes", |b| {
+        let mut out = vec![0u32; refs.len()];
+        b.iter(|| {
+            fnv1a_batch(black_box(&refs), &mut out);
+            out[0]
+        })
+    });
+    g.bench_function("bare+batch+hash", |b| {
+        let mut batch = HashBatch::default();
+        b.iter(|| hash_in_batches(&bare, &versions, &mut batch))
+    });
+    g.finish();
+}
+
 fn sum_over_frames(bytes: &[u8], mut each: impl FnMut(Vec<u8>) -> usize) -> usize {
     let mut n = 0;
     frame_objects(black_box(bytes), &mut |frame| {
@@ -319,6 +382,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(std::time::Duration::from_millis(500))
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = bench_epochs, bench_from_bytes
+    targets = bench_epochs, bench_from_bytes, bench_bare_name_image_parts
 }
 criterion_main!(benches);
