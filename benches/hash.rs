@@ -74,6 +74,28 @@ fn bench_floor(g: &mut BenchmarkGroup<'_, WallTime>, texts: &[Vec<u8>]) {
     });
 }
 
+/// The same texts hashed as one batch in interleaved lanes.
+fn bench_lanes(g: &mut BenchmarkGroup<'_, WallTime>, texts: &[Vec<u8>]) {
+    let refs: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
+    g.bench_function("fnv-lanes", |b| {
+        let mut out = vec![0u32; refs.len()];
+        b.iter(|| {
+            fnv1a_batch(black_box(&refs), &mut out);
+            out[0]
+        })
+    });
+}
+
+/// The containers as `kubehash hash` reads a file of them: one compact JSON object a line.
+fn bare_lines(containers: &[Value]) -> Vec<u8> {
+    let mut bare = Vec::new();
+    for c in containers {
+        serde_json::to_writer(&mut bare, c).expect("container");
+        bare.push(b'\n');
+    }
+    bare
+}
+
 fn bench_epochs(c: &mut Criterion) {
     let containers = corpus();
     let arena = Arena::new();
@@ -101,14 +123,7 @@ fn bench_epochs(c: &mut Criterion) {
         let mut g = c.benchmark_group(label);
         g.throughput(Throughput::Elements(containers.len() as u64));
         bench_floor(&mut g, &texts);
-        let refs: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
-        g.bench_function("fnv-lanes", |b| {
-            let mut out = vec![0u32; refs.len()];
-            b.iter(|| {
-                fnv1a_batch(black_box(&refs), &mut out);
-                out[0]
-            })
-        });
+        bench_lanes(&mut g, &texts);
         g.bench_function("render+fnv", |b| {
             b.iter(|| {
                 let mut acc = 0u32;
@@ -145,11 +160,7 @@ fn bench_from_bytes(c: &mut Criterion) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/golden/public.jsonl");
     let bytes = std::fs::read(path).expect("golden corpus");
     let containers = corpus();
-    let mut bare = Vec::new();
-    for c in &containers {
-        serde_json::to_writer(&mut bare, c).expect("container");
-        bare.push(b'\n');
-    }
+    let bare = bare_lines(&containers);
     for (label, spec) in [
         ("from-bytes-1.15", "1.15"),
         ("from-bytes-1.30", "1.30"),
@@ -315,11 +326,7 @@ fn bench_bare_name_image_parts(c: &mut Criterion) {
     let versions = parse_version_set("1.31").expect("versions");
     let schema = Schema::for_version(versions[0]).expect("schema");
     let containers = corpus();
-    let mut bare = Vec::new();
-    for c in &containers {
-        serde_json::to_writer(&mut bare, c).expect("container");
-        bare.push(b'\n');
-    }
+    let bare = bare_lines(&containers);
     let mut frames = Vec::new();
     frame_objects(bare.as_slice(), &mut |frame| {
         frames.push(frame);
@@ -352,14 +359,7 @@ fn bench_bare_name_image_parts(c: &mut Criterion) {
         })
     });
     bench_floor(&mut g, &texts);
-    let refs: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
-    g.bench_function("fnv-lanes", |b| {
-        let mut out = vec![0u32; refs.len()];
-        b.iter(|| {
-            fnv1a_batch(black_box(&refs), &mut out);
-            out[0]
-        })
-    });
+    bench_lanes(&mut g, &texts);
     g.bench_function("bare+batch+hash", |b| {
         let mut batch = HashBatch::default();
         b.iter(|| hash_in_batches(&bare, &versions, &mut batch))
