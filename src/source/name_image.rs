@@ -18,10 +18,60 @@
 
 use std::borrow::Cow;
 
+use std::sync::OnceLock;
+
 use crate::kubelet::bytescan::{find_string_stop, plain_integer};
 use crate::kubelet::quantity;
 use crate::kubelet::schema::{Kind, Schema, TypeId};
+use crate::kubelet::version::{MAX_MINOR, MIN_MINOR};
 use crate::source::input::NOT_A_CONTAINER_KEYS;
+
+/// What the check takes for a type, pointers seen through (a pointer takes what its element
+/// takes; `null`, every type's zero value, is taken before this is looked at): one small
+/// table per type graph, so that a value is one load and one branch away from its key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Takes {
+    String,
+    Bool,
+    Int32,
+    Int64,
+    Quantity,
+    IntOrString,
+    /// A list of items of this type.
+    List(TypeId),
+    /// A map with string keys and values of this type.
+    Map(TypeId),
+    /// A struct's fields.
+    Struct(TypeId),
+}
+
+/// [`Takes`] per type of `schema`, made once per version.
+fn takes_of(schema: &Schema) -> &'static [Takes] {
+    const N: usize = (MAX_MINOR - MIN_MINOR + 1) as usize;
+    static TABLES: [OnceLock<Box<[Takes]>>; N] = [const { OnceLock::new() }; N];
+    let at = usize::from(schema.version().minor() - MIN_MINOR);
+    TABLES[at].get_or_init(|| {
+        (0..schema.type_count())
+            .map(|ty| takes(schema, ty))
+            .collect()
+    })
+}
+
+fn takes(schema: &Schema, ty: TypeId) -> Takes {
+    match &schema.ty(ty).kind {
+        // A pointer points to a struct, a slice or a leaf, never to itself.
+        Kind::Ptr(elem) => takes(schema, *elem),
+        Kind::String => Takes::String,
+        Kind::Bool => Takes::Bool,
+        Kind::Int32 => Takes::Int32,
+        Kind::Int64 => Takes::Int64,
+        Kind::Quantity => Takes::Quantity,
+        Kind::IntOrString => Takes::IntOrString,
+        Kind::Slice(elem) => Takes::List(*elem),
+        Kind::Map { value } => Takes::Map(*value),
+        Kind::Struct(_) => Takes::Struct(ty),
+    }
+}
 
 /// The name and image of the container object in `frame` (nothing else but white space around
 /// it), if it surely decodes under every one of `schemas` and its name is a string; `None` when
@@ -40,6 +90,7 @@ pub fn name_and_image<'f>(
             b: frame,
             i: 0,
             schema,
+            takes: takes_of(schema),
             name: None,
             image: None,
         };
@@ -81,6 +132,7 @@ struct Check<'f, 's> {
     b: &'f [u8],
     i: usize,
     schema: &'s Schema,
+    takes: &'s [Takes],
     /// Where the root's `name` and `image` strings are, once met.
     name: Option<Noted>,
     image: Option<Noted>,
@@ -113,8 +165,17 @@ impl<'f> Check<'f, '_> {
         self.b.get(self.i).copied()
     }
 
-    /// JSON's white space.
+    /// JSON's white space. Inlined as one compare: white space is at most a space, and most
+    /// JSON read here has none between its tokens.
+    #[inline(always)]
     fn space(&mut self) {
+        if self.peek().is_some_and(|c| c <= b' ') {
+            self.more_space();
+        }
+    }
+
+    #[inline(never)]
+    fn more_space(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.i += 1;
         }
@@ -208,28 +269,34 @@ impl<'f> Check<'f, '_> {
     }
 
     /// A value of type `ty` (`null` is every type's zero value, as the decoder has it).
+    #[inline(always)]
     fn value(&mut self, ty: TypeId) -> Option<()> {
         if self.peek()? == b'n' {
             return self.literal(b"null");
         }
-        match &self.schema.ty(ty).kind {
-            Kind::String => self.string().map(drop),
-            Kind::Bool => match self.peek()? {
+        match *self.takes.get(ty)? {
+            Takes::String => self.string().map(drop),
+            Takes::Bool => match self.peek()? {
                 b't' => self.literal(b"true"),
                 _ => self.literal(b"false"),
             },
-            Kind::Int32 => self.integer(i64::from(i32::MIN), i64::from(i32::MAX)),
-            Kind::Int64 => self.integer(i64::MIN, i64::MAX),
-            Kind::Ptr(elem) => self.value(*elem),
-            Kind::Slice(elem) => self.list(|c| c.value(*elem)),
-            Kind::Map { value } => self.map(*value),
-            Kind::Struct(_) => self.fields(ty, false),
-            Kind::Quantity => self.quantity(),
-            Kind::IntOrString => match self.peek()? {
+            Takes::Int32 => self.integer(i64::from(i32::MIN), i64::from(i32::MAX)),
+            Takes::Int64 => self.integer(i64::MIN, i64::MAX),
+            Takes::Quantity => self.quantity(),
+            Takes::IntOrString => match self.peek()? {
                 b'"' => self.string().map(drop),
                 _ => self.integer(i64::from(i32::MIN), i64::from(i32::MAX)),
             },
+            Takes::List(elem) => self.list_of(elem),
+            Takes::Map(value) => self.map(value),
+            Takes::Struct(ty) => self.fields(ty, false),
         }
+    }
+
+    /// A list of values of type `elem` (out of line: [`Check::value`] is inlined into it).
+    #[inline(never)]
+    fn list_of(&mut self, elem: TypeId) -> Option<()> {
+        self.list(|c| c.value(elem))
     }
 
     /// `Quantity.UnmarshalJSON`: a string's contents or an integer's text, parsed.
@@ -306,6 +373,7 @@ impl<'f> Check<'f, '_> {
     }
 
     /// A map with string keys (`ResourceList`): no key twice.
+    #[inline(never)]
     fn map(&mut self, value: TypeId) -> Option<()> {
         let mut keys = KeySet::default();
         self.members(|c, key| {
@@ -316,6 +384,7 @@ impl<'f> Check<'f, '_> {
 
     /// A struct's fields, each key one of its (flattened) fields, none twice; the root's
     /// `name` and `image` noted.
+    #[inline(never)]
     fn fields(&mut self, ty: TypeId, root: bool) -> Option<()> {
         let keys = self.schema.struct_keys(ty).filter(|k| k.flat_len <= 64)?;
         let (name, image) = match root {
