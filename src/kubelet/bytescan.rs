@@ -149,6 +149,26 @@ impl Stops for StringStop {
     }
 }
 
+/// [`StringStop`], and bytes that are not ASCII.
+struct StringStopOrNonAscii;
+
+impl Stops for StringStopOrNonAscii {
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn lanes(v: std::arch::x86_64::__m128i) -> std::arch::x86_64::__m128i {
+        // A byte of 0x80 or more marks itself (the mask is taken from each byte's high bit).
+        lanes::or(StringStop::lanes(v), v)
+    }
+    #[inline(always)]
+    fn word(x: u64) -> u64 {
+        StringStop::word(x) | (x & HIGHS)
+    }
+    #[inline(always)]
+    fn hit(b: u8) -> bool {
+        StringStop::hit(b) || b >= 0x80
+    }
+}
+
 /// Bytes that are not ASCII, and `\`.
 struct NonAsciiOrBackslash;
 
@@ -240,12 +260,19 @@ pub fn plain_integer(bytes: &[u8]) -> Option<(bool, u64, usize)> {
 }
 
 /// The first `"`, `\` or control byte (below 0x20): where a JSON string's plain run ends.
-// Inlined into both callers, and the `Doc` parser's string reader inlined too (doc.rs): with
-// a second caller, left to the compiler, the parser's string reader was no longer inlined
+// Inlined, and the `Doc` parser's string reader inlined too (doc.rs): when it had a second
+// caller and was left to the compiler, the parser's string reader was no longer inlined
 // (+2 % instructions a bare container at 1.15), and out of line it cost the golden records +1 %.
 #[inline(always)]
 pub fn find_string_stop(bytes: &[u8]) -> Option<usize> {
     find::<StringStop>(bytes)
+}
+
+/// [`find_string_stop`], stopping at the first byte that is not ASCII too: for a reader that
+/// checks each character that is not ASCII where it meets it, not the whole text after.
+#[inline(always)]
+pub fn find_string_stop_or_non_ascii(bytes: &[u8]) -> Option<usize> {
+    find::<StringStopOrNonAscii>(bytes)
 }
 
 /// The first byte that is not ASCII, or a `\`.
@@ -389,6 +416,10 @@ mod tests {
             prop_assert_eq!(
                 find_string_stop(&bytes),
                 slow(|b| b == b'"' || b == b'\\' || b < 0x20)
+            );
+            prop_assert_eq!(
+                find_string_stop_or_non_ascii(&bytes),
+                slow(|b| b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b))
             );
             prop_assert_eq!(
                 find_non_ascii_or_backslash(&bytes),

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 
 use std::sync::OnceLock;
 
-use crate::kubelet::bytescan::{find_string_stop, plain_integer};
+use crate::kubelet::bytescan::{find_string_stop_or_non_ascii, plain_integer};
 use crate::kubelet::quantity;
 use crate::kubelet::schema::{Kind, Schema, TypeId};
 use crate::kubelet::version::{MAX_MINOR, MIN_MINOR};
@@ -102,23 +102,25 @@ pub fn name_and_image<'f>(
         }
         found = Some((c.name?, c.image));
     }
-    // The frame's UTF-8 is checked once it is read (most frames the check gives up on are given
-    // up early); the name and image are slices of its text, or their escapes read.
+    // A frame the check takes is UTF-8: outside strings it takes only ASCII, and inside them
+    // each byte that is not ASCII starts a character it checked. The name and image are slices
+    // of it, or their escapes read.
     let (name, image) = found?;
-    let text = std::str::from_utf8(frame).ok()?;
     let image = match image {
-        Some(at) => contents(text, at)?,
+        Some(at) => contents(frame, at)?,
         None => Cow::Borrowed(""),
     };
-    Some((contents(text, name)?, image))
+    Some((contents(frame, name)?, image))
 }
 
-/// The contents of the string `at` in `text`: as they are, or with their escapes read (JSON's
+/// The contents of the string `at` in `frame`: as they are, or with their escapes read (JSON's
 /// escapes; the check took none of a surrogate, so each stands for one character).
-fn contents(text: &str, at: Noted) -> Option<Cow<'_, str>> {
+fn contents(frame: &[u8], at: Noted) -> Option<Cow<'_, str>> {
     match at {
-        (start, end, false) => text.get(start..end).map(Cow::Borrowed),
-        (start, end, true) => serde_json::from_str(text.get(start - 1..end + 1)?)
+        (start, end, false) => std::str::from_utf8(frame.get(start..end)?)
+            .ok()
+            .map(Cow::Borrowed),
+        (start, end, true) => serde_json::from_slice(frame.get(start - 1..end + 1)?)
             .ok()
             .map(Cow::Owned),
     }
@@ -191,38 +193,59 @@ impl<'f> Check<'f, '_> {
     }
 
     /// A string at the cursor: where its raw contents are, and whether they have an escape. An
-    /// escape is checked (a surrogate is not taken: lone ones have rules of their own); a
-    /// control byte or a missing end quote is `None`.
-    // Inlined, with the rest of a string after an escape out of line: nearly every string of a
-    // pod is plain, and its end the first stop found.
+    /// escape is checked (a surrogate is not taken: lone ones have rules of their own), and so
+    /// is each character that is not ASCII (UTF-8, as Rust's `str` has it); a control byte or
+    /// a missing end quote is `None`.
+    // Inlined, with the rest of a string after an escape or a byte that is not ASCII out of
+    // line: nearly every string of a pod is plain ASCII, and its end the first stop found.
     #[inline(always)]
     fn string(&mut self) -> Option<(usize, usize, bool)> {
         self.eat(b'"')?;
         let start = self.i;
-        self.i += find_string_stop(self.b.get(self.i..)?)?;
+        self.i += find_string_stop_or_non_ascii(self.b.get(self.i..)?)?;
         match self.peek()? {
             b'"' => {
                 self.i += 1;
                 Some((start, self.i - 1, false))
             }
-            b'\\' => self.escaped_rest(start),
+            b'\\' | 0x80.. => self.string_rest(start),
             _ => None,
         }
     }
 
-    /// The rest of a string from its first escape, at the cursor; see [`Check::string`].
+    /// The rest of a string from its first escape or byte that is not ASCII, at the cursor;
+    /// see [`Check::string`].
     #[inline(never)]
-    fn escaped_rest(&mut self, start: usize) -> Option<(usize, usize, bool)> {
+    fn string_rest(&mut self, start: usize) -> Option<(usize, usize, bool)> {
+        let mut escaped = false;
         loop {
             match self.peek()? {
                 b'"' => break,
-                b'\\' => self.escape()?,
+                b'\\' => {
+                    self.escape()?;
+                    escaped = true;
+                }
+                lead @ 0x80.. => self.character(lead)?,
                 _ => return None,
             }
-            self.i += find_string_stop(self.b.get(self.i..)?)?;
+            self.i += find_string_stop_or_non_ascii(self.b.get(self.i..)?)?;
         }
         self.i += 1;
-        Some((start, self.i - 1, true))
+        Some((start, self.i - 1, escaped))
+    }
+
+    /// A character that is not ASCII at the cursor, its first byte `lead`: as many bytes as
+    /// `lead` says, which must be UTF-8 (no overlong form, no surrogate, nothing past U+10FFFF).
+    fn character(&mut self, lead: u8) -> Option<()> {
+        let len = match lead {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return None,
+        };
+        std::str::from_utf8(self.b.get(self.i..self.i + len)?).ok()?;
+        self.i += len;
+        Some(())
     }
 
     /// Where a string without escapes is.
@@ -585,11 +608,65 @@ mod tests {
         for c in cases {
             assert_eq!(check(c), None, "{c}");
         }
-        // Bytes that are not UTF-8.
-        assert_eq!(
-            name_and_image(b"{\"name\":\"a\xff\"}", &schemas("1.31")),
-            None
-        );
+        // Bytes that are not UTF-8: in the name, in another string, in a key, outside strings.
+        let not_utf8: [&[u8]; 12] = [
+            b"\xff",
+            b"\x80",
+            b"\xc0\xaf",
+            b"\xc1\xbf",
+            b"\xc3",
+            b"\xe2\x82",
+            b"\xe0\x80\xaf",
+            b"\xed\xa0\x80",
+            b"\xf0\x80\x80\xaf",
+            b"\xf4\x90\x80\x80",
+            b"\xf5\x80\x80\x80",
+            b"\xc3\xa9\xa9",
+        ];
+        for bad in not_utf8 {
+            let with = |head: &[u8], tail: &[u8]| [head, bad, tail].concat();
+            for frame in [
+                with(b"{\"name\":\"a", b"\"}"),
+                with(b"{\"name\":\"", b"\"}"),
+                with(b"{\"name\":\"a\",\"image\":\"i", b"x\"}"),
+                with(b"{\"name\":\"a\",\"args\":[\"", b"\"]}"),
+                with(b"{\"name\":\"a\",\"x", b"\":1}"),
+                with(b"{\"name\":\"a\",\"x\":\"\\n", b"\"}"),
+                with(b"{\"name\":\"a\"", b"}"),
+            ] {
+                assert_eq!(name_and_image(&frame, &schemas("1.31")), None, "{frame:?}");
+                assert!(std::str::from_utf8(&frame).is_err(), "{frame:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn reads_characters_that_are_not_ascii() {
+        // Two, three and four bytes, at the start, the end and between escapes.
+        for text in [
+            "é",
+            "aé",
+            "éa",
+            "€",
+            "a€b",
+            "😀",
+            "x😀",
+            "é\\n€",
+            "\\\"😀\\\"",
+            "\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
+        ] {
+            // An unknown key of those characters too (a key with an escape is not taken).
+            let key = if text.contains('\\') { "k" } else { text };
+            let c = format!(
+                r#"{{"name":"{text}","image":"i{text}","args":["{text}"],"{key}":"{text}"}}"#
+            );
+            let read = |s: &str| serde_json::from_str::<String>(&format!("\"{s}\"")).unwrap();
+            assert_eq!(
+                check(&c),
+                both(&read(text), &format!("i{}", read(text))),
+                "{c}"
+            );
+        }
     }
 
     #[test]
