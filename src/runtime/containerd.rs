@@ -181,8 +181,14 @@ pub fn parse_metadata(value: &[u8], record_id: &str) -> std::result::Result<Valu
             return Err(format!("metadata has no {k}").into());
         }
     }
-    if !m["Config"]["annotations"].is_object() {
+    let Some(annotations) = m["Config"]["annotations"].as_object() else {
         return Err("metadata has no Config.annotations".into());
+    };
+    // The CRI plugin's Go type is `map[string]string`: a record with any other value there
+    // does not load. (The hash annotations are edited in place: one that is not a string
+    // could hide a key of the same name inside it.)
+    if let Some((k, _)) = annotations.iter().find(|(_, v)| !v.is_string()) {
+        return Err(format!("metadata Config.annotations {k:?} is not a string").into());
     }
     Ok(v)
 }
@@ -240,10 +246,17 @@ pub fn rewrite_hashes(
     let meta = parse_metadata(raw, record_id)?;
     let (_, without) = stored_hashes(&meta);
     let mut out = replace_annotation(raw, keys::HASH, new_hash)?;
-    if let (Some(nw), Some(_)) = (new_without, without) {
+    let mut want = (Some(new_hash), without.as_deref());
+    if let (Some(nw), Some(_)) = (new_without, &without) {
         out = replace_annotation(&out, keys::HASH_WITHOUT_RESOURCES, nw)?;
+        want.1 = Some(nw);
     }
     validate_edit(raw, &out, record_id)?;
+    // What the CRI plugin will read back is what was asked for, not bytes edited elsewhere.
+    let got = stored_hashes(&parse_metadata(&out, record_id)?);
+    if (got.0.as_deref(), got.1.as_deref()) != want {
+        return Err("the edit does not leave the hash annotations as asked".into());
+    }
     Ok(out)
 }
 
@@ -396,6 +409,31 @@ mod tests {
         assert!(rewrite_hashes(dup.as_bytes(), ID, "ff", None).is_err());
         // containerd's Go decoder would merge a repeated key's values, so what it loads is not
         // what a `Value` keeps: any repeated key, at any depth, makes the record unreadable.
+        // Found by fuzzing (`metadata_edit`): a hash annotation whose value is an object
+        // holding a key of the same name. The byte pattern found the inner one, and the edit
+        // passed `validate_edit`, which masks the whole annotation value. The CRI plugin
+        // cannot load such a record (its annotations are `map[string]string`): refused.
+        for value in [
+            r#"{"io.kubernetes.container.hash":"abc123"}"#,
+            r#"["abc123"]"#,
+            "1",
+            "null",
+        ] {
+            let nested = raw.replacen(
+                "\"io.kubernetes.container.hash\":\"abc123\"",
+                &format!("\"io.kubernetes.container.hash\":{value}"),
+                1,
+            );
+            assert_ne!(nested, raw);
+            let err = parse_metadata(nested.as_bytes(), ID).unwrap_err().0;
+            assert_eq!(
+                err,
+                "metadata Config.annotations \"io.kubernetes.container.hash\" is not a string"
+            );
+            assert!(rewrite_hashes(nested.as_bytes(), ID, "0123abcd", None).is_err());
+            let edited = nested.replacen("\"abc123\"", "\"0123abcd\"", 1);
+            assert!(validate_edit(nested.as_bytes(), edited.as_bytes(), ID).is_err());
+        }
         for forged in [
             raw.replacen("{\"Version\":\"v1\",", "{\"Version\":\"v1\",\"Version\":\"v1\",", 1),
             raw.replacen("\"Config\":{", "\"Config\":{\"annotations\":{},", 1),
