@@ -45,7 +45,8 @@ enum Takes {
     Struct(TypeId),
 }
 
-/// [`Takes`] per type of `schema`, made once per version.
+/// [`Takes`] per type of `schema`, made once per version (the registry holds the one schema
+/// of each version: [`Schema::for_version`]).
 fn takes_of(schema: &Schema) -> &'static [Takes] {
     const N: usize = (MAX_MINOR - MIN_MINOR + 1) as usize;
     static TABLES: [OnceLock<Box<[Takes]>>; N] = [const { OnceLock::new() }; N];
