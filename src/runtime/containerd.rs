@@ -184,9 +184,11 @@ pub fn parse_metadata(value: &[u8], record_id: &str) -> std::result::Result<Valu
     let Some(annotations) = m["Config"]["annotations"].as_object() else {
         return Err("metadata has no Config.annotations".into());
     };
-    // The CRI plugin's Go type is `map[string]string`: a record with any other value there
-    // does not load. (The hash annotations are edited in place: one that is not a string
-    // could hide a key of the same name inside it.)
+    // The CRI plugin's Go type is `map[string]string`: containerd writes every value as a
+    // string, and does not load an object, a list, a number or a bool there (it would read
+    // `null` as ""). Any other value is a record containerd did not write, and is refused: the
+    // hash annotations are edited in place, and one that is not a string could hide a key of
+    // the same name inside it.
     if let Some((k, _)) = annotations.iter().find(|(_, v)| !v.is_string()) {
         return Err(format!("metadata Config.annotations {k:?} is not a string").into());
     }
@@ -407,12 +409,10 @@ mod tests {
             "\"io.kubernetes.container.hash\":\"1\",\"x\"",
         );
         assert!(rewrite_hashes(dup.as_bytes(), ID, "ff", None).is_err());
-        // containerd's Go decoder would merge a repeated key's values, so what it loads is not
-        // what a `Value` keeps: any repeated key, at any depth, makes the record unreadable.
         // Found by fuzzing (`metadata_edit`): a hash annotation whose value is an object
         // holding a key of the same name. The byte pattern found the inner one, and the edit
-        // passed `validate_edit`, which masks the whole annotation value. The CRI plugin
-        // cannot load such a record (its annotations are `map[string]string`): refused.
+        // passed `validate_edit`, which masks the whole annotation value. containerd writes
+        // every annotation as a string (`map[string]string`): any other value is refused.
         for value in [
             r#"{"io.kubernetes.container.hash":"abc123"}"#,
             r#"["abc123"]"#,
@@ -434,6 +434,8 @@ mod tests {
             let edited = nested.replacen("\"abc123\"", "\"0123abcd\"", 1);
             assert!(validate_edit(nested.as_bytes(), edited.as_bytes(), ID).is_err());
         }
+        // containerd's Go decoder would merge a repeated key's values, so what it loads is not
+        // what a `Value` keeps: any repeated key, at any depth, makes the record unreadable.
         for forged in [
             raw.replacen("{\"Version\":\"v1\",", "{\"Version\":\"v1\",\"Version\":\"v1\",", 1),
             raw.replacen("\"Config\":{", "\"Config\":{\"annotations\":{},", 1),
