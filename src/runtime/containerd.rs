@@ -253,9 +253,8 @@ pub fn rewrite_hashes(
         out = replace_annotation(&out, keys::HASH_WITHOUT_RESOURCES, nw)?;
         want.1 = Some(nw);
     }
-    validate_edit(raw, &out, record_id)?;
     // What the CRI plugin will read back is what was asked for, not bytes edited elsewhere.
-    let got = stored_hashes(&parse_metadata(&out, record_id)?);
+    let got = checked_edit(raw, &out, record_id)?;
     if (got.0.as_deref(), got.1.as_deref()) != want {
         return Err("the edit does not leave the hash annotations as asked".into());
     }
@@ -265,8 +264,18 @@ pub fn rewrite_hashes(
 /// Proves that `new` may replace `old`: it loads in the CRI plugin, belongs to the same container,
 /// and differs from `old` only in the values of the two hash annotations.
 pub fn validate_edit(old: &[u8], new: &[u8], record_id: &str) -> std::result::Result<(), Problem> {
+    checked_edit(old, new, record_id).map(drop)
+}
+
+/// [`validate_edit`], and the hash annotations `new` holds ([`stored_hashes`]).
+fn checked_edit(
+    old: &[u8],
+    new: &[u8],
+    record_id: &str,
+) -> std::result::Result<(Option<String>, Option<String>), Problem> {
     let mut a = parse_metadata(old, record_id)?;
     let mut b = parse_metadata(new, record_id)?;
+    let hashes = stored_hashes(&b);
     for k in ["ID", "Name", "SandboxID"] {
         if a["Metadata"][k] != b["Metadata"][k] {
             return Err(format!("the edit changes Metadata.{k}").into());
@@ -287,7 +296,7 @@ pub fn validate_edit(old: &[u8], new: &[u8], record_id: &str) -> std::result::Re
     if old.len() != new.len() && (old.len() as i64 - new.len() as i64).abs() > 32 {
         return Err("the edit changes the value's length by more than two hashes".into());
     }
-    Ok(())
+    Ok(hashes)
 }
 
 /// containerd's encoding: the CRI metadata extension's JSON (see the module notes).
