@@ -210,7 +210,7 @@ fn scan_summarises_by_node_and_workload_then_details() {
         "{s}"
     );
     assert!(
-        s.contains("in place with kubehash (0 restarts avoided, 1 static pods to pin)"),
+        s.contains("in place with kubehash (0 restarts avoided, 1 static pod to pin)"),
         "{s}"
     );
     assert!(s.contains("\nNext:\n"), "{s}");
@@ -846,11 +846,11 @@ fn scan_first_screen_on_the_bundled_example() {
             "Upgrade to kubelet 1.31: 15 of 24 containers would be restarted, 1 recreated with their static pod, 0 kept, 8 not running.",
             "Scanned: testdata/cluster/pods.json.",
             "",
-            "NODE           KUBELET  UPGRADE                                                            CONTAINERS  RESTART  RECREATED  KEPT  NOT-RUNNING  ERROR",
-            "(unscheduled)  ?        nothing restarts                                                   3           0        0          0     3            0",
-            "node-a         1.29     in place with kubehash (5 restarts avoided, 1 static pods to pin)  7           5        1          0     1            0",
-            "node-b         1.30     in place with kubehash (5 restarts avoided)                        7           5        0          0     2            0",
-            "node-c         1.27     in place with kubehash (5 restarts avoided)                        7           5        0          0     2            0",
+            "NODE           KUBELET  UPGRADE                                                           CONTAINERS  RESTART  RECREATED  KEPT  NOT-RUNNING  ERROR",
+            "(unscheduled)  ?        nothing restarts                                                  3           0        0          0     3            0",
+            "node-a         1.29     in place with kubehash (5 restarts avoided, 1 static pod to pin)  7           5        1          0     1            0",
+            "node-b         1.30     in place with kubehash (5 restarts avoided)                       7           5        0          0     2            0",
+            "node-c         1.27     in place with kubehash (5 restarts avoided)                       7           5        0          0     2            0",
         ]
     );
     assert!(

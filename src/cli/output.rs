@@ -226,6 +226,14 @@ struct Typed<'a, T: Serialize> {
     report: &'a T,
 }
 
+/// `n` and the noun, plural unless `n` is 1 ("1 restart", "5 restarts").
+fn counted(n: u64, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        _ => format!("{n} {noun}s"),
+    }
+}
+
 /// The scan report for people: the totals, then by node, by workload, and every container.
 fn write_scan_table(
     r: &ScanReport,
@@ -265,13 +273,17 @@ fn write_scan_table(
                 NodeUpgrade::NothingRestarts => paint("nothing restarts".into(), 2),
                 NodeUpgrade::InPlace if s.counts.recreated > 0 => paint(
                     format!(
-                        "in place with kubehash ({} restarts avoided, {} static pods to pin)",
-                        s.avoidable, s.counts.recreated
+                        "in place with kubehash ({} avoided, {} to pin)",
+                        counted(s.avoidable, "restart"),
+                        counted(s.counts.recreated, "static pod")
                     ),
                     2,
                 ),
                 NodeUpgrade::InPlace => paint(
-                    format!("in place with kubehash ({} restarts avoided)", s.avoidable),
+                    format!(
+                        "in place with kubehash ({} avoided)",
+                        counted(s.avoidable, "restart")
+                    ),
                     2,
                 ),
                 NodeUpgrade::DrainNeeded => paint("drain needed".into(), 1),
@@ -903,4 +915,16 @@ pub fn write_shim_status(s: &ShimStatus, out: &mut dyn Write) -> io::Result<()> 
         s.live, s.translated, s.to
     )?;
     out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted;
+
+    #[test]
+    fn a_count_of_one_is_singular() {
+        assert_eq!(counted(1, "static pod"), "1 static pod");
+        assert_eq!(counted(0, "restart"), "0 restarts");
+        assert_eq!(counted(5, "restart"), "5 restarts");
+    }
 }
