@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use harness::kills::{measure, run_killed, Schedule};
 use harness::{create_pod, hash, kubehash, pod_json, text, Containerd, TestContainer};
 use kubehash::kubelet::hash::hash_container;
 use kubehash::kubelet::sink::format_hash;
@@ -481,25 +482,6 @@ async fn killed_apply_converges_and_rollback_restores_every_byte() {
     );
 }
 
-/// A small seeded generator for the kill schedule (splitmix64): no dependency, and a failing
-/// run prints its seed.
-struct Schedule(u64);
-
-impl Schedule {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n` > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Each record's CRI metadata extension, in the order of `ids`.
 async fn extensions_of(store: &Store, ids: &[String]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
@@ -507,83 +489,6 @@ async fn extensions_of(store: &Store, ids: &[String]) -> Vec<Vec<u8>> {
         out.push(ext(&store.get(id).await.unwrap()));
     }
     out
-}
-
-/// When a kill lands: a random time into the run, or just after the journal reaches a random
-/// line (the moment the runtime write, or the line saying it was done, comes next).
-#[derive(Debug, Clone, Copy)]
-enum KillAt {
-    Time(Duration),
-    Line { line: usize, jitter: Duration },
-}
-
-/// How a run went: whether it ended by itself, and when each journal line appeared.
-struct Run {
-    ended: bool,
-    lines_at: Vec<Duration>,
-}
-
-/// Runs `kubehash args`, SIGKILLed at `at` unless it ends first, watching its journal grow.
-fn run_killed(args: &[String], journal: &Path, at: KillAt) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let base = std::fs::read(journal).map_or(0, |b| b.len());
-    let mut lines_at = Vec::new();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Run {
-                ended: status.success(),
-                lines_at,
-            };
-        }
-        let lines = std::fs::read(journal)
-            .map(|b| {
-                b.get(base..)
-                    .map_or(0, |new| new.iter().filter(|&&c| c == b'\n').count())
-            })
-            .unwrap_or(0);
-        while lines_at.len() < lines {
-            lines_at.push(start.elapsed());
-        }
-        let due = match at {
-            KillAt::Time(t) => start.elapsed() >= t,
-            KillAt::Line { line, .. } => lines >= line,
-        };
-        if due {
-            if let KillAt::Line { jitter, .. } = at {
-                let spin = Instant::now();
-                while spin.elapsed() < jitter {
-                    std::hint::spin_loop();
-                }
-            }
-            // SIGKILL: nothing of the process's own runs after it.
-            let _ = child.kill();
-            let _ = child.wait();
-            return Run {
-                ended: false,
-                lines_at,
-            };
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("{args:?} ran for a minute");
-        }
-        std::thread::sleep(Duration::from_micros(50));
-    }
-}
-
-/// The longest wait between two journal lines of a run: one step of its write loop.
-fn step_of(run: &Run) -> Duration {
-    run.lines_at
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .max()
-        .unwrap_or(Duration::from_millis(1))
 }
 
 /// The safety rule under crashes, attacked at random: `apply` and `rollback` are SIGKILLed at
@@ -597,17 +502,8 @@ fn step_of(run: &Run) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_kills_leave_every_record_original_or_rewritten() {
     const ROUNDS: usize = 10;
-    let seed = std::env::var("KUBEHASH_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("kill schedule seed {seed} (KUBEHASH_TEST_SEED={seed} repeats it)");
-    let mut schedule = Schedule(seed);
+    let mut schedule = Schedule::from_env_or_clock();
+    let seed = schedule.seed;
 
     let ctrd = Containerd::start();
     let ep = ctrd.endpoint();
@@ -638,36 +534,14 @@ async fn random_kills_leave_every_record_original_or_rewritten() {
     // One run of each without kills: the value apply writes for each record (a function of the
     // record alone), and how long each run takes and how its journal lines come.
     let reference = ctrd.dir.join("journal/reference.jsonl");
-    let started = Instant::now();
-    let apply_run = run_killed(
-        &apply_args(&reference),
-        &reference,
-        KillAt::Time(Duration::MAX),
-    );
-    assert!(apply_run.ended);
-    let apply_shape = (
-        started.elapsed(),
-        apply_run.lines_at.len(),
-        step_of(&apply_run),
-    );
+    let apply_shape = measure(&apply_args(&reference), &reference);
     let rewritten = extensions_of(&store, ids).await;
     for (i, (new, old)) in rewritten.iter().zip(&originals).enumerate() {
         assert_ne!(new, old, "k{i} rewritten by the reference run");
         let meta = parse_metadata(new, &ids[i]).unwrap();
         assert_eq!(stored_hashes(&meta).0, Some(hash(&specs[i], "1.31")));
     }
-    let started = Instant::now();
-    let rollback_run = run_killed(
-        &rollback_args(&reference),
-        &reference,
-        KillAt::Time(Duration::MAX),
-    );
-    assert!(rollback_run.ended);
-    let rollback_shape = (
-        started.elapsed(),
-        rollback_run.lines_at.len(),
-        step_of(&rollback_run),
-    );
+    let rollback_shape = measure(&rollback_args(&reference), &reference);
     assert_eq!(
         extensions_of(&store, ids).await,
         originals,
@@ -705,27 +579,15 @@ async fn random_kills_leave_every_record_original_or_rewritten() {
             mixed += 1;
         }
     };
-    // Half the kills at a random time up to a little past a run's length; half a random part
-    // of one write step after a random journal line.
-    let mut pick = |(time, lines, step): (Duration, usize, Duration)| -> KillAt {
-        let below = |schedule: &mut Schedule, d: Duration| {
-            Duration::from_micros(schedule.below(d.as_micros().max(1) as u64))
-        };
-        match schedule.below(2) {
-            0 => KillAt::Time(below(&mut schedule, time * 6 / 5)),
-            _ => KillAt::Line {
-                line: 1 + schedule.below(lines.max(1) as u64) as usize,
-                jitter: below(&mut schedule, step),
-            },
-        }
-    };
-
     for round in 0..ROUNDS {
         let journal = ctrd.dir.join(format!("journal/round-{round}.jsonl"));
         // Apply, killed up to three times (each run goes on in the same journal), then run to
         // its end.
         for attempt in 0..3 {
-            let at = pick(apply_shape);
+            let at = match attempt {
+                0 => schedule.next_step(&apply_shape),
+                _ => schedule.pick(&apply_shape),
+            };
             let ended = run_killed(&apply_args(&journal), &journal, at).ended;
             let when = format!("round {round}, apply {attempt} killed at {at:?}");
             check(&extensions_of(&store, ids).await, &journal, when);
@@ -746,7 +608,10 @@ async fn random_kills_leave_every_record_original_or_rewritten() {
 
         // Rollback, killed up to twice, then run to its end.
         for attempt in 0..2 {
-            let at = pick(rollback_shape);
+            let at = match attempt {
+                0 => schedule.next_step(&rollback_shape),
+                _ => schedule.pick(&rollback_shape),
+            };
             let ended = run_killed(&rollback_args(&journal), &journal, at).ended;
             let when = format!("round {round}, rollback {attempt} killed at {at:?}");
             check(&extensions_of(&store, ids).await, &journal, when);

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use harness::kills::{measure, run_killed, Schedule};
 use harness::{create_static_pod, hash, text, Containerd, TestContainer};
 use kubehash::kubelet::defaults::default_container;
 use kubehash::runtime::containerd::{Store, EXTENSION};
@@ -435,4 +436,186 @@ async fn rollback_refuses_a_forged_pin() {
         assert_eq!(std::fs::read_to_string(&manifest).unwrap(), pinned);
         assert_eq!(extension(&ep, &ids[0]).await, record);
     }
+}
+
+const SCHEDULER_YAML: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: scheduler\n  namespace: kube-system\nspec:\n  containers:\n  - name: scheduler\n    image: registry.k8s.io/kube-scheduler:v1.30.0\n    command: [kube-scheduler, --v=2]\n  hostNetwork: true\n";
+
+const SCHEDULER_UID: &str = "3a9d6f1c8b2e4d5f0a7b6c5d4e3f2a11";
+
+fn scheduler() -> Value {
+    json!({"name": "scheduler", "image": "registry.k8s.io/kube-scheduler:v1.30.0",
+           "command": ["kube-scheduler", "--v=2"]})
+}
+
+/// Every manifest's text and every record's extension, in order.
+async fn node_state(
+    ep: &str,
+    manifests: &[PathBuf],
+    ids: &[String],
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let texts = manifests
+        .iter()
+        .map(|m| std::fs::read(m).unwrap())
+        .collect();
+    let mut records = Vec::new();
+    for id in ids {
+        records.push(extension(ep, id).await);
+    }
+    (texts, records)
+}
+
+/// The static-pod path under random kills (as `random_kills_leave_every_record_original_or_
+/// rewritten` in node_agent.rs): two static pods, each pinned and its container rewritten by
+/// `apply`, and both undone by `rollback`, each run SIGKILLed at random moments and run again.
+/// After every kill, each manifest holds its original text or its pinned text, nothing else (at
+/// most one dot-named temporary beside it, which the kubelet ignores), and a pinned manifest is
+/// already in the journal; each record holds its original value or the rewritten one, journaled
+/// first. The runs that follow converge, and leave no temporary behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_kills_leave_every_manifest_and_record_whole() {
+    const ROUNDS: usize = 20;
+    let mut schedule = Schedule::from_env_or_clock();
+    let seed = schedule.seed;
+    let n = Node::new();
+    let ep = n.ctrd.endpoint();
+    let manifests = [
+        n.write("etcd.yaml", ETCD_YAML),
+        n.write("scheduler.yaml", SCHEDULER_YAML),
+    ];
+    let mut ids = n.run("etcd", UID, &[etcd()]).await;
+    ids.extend(n.run("scheduler", SCHEDULER_UID, &[scheduler()]).await);
+    let original = node_state(&ep, &manifests, &ids).await;
+    let only_manifests = |when: &str, temporaries: bool| {
+        for e in std::fs::read_dir(&n.manifests).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            let temporary = name.starts_with('.') && name.ends_with(".kubehash-tmp");
+            assert!(
+                ["etcd.yaml", "scheduler.yaml"].contains(&name.as_str())
+                    || (temporaries && temporary),
+                "{when}: {name} beside the manifests (seed {seed})"
+            );
+        }
+    };
+    // Each round's journal is set aside once its round is done.
+    let set_aside = |round: &str| {
+        std::fs::rename(
+            &n.journal,
+            n.ctrd.dir.join(format!("journal-{round}.jsonl")),
+        )
+        .unwrap();
+    };
+
+    // One run of each without kills: the pinned texts and rewritten values, and the runs' shapes.
+    let apply_shape = measure(&n.args("apply", &[]), &n.journal);
+    let done = node_state(&ep, &manifests, &ids).await;
+    for (i, (now, before)) in done.0.iter().zip(&original.0).enumerate() {
+        assert_ne!(now, before, "manifest {i} pinned by the reference run");
+    }
+    for (i, (now, before)) in done.1.iter().zip(&original.1).enumerate() {
+        assert_ne!(now, before, "record {i} rewritten by the reference run");
+    }
+    let rollback_shape = measure(&n.args("rollback", &[]), &n.journal);
+    assert_eq!(node_state(&ep, &manifests, &ids).await, original);
+    only_manifests("the reference runs", false);
+    set_aside("reference");
+
+    let mut mixed = 0;
+    let mut check = |(texts, records): &(Vec<Vec<u8>>, Vec<Vec<u8>>), when: &str| {
+        let changed = (texts.iter().zip(&original.0))
+            .filter(|(a, b)| a != b)
+            .count()
+            + (records.iter().zip(&original.1))
+                .filter(|(a, b)| a != b)
+                .count();
+        if changed > 0 && changed < texts.len() + records.len() {
+            mixed += 1;
+        }
+        // Killed before the journal was made: nothing may have been written.
+        let contents = match n.journal.exists() {
+            true => kubehash::rewrite::journal::read(&n.journal)
+                .unwrap_or_else(|e| panic!("{when}: the journal does not read: {e}")),
+            false => Default::default(),
+        };
+        let (pins, writes) = (contents.pins(), contents.writes());
+        for (i, text) in texts.iter().enumerate() {
+            if *text == original.0[i] {
+                continue;
+            }
+            assert_eq!(
+                *text, done.0[i],
+                "{when}: manifest {i} holds neither its text nor its pinned text (seed {seed})"
+            );
+            let path = s(&manifests[i]);
+            assert!(
+                pins.iter()
+                    .any(|p| p.path == path && p.original == original.0[i] && p.written == *text),
+                "{when}: manifest {i} pinned before the journal held the pin (seed {seed})"
+            );
+        }
+        for (i, value) in records.iter().enumerate() {
+            if *value == original.1[i] {
+                continue;
+            }
+            assert_eq!(
+                *value, done.1[i],
+                "{when}: record {i} holds neither its value nor its rewritten value (seed {seed})"
+            );
+            assert!(
+                writes
+                    .iter()
+                    .any(|w| w.id == ids[i] && w.original == original.1[i] && w.written == *value),
+                "{when}: record {i} written before the journal held the write (seed {seed})"
+            );
+        }
+        only_manifests(when, true);
+    };
+
+    for round in 0..ROUNDS {
+        for attempt in 0..3 {
+            let at = match attempt {
+                0 => schedule.next_step(&apply_shape),
+                _ => schedule.pick(&apply_shape),
+            };
+            let ended = run_killed(&n.args("apply", &[]), &n.journal, at).ended;
+            let when = format!("round {round}, apply {attempt} killed at {at:?}");
+            check(&node_state(&ep, &manifests, &ids).await, &when);
+            if ended {
+                break;
+            }
+        }
+        n.json("apply");
+        assert_eq!(
+            node_state(&ep, &manifests, &ids).await,
+            done,
+            "round {round}: apply converges"
+        );
+        only_manifests(&format!("round {round}, after apply"), false);
+
+        for attempt in 0..2 {
+            let at = match attempt {
+                0 => schedule.next_step(&rollback_shape),
+                _ => schedule.pick(&rollback_shape),
+            };
+            let ended = run_killed(&n.args("rollback", &[]), &n.journal, at).ended;
+            let when = format!("round {round}, rollback {attempt} killed at {at:?}");
+            check(&node_state(&ep, &manifests, &ids).await, &when);
+            if ended {
+                break;
+            }
+        }
+        let rolled = n.json("rollback");
+        assert!(
+            rolled.as_array().unwrap().iter().all(|r| r["ok"] == true),
+            "round {round}: {rolled}"
+        );
+        assert_eq!(
+            node_state(&ep, &manifests, &ids).await,
+            original,
+            "round {round}: every byte restored"
+        );
+        only_manifests(&format!("round {round}, after rollback"), false);
+        set_aside(&format!("round-{round}"));
+    }
+    eprintln!("{mixed} kills left the node half pinned or half rewritten");
+    assert!(mixed > 0, "no kill landed between two writes (seed {seed})");
 }

@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod kills;
 pub mod kubelet;
 pub mod rbac;
 
