@@ -582,58 +582,43 @@ async fn random_kills_leave_every_record_original_or_rewritten() {
     for round in 0..ROUNDS {
         let journal = ctrd.dir.join(format!("journal/round-{round}.jsonl"));
         // Apply, killed up to three times (each run goes on in the same journal), then run to
-        // its end.
-        for attempt in 0..3 {
-            let at = match attempt {
-                0 => schedule.next_step(&apply_shape),
-                _ => schedule.pick(&apply_shape),
-            };
-            let ended = run_killed(&apply_args(&journal), &journal, at).ended;
-            let when = format!("round {round}, apply {attempt} killed at {at:?}");
-            check(&extensions_of(&store, ids).await, &journal, when);
-            if ended {
-                break;
+        // its end; then rollback, killed up to twice, then run to its end.
+        let phases = [
+            ("apply", apply_args(&journal), &apply_shape, 3, &rewritten),
+            (
+                "rollback",
+                rollback_args(&journal),
+                &rollback_shape,
+                2,
+                &originals,
+            ),
+        ];
+        for (what, args, shape, kills, converged) in phases {
+            for attempt in 0..kills {
+                let at = schedule.kill_at(attempt, shape);
+                let ended = run_killed(&args, &journal, at).ended;
+                let when = format!("round {round}, {what} {attempt} killed at {at:?}");
+                check(&extensions_of(&store, ids).await, &journal, when);
+                if ended {
+                    break;
+                }
             }
+            let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+                .args(&args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}, {what}: {}{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+            assert_eq!(
+                &extensions_of(&store, ids).await,
+                converged,
+                "round {round}: {what} converges"
+            );
         }
-        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-            .args(apply_args(&journal))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "round {round}: {}", text(&out.stderr));
-        assert_eq!(
-            extensions_of(&store, ids).await,
-            rewritten,
-            "round {round}: apply converges"
-        );
-
-        // Rollback, killed up to twice, then run to its end.
-        for attempt in 0..2 {
-            let at = match attempt {
-                0 => schedule.next_step(&rollback_shape),
-                _ => schedule.pick(&rollback_shape),
-            };
-            let ended = run_killed(&rollback_args(&journal), &journal, at).ended;
-            let when = format!("round {round}, rollback {attempt} killed at {at:?}");
-            check(&extensions_of(&store, ids).await, &journal, when);
-            if ended {
-                break;
-            }
-        }
-        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-            .args(rollback_args(&journal))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "round {round}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        assert_eq!(
-            extensions_of(&store, ids).await,
-            originals,
-            "round {round}: every byte restored"
-        );
     }
     // Line-timed kills land inside the write loop nearly every time; none at all would mean
     // the schedule attacked nothing.

@@ -571,49 +571,30 @@ async fn random_kills_leave_every_manifest_and_record_whole() {
     };
 
     for round in 0..ROUNDS {
-        for attempt in 0..3 {
-            let at = match attempt {
-                0 => schedule.next_step(&apply_shape),
-                _ => schedule.pick(&apply_shape),
-            };
-            let ended = run_killed(&n.args("apply", &[]), &n.journal, at).ended;
-            let when = format!("round {round}, apply {attempt} killed at {at:?}");
-            check(&node_state(&ep, &manifests, &ids).await, &when);
-            if ended {
-                break;
+        // Apply, killed up to three times, then run to its end; then rollback, killed up to
+        // twice, then run to its end (exit 0: every manifest and record restored).
+        let phases = [
+            ("apply", &apply_shape, 3, &done),
+            ("rollback", &rollback_shape, 2, &original),
+        ];
+        for (what, shape, kills, converged) in phases {
+            for attempt in 0..kills {
+                let at = schedule.kill_at(attempt, shape);
+                let ended = run_killed(&n.args(what, &[]), &n.journal, at).ended;
+                let when = format!("round {round}, {what} {attempt} killed at {at:?}");
+                check(&node_state(&ep, &manifests, &ids).await, &when);
+                if ended {
+                    break;
+                }
             }
+            n.json(what);
+            assert_eq!(
+                &node_state(&ep, &manifests, &ids).await,
+                converged,
+                "round {round}: {what} converges"
+            );
+            only_manifests(&format!("round {round}, after {what}"), false);
         }
-        n.json("apply");
-        assert_eq!(
-            node_state(&ep, &manifests, &ids).await,
-            done,
-            "round {round}: apply converges"
-        );
-        only_manifests(&format!("round {round}, after apply"), false);
-
-        for attempt in 0..2 {
-            let at = match attempt {
-                0 => schedule.next_step(&rollback_shape),
-                _ => schedule.pick(&rollback_shape),
-            };
-            let ended = run_killed(&n.args("rollback", &[]), &n.journal, at).ended;
-            let when = format!("round {round}, rollback {attempt} killed at {at:?}");
-            check(&node_state(&ep, &manifests, &ids).await, &when);
-            if ended {
-                break;
-            }
-        }
-        let rolled = n.json("rollback");
-        assert!(
-            rolled.as_array().unwrap().iter().all(|r| r["ok"] == true),
-            "round {round}: {rolled}"
-        );
-        assert_eq!(
-            node_state(&ep, &manifests, &ids).await,
-            original,
-            "round {round}: every byte restored"
-        );
-        only_manifests(&format!("round {round}, after rollback"), false);
         set_aside(&format!("round-{round}"));
     }
     eprintln!("{mixed} kills left the node half pinned or half rewritten");

@@ -56,10 +56,19 @@ impl Schedule {
         Duration::from_micros(self.below(d.as_micros().max(1) as u64))
     }
 
+    /// Where to kill attempt `attempt` (from 0) of a round of kills of runs shaped like `shape`:
+    /// the first, on a fresh run, in its next step in turn; the others at random.
+    pub fn kill_at(&mut self, attempt: usize, shape: &Shape) -> KillAt {
+        match attempt {
+            0 => self.next_step(shape),
+            _ => self.pick(shape),
+        }
+    }
+
     /// Where to kill a fresh run shaped like `shape`: in the step after the next of its journal
     /// lines in turn. Its steps differ several times over in length; taken in turn, the short
     /// ones are attacked as often as the long ones.
-    pub fn next_step(&mut self, shape: &Shape) -> KillAt {
+    fn next_step(&mut self, shape: &Shape) -> KillAt {
         let lines = shape.lines_at.len();
         if lines == 0 {
             return self.pick(shape);
@@ -71,7 +80,7 @@ impl Schedule {
     /// Where to kill a run shaped like `shape`, at random: half the time at a random time up to a
     /// little past its length, half in the step after a random journal line (a run after a kill
     /// writes fewer lines; one it never writes is a run to its end).
-    pub fn pick(&mut self, shape: &Shape) -> KillAt {
+    fn pick(&mut self, shape: &Shape) -> KillAt {
         let lines = shape.lines_at.len();
         if lines == 0 || self.below(2) == 0 {
             return KillAt::Time(self.below_duration(shape.time * 6 / 5));
