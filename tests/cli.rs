@@ -1148,3 +1148,64 @@ fn yaml_scalars_hash_as_go_reads_them() {
         text(&out.stderr)
     );
 }
+
+/// `Quantity.UnmarshalJSON` parses a JSON number's text as it parses a string's contents, so a
+/// quantity written as a number (as hand-written static pod manifests do: `cpu: 0.5`) hashes
+/// as the same text in a string, in every version, from stdin, a file, a PodList and YAML. A
+/// float Go writes otherwise (`0.50`) cannot keep its text: one line naming it and where, exit
+/// 1, nothing on stdout.
+#[test]
+fn a_quantity_written_as_a_number_hashes_as_its_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let container = |cpu: &str| {
+        format!(
+            r#"{{"name":"a","image":"b","resources":{{"limits":{{"cpu":{cpu},"memory":134217728}},"requests":{{"cpu":{cpu}}}}}}}"#
+        )
+    };
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let hashes = |input: &str, stdin: &str| {
+        let out = kubehash(
+            &["hash", "--versions", "all", "-o", "jsonl", "-i", input],
+            stdin.as_bytes(),
+        );
+        assert!(out.status.success(), "{input}: {}", text(&out.stderr));
+        let first: serde_json::Value =
+            serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
+        first["hash"].clone()
+    };
+    let want = hashes("-", &container(r#""0.5""#));
+    assert_eq!(want.as_object().unwrap().len(), 30);
+    let podlist = format!(
+        r#"{{"kind":"PodList","items":[{{"metadata":{{"name":"p"}},"spec":{{"containers":[{}]}}}}]}}"#,
+        container("0.5")
+    );
+    let yaml = "name: a\nimage: b\nresources:\n  limits:\n    cpu: 0.5\n    memory: 134217728\n  requests:\n    cpu: .5\n";
+    for (input, stdin) in [
+        ("-".to_string(), container("0.5")),
+        (file("c.json", &container("0.5")), String::new()),
+        (file("pods.json", &podlist), String::new()),
+        (file("c.yaml", yaml), String::new()),
+    ] {
+        assert_eq!(hashes(&input, &stdin), want, "{input}");
+    }
+
+    for (input, stdin) in [
+        ("-".to_string(), container("0.50")),
+        (file("bad.json", &container("0.50")), String::new()),
+    ] {
+        let out = kubehash(&["hash", "-i", &input], stdin.as_bytes());
+        assert_eq!(out.status.code(), Some(1), "{input}");
+        assert!(out.stdout.is_empty(), "{input}: {}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("the quantity 0.50 is a JSON float, which Go writes as 0.5")
+                && err.contains("at line 1 column "),
+            "{err}"
+        );
+    }
+}

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use bumpalo::collections::Vec as ArenaVec;
 
 use crate::error::{Error, Result};
+use crate::kubelet::gofloat::float64_text;
 use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::quantity::{self, QuantityRef};
 use crate::kubelet::schema::{Field, Kind, Schema, TypeId};
@@ -198,14 +199,19 @@ fn zero_struct<'b>(schema: &Schema, fields: &[Field], arena: &'b Arena) -> Val<'
 }
 
 /// The text `Quantity.UnmarshalJSON` parses of a JSON value: a string's contents (it trims
-/// them itself), or an integer literal. serde keeps integers exactly but not a fraction's
-/// spelling, so a fractional number has none here: it is refused rather than guessed.
+/// them itself), or a number's text. serde keeps an integer's text and a float's value; the
+/// readers take a float in a quantity's place only if it is written as Go writes its value, so
+/// that text is the float's [`float64_text`] (and a YAML float reaches a kubelet's JSON decoder
+/// as that text).
 pub(crate) fn quantity_text<'a, J: Json<'a>>(
     view: &JsonValue<'a, J>,
 ) -> Option<std::borrow::Cow<'a, str>> {
     match view {
         JsonValue::String(s) => Some((*s).into()),
-        JsonValue::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string().into()),
+        JsonValue::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() => Some(float64_text(f).into()),
+            _ => Some(n.to_string().into()),
+        },
         _ => None,
     }
 }
@@ -510,15 +516,7 @@ impl<'b> Decoder<'_, 'b> {
 
     fn quantity<'a: 'b, J: Json<'a>>(&self, v: J, view: JsonValue<'a, J>) -> Result<Val<'b>> {
         let Some(text) = quantity_text(&view) else {
-            return Err(self.type_error(
-                match view {
-                    JsonValue::Number(_) => {
-                        "a quantity string (write fractional quantities as strings, e.g. \"0.5\")"
-                    }
-                    _ => "a quantity string",
-                },
-                v,
-            ));
+            return Err(self.type_error("a quantity string", v));
         };
         quantity::parse_json_string(&text)
             .map(|q| Val::Quantity(self.arena.alloc(q.to_ref(self.arena))))

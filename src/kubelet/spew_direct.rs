@@ -275,13 +275,34 @@ mod tests {
             json!({"name": "a", "args": {}}),
             json!({"name": "a", "resources": {"limits": []}}),
             json!({"name": "a", "resources": {"limits": {"cpu": "lots"}}}),
-            json!({"name": "a", "resources": {"limits": {"cpu": 0.5}}}),
             json!({"name": "a", "livenessProbe": {"httpGet": {"port": true}}}),
             json!({"name": "a", "livenessProbe": {"httpGet": {"port": 2147483648i64}}}),
             json!({"name": "a", "securityContext": {"runAsUser": 1.5}}),
             json!({"name": "a", "tty": "yes"}),
         ] {
             assert_eq!(both_ways(s, &c), (None, None), "{c}");
+        }
+    }
+
+    /// `Quantity.UnmarshalJSON` parses a number's text as it parses a string's contents.
+    #[test]
+    fn a_number_quantity_is_its_text() {
+        let s = Schema::for_version("1.15".parse().unwrap()).unwrap();
+        let with = |q: Value| json!({"name": "a", "resources": {"limits": {"cpu": q}}});
+        for (number, text) in [
+            (json!(0.5), "0.5"),
+            (json!(1e21), "1e+21"),
+            (json!(1e-7), "1e-7"),
+            (json!(-0.0), "-0"),
+            (json!(2), "2"),
+        ] {
+            let (direct, decoded) = both_ways(s, &with(number.clone()));
+            assert!(direct.is_some(), "{number}");
+            assert_eq!(
+                (direct, decoded),
+                both_ways(s, &with(json!(text))),
+                "{number}"
+            );
         }
     }
 

@@ -12,15 +12,18 @@
 //! invalid UTF-8 byte or a lone UTF-16 surrogate escape becomes U+FFFD instead of an error. YAML
 //! must be valid UTF-8, as for the Go YAML reader.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+use std::rc::Rc;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::kubelet::gofloat::{has_float, misspelled_message, misspelled_quantity};
 use crate::kubelet::once_keys::{repeated_key, OnceKeys};
 use crate::source::goread::GoRead;
 pub use crate::source::yaml::for_each_yaml_object;
@@ -35,8 +38,9 @@ pub fn for_each_object<R: Read>(
     mut each: impl FnMut(Value),
 ) -> Result<()> {
     // serde_json reads byte by byte; std's BufReader makes that cheap.
-    let read = serde_json::de::IoRead::new(BufReader::with_capacity(1 << 16, GoRead::new(reader)));
-    match for_each_value_raw(read, &mut each) {
+    let (recorder, seen) = Recorder::new(BufReader::with_capacity(1 << 16, GoRead::new(reader)));
+    let read = serde_json::de::IoRead::new(recorder);
+    match for_each_value_raw(read, &seen, &mut each) {
         Ok(true) => Ok(()),
         Ok(false) => Err(Error::Input {
             source_name: source.to_string(),
@@ -49,10 +53,11 @@ pub fn for_each_object<R: Read>(
     }
 }
 
-/// The values of any serde_json input, with serde_json's own error; `Ok(false)` when there was
-/// no value at all.
+/// The values of a serde_json input whose bytes `read` also hands to `seen` (a [`Recorder`]'s),
+/// with serde_json's own error; `Ok(false)` when there was no value at all.
 pub fn for_each_value_raw<'de, R: serde_json::de::Read<'de>>(
     read: R,
+    seen: &Seen,
     mut each: impl FnMut(Value),
 ) -> std::result::Result<bool, serde_json::Error> {
     let mut de = serde_json::Deserializer::new(read);
@@ -62,9 +67,59 @@ pub fn for_each_value_raw<'de, R: serde_json::de::Read<'de>>(
         if de.end().is_ok() {
             return Ok(any);
         }
-        Top { each: &mut each }.deserialize(&mut de)?;
+        Top {
+            each: &mut each,
+            seen,
+        }
+        .deserialize(&mut de)?;
+        seen.borrow_mut().clear();
         any = true;
     }
+}
+
+/// The bytes serde_json has read since the last value was checked.
+pub type Seen = Rc<RefCell<Vec<u8>>>;
+
+/// A reader that also keeps what it hands on, so that a float serde_json read can be found in
+/// its text and its spelling checked ([`crate::kubelet::gofloat`]): the stream reader's only
+/// way to see a number's text. It holds the bytes of one value (a List's item, an array's
+/// element, or a whole object) at a time.
+pub struct Recorder<R> {
+    inner: R,
+    seen: Seen,
+}
+
+impl<R: Read> Recorder<R> {
+    pub fn new(inner: R) -> (Recorder<R>, Seen) {
+        let seen = Seen::default();
+        (
+            Recorder {
+                inner,
+                seen: seen.clone(),
+            },
+            seen,
+        )
+    }
+}
+
+impl<R: Read> Read for Recorder<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.seen.borrow_mut().extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// Takes the bytes read since the last check: an error if `holds_float` and a float among them
+/// in a quantity's place is not written as Go writes it (serde_json adds where the read is).
+fn check_floats<E: serde::de::Error>(seen: &Seen, holds_float: bool) -> std::result::Result<(), E> {
+    let mut bytes = seen.borrow_mut();
+    let found = match holds_float {
+        true => misspelled_quantity(&bytes).map(|(token, _)| misspelled_message(token)),
+        false => None,
+    };
+    bytes.clear();
+    found.map_or(Ok(()), |message| Err(E::custom(message)))
 }
 
 /// Every object in `path`: a file, every `.json`/`.yaml`/`.yml` file of a directory (sorted by
@@ -149,6 +204,7 @@ pub fn for_each_object_in_stream(
 
 struct Top<'f, F> {
     each: &'f mut F,
+    seen: &'f Seen,
 }
 
 impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Top<'_, F> {
@@ -167,6 +223,7 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
         while let Some(v) = seq.next_element_seed(OnceKeys)? {
+            check_floats(self.seen, has_float(&v))?;
             (self.each)(v);
         }
         Ok(())
@@ -205,13 +262,20 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
                 return Err(repeated_key(&key));
             }
             if key == "items" {
-                map.next_value_seed(Items { each: self.each })?;
+                // The List's other members so far, before the items take the bytes seen.
+                check_floats(self.seen, rest.values().any(has_float))?;
+                map.next_value_seed(Items {
+                    each: self.each,
+                    seen: self.seen,
+                })?;
                 streamed = true;
             } else {
                 let v = map.next_value_seed(OnceKeys)?;
                 rest.insert(key, v);
             }
         }
+        // The object, or the List's members after its items.
+        check_floats(self.seen, rest.values().any(has_float))?;
         if !streamed {
             (self.each)(Value::Object(rest));
         }
@@ -221,6 +285,7 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
 
 struct Items<'f, F> {
     each: &'f mut F,
+    seen: &'f Seen,
 }
 
 impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Items<'_, F> {
@@ -240,6 +305,7 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Items<'_, F> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
         while let Some(v) = seq.next_element_seed(OnceKeys)? {
+            check_floats(self.seen, has_float(&v))?;
             (self.each)(v);
         }
         Ok(())
@@ -266,6 +332,45 @@ mod tests {
             "{err}"
         );
         assert!(for_each_object(&b"  "[..], "t", |_| {}).is_err());
+    }
+
+    /// A float in a quantity's place is read only as Go writes it (so its text is known),
+    /// wherever the stream puts it; a float elsewhere is read, for the decoder to take or refuse.
+    #[test]
+    fn a_quantity_float_is_read_only_as_go_writes_it() {
+        for input in [
+            r#"{"kind":"List","items":[{"resources":{"limits":{"cpu":0.5}}},{"ports":[{"containerPort":80.0}]}]}"#,
+            r#"[{"resources":{"requests":{"cpu":1e-7}}}] {"x":1.50}"#,
+            r#"{"env":[{"valueFrom":{"resourceFieldRef":{"divisor":-0}}}]}"#,
+        ] {
+            let mut n = 0;
+            for_each_object(input.as_bytes(), "t", |_| n += 1).unwrap();
+            assert!(n > 0, "{input}");
+        }
+        for (input, handed) in [
+            (
+                r#"{"kind":"List","items":[{"a":1},{"resources":{"limits":{"cpu":0.50}}}]}"#,
+                1,
+            ),
+            (r#"[{"resources":{"requests":{"cpu":1e3}}}]"#, 0),
+            (
+                r#"{"a":1} {"env":[{"valueFrom":{"resourceFieldRef":{"divisor":1.0}}}]}"#,
+                1,
+            ),
+            // A List's own members, before and after its items.
+            (r#"{"metadata":{"limits":{"a":1.50}},"items":[{"a":1}]}"#, 0),
+            (r#"{"items":[{"a":1}],"x":{"limits":{"a":1.50}}}"#, 1),
+        ] {
+            let mut n = 0;
+            let err = for_each_object(input.as_bytes(), "t", |_| n += 1)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(n, handed, "{input}");
+            assert!(
+                err.starts_with("t: not valid JSON: the quantity ") && err.contains(" at line 1 "),
+                "{input}: {err}"
+            );
+        }
     }
 
     #[test]
