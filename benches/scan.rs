@@ -81,8 +81,7 @@ fn bench_read(c: &mut Criterion) {
     g.bench_function("serde-ioread", |b| {
         b.iter(|| {
             let mut n = 0usize;
-            let (recorder, seen) =
-                kubehash::source::reader::Recorder::new(std::io::BufReader::new(&bytes[..]));
+            let (recorder, seen) = kubehash::source::reader::Recorder::new(&bytes[..]);
             let read = serde_json::de::IoRead::new(recorder);
             kubehash::source::reader::for_each_value_raw(read, &seen, |_| n += 1).expect("read");
             n

@@ -12,7 +12,7 @@
 //! invalid UTF-8 byte or a lone UTF-16 surrogate escape becomes U+FFFD instead of an error. YAML
 //! must be valid UTF-8, as for the Go YAML reader.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -37,8 +37,8 @@ pub fn for_each_object<R: Read>(
     source: &str,
     mut each: impl FnMut(Value),
 ) -> Result<()> {
-    // serde_json reads byte by byte; std's BufReader makes that cheap.
-    let (recorder, seen) = Recorder::new(BufReader::with_capacity(1 << 16, GoRead::new(reader)));
+    // serde_json reads byte by byte; the recorder is the buffer that makes that cheap.
+    let (recorder, seen) = Recorder::new(GoRead::new(reader));
     let read = serde_json::de::IoRead::new(recorder);
     match for_each_value_raw(read, &seen, &mut each) {
         Ok(true) => Ok(()),
@@ -53,11 +53,11 @@ pub fn for_each_object<R: Read>(
     }
 }
 
-/// The values of a serde_json input whose bytes `read` also hands to `seen` (a [`Recorder`]'s),
-/// with serde_json's own error; `Ok(false)` when there was no value at all.
+/// The values of a serde_json input read through a [`Recorder`] whose [`Seen`] is `seen`, with
+/// serde_json's own error; `Ok(false)` when there was no value at all.
 pub fn for_each_value_raw<'de, R: serde_json::de::Read<'de>>(
     read: R,
-    seen: &Seen,
+    seen: &Rc<Seen>,
     mut each: impl FnMut(Value),
 ) -> std::result::Result<bool, serde_json::Error> {
     let mut de = serde_json::Deserializer::new(read);
@@ -72,53 +72,115 @@ pub fn for_each_value_raw<'de, R: serde_json::de::Read<'de>>(
             seen,
         }
         .deserialize(&mut de)?;
-        seen.borrow_mut().clear();
+        seen.forget();
         any = true;
     }
 }
 
-/// The bytes serde_json has read since the last value was checked.
-pub type Seen = Rc<RefCell<Vec<u8>>>;
+/// What a [`Recorder`] has read from below that the float check may still need: the chunks
+/// read so far (from the first byte not checked yet), and how far into the last one serde_json
+/// has read.
+#[derive(Default)]
+pub struct Seen {
+    bytes: RefCell<Vec<u8>>,
+    /// Where the bytes not checked yet start in `bytes`.
+    start: Cell<usize>,
+    /// Where the last chunk starts in `bytes`.
+    chunk: Cell<usize>,
+    /// How much of the last chunk serde_json has read.
+    at: Cell<usize>,
+}
 
-/// A reader that also keeps what it hands on, so that a float serde_json read can be found in
-/// its text and its spelling checked ([`crate::kubelet::gofloat`]): the stream reader's only
-/// way to see a number's text. It holds the bytes of one value (a List's item, an array's
-/// element, or a whole object) at a time.
+impl Seen {
+    /// The bytes serde_json took since the last check, and forgets them.
+    fn take<T>(&self, with: impl FnOnce(&[u8]) -> T) -> T {
+        let mut bytes = self.bytes.borrow_mut();
+        let end = self.chunk.get() + self.at.get();
+        let out = with(&bytes[self.start.get()..end]);
+        // Keep the memory of one value and one chunk: drop the chunks before the last one once
+        // they are large (all checked: `end` is in the last chunk).
+        let chunk = self.chunk.get();
+        if chunk >= 1 << 20 {
+            bytes.drain(..chunk);
+            self.chunk.set(0);
+        }
+        self.start.set(end - (chunk - self.chunk.get()));
+        out
+    }
+
+    fn forget(&self) {
+        self.take(|_| ());
+    }
+}
+
+/// The buffered reader under serde_json that also keeps what it hands on, so that a float
+/// serde_json read can be found in its text and its spelling checked
+/// ([`crate::kubelet::gofloat`]): the stream reader's only way to see a number's text. It reads
+/// a chunk at a time from below, keeps a copy of it in [`Seen`], and hands it on a byte at a
+/// time, as serde_json asks, moving one shared counter.
 pub struct Recorder<R> {
     inner: R,
-    seen: Seen,
+    chunk: Box<[u8]>,
+    len: usize,
+    seen: Rc<Seen>,
 }
 
 impl<R: Read> Recorder<R> {
-    pub fn new(inner: R) -> (Recorder<R>, Seen) {
-        let seen = Seen::default();
-        (
-            Recorder {
-                inner,
-                seen: seen.clone(),
-            },
-            seen,
-        )
+    pub fn new(inner: R) -> (Recorder<R>, Rc<Seen>) {
+        let seen = Rc::new(Seen::default());
+        let recorder = Recorder {
+            inner,
+            chunk: vec![0; 1 << 16].into_boxed_slice(),
+            len: 0,
+            seen: seen.clone(),
+        };
+        (recorder, seen)
+    }
+
+    /// The next chunk from below, kept in `seen` too; false at the end.
+    #[cold]
+    fn refill(&mut self) -> std::io::Result<bool> {
+        let n = self.inner.read(&mut self.chunk)?;
+        let mut bytes = self.seen.bytes.borrow_mut();
+        self.seen.chunk.set(bytes.len());
+        self.seen.at.set(0);
+        bytes.extend_from_slice(&self.chunk[..n]);
+        self.len = n;
+        Ok(n > 0)
     }
 }
 
 impl<R: Read> Read for Recorder<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.seen.borrow_mut().extend_from_slice(&buf[..n]);
+    #[inline]
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.seen.at.get() == self.len && !self.refill()? {
+            return Ok(0);
+        }
+        let at = self.seen.at.get();
+        let n = match out {
+            // serde_json's way: one byte a call.
+            [byte] => {
+                *byte = self.chunk[at];
+                1
+            }
+            _ => {
+                let n = out.len().min(self.len - at);
+                out[..n].copy_from_slice(&self.chunk[at..at + n]);
+                n
+            }
+        };
+        self.seen.at.set(at + n);
         Ok(n)
     }
 }
 
-/// Takes the bytes read since the last check: an error if `holds_float` and a float among them
-/// in a quantity's place is not written as Go writes it (serde_json adds where the read is).
+/// An error if `holds_float` and a float in a quantity's place among the bytes serde_json took
+/// since the last check is not written as Go writes it (serde_json adds where the read is).
 fn check_floats<E: serde::de::Error>(seen: &Seen, holds_float: bool) -> std::result::Result<(), E> {
-    let mut bytes = seen.borrow_mut();
-    let found = match holds_float {
-        true => misspelled_quantity(&bytes).map(|(token, _)| misspelled_message(token)),
+    let found = seen.take(|bytes| match holds_float {
+        true => misspelled_quantity(bytes).map(|(token, _)| misspelled_message(token)),
         false => None,
-    };
-    bytes.clear();
+    });
     found.map_or(Ok(()), |message| Err(E::custom(message)))
 }
 
@@ -204,7 +266,7 @@ pub fn for_each_object_in_stream(
 
 struct Top<'f, F> {
     each: &'f mut F,
-    seen: &'f Seen,
+    seen: &'f Rc<Seen>,
 }
 
 impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Top<'_, F> {
@@ -285,7 +347,7 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
 
 struct Items<'f, F> {
     each: &'f mut F,
-    seen: &'f Seen,
+    seen: &'f Rc<Seen>,
 }
 
 impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Items<'_, F> {
@@ -370,6 +432,35 @@ mod tests {
                 err.starts_with("t: not valid JSON: the quantity ") && err.contains(" at line 1 "),
                 "{input}: {err}"
             );
+        }
+    }
+
+    /// Over many chunks and past the recorder's compaction, a misspelled quantity float is
+    /// found wherever it is, across a chunk's edge too, and a right one is read.
+    #[test]
+    fn a_quantity_float_is_checked_across_chunks() {
+        let item = |i: usize, cpu: &str| {
+            format!(
+                r#"{{"name":"c{i}","x":"{}","resources":{{"limits":{{"cpu":{cpu}}}}}}}"#,
+                "y".repeat(i % 97)
+            )
+        };
+        for (at, cpu, fails) in [
+            (30_000, "0.5", false),
+            (30_000, "0.50", true),
+            (1, "0.50", true),
+        ] {
+            // Items of every length, so that some item with a float crosses a chunk's edge.
+            for shift in [0, 17, 40] {
+                let mut items: Vec<String> = (0..at + shift).map(|i| item(i, "\"1\"")).collect();
+                items.push(item(0, cpu));
+                items.extend((0..10).map(|i| item(i, "2")));
+                let input = format!(r#"{{"kind":"List","items":[{}]}}"#, items.join(","));
+                let mut n = 0;
+                let read = for_each_object(input.as_bytes(), "t", |_| n += 1);
+                assert_eq!(read.is_err(), fails, "{at} {cpu} {shift}: {read:?}");
+                assert_eq!(n, items.len() - if fails { 11 } else { 0 });
+            }
         }
     }
 
