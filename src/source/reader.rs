@@ -464,6 +464,105 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(1024))]
+
+        /// The claim the decoder rests on, attacked with random spellings: whatever either
+        /// reader takes, every float in a quantity's place was written as Go writes its value
+        /// (so `float64_text` of it is the text), and the two readers take the same texts as the
+        /// same values.
+        #[test]
+        fn a_taken_quantity_float_is_its_go_text(
+            (text, quantities) in proptest::strategy::Strategy::prop_map(
+                proptest::collection::vec((0usize..4, number_text(), 0usize..3), 1..6),
+                placed,
+            ),
+        ) {
+            let sliced = crate::kubelet::once_keys::value_from_slice(text.as_bytes()).ok();
+            let mut streamed = Vec::new();
+            let read = for_each_object(text.as_bytes(), "t", |v| streamed.push(v));
+            proptest::prop_assert_eq!(sliced.is_some(), read.is_ok(), "{}", text);
+            if let Some(v) = sliced {
+                proptest::prop_assert_eq!(vec![v], streamed);
+                for token in &quantities {
+                    if let Ok(f) = serde_json::from_str::<serde_json::Number>(token) {
+                        if let Some(f) = f.as_f64().filter(|_| f.is_f64()) {
+                            proptest::prop_assert_eq!(&crate::kubelet::gofloat::float64_text(f), token);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A JSON number spelled one of many ways: as Go writes a float, as Rust does, padded,
+    /// with exponents of every form, `-0`, integers past `u64`.
+    fn number_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let finite = any::<f64>().prop_filter("finite", |f| f.is_finite());
+        prop_oneof![
+            finite
+                .clone()
+                .prop_map(crate::kubelet::gofloat::float64_text),
+            finite.clone().prop_map(|f| format!("{f:e}")),
+            finite.clone().prop_map(|f| format!("{f}")),
+            (0u32..1000, 0usize..4).prop_map(|(n, zeros)| format!("{n}.5{}", "0".repeat(zeros))),
+            (
+                1u32..10,
+                -30i32..30,
+                prop::sample::select(vec!["e", "E", "e+", "E-"])
+            )
+                .prop_map(|(m, e, how)| format!("{m}{how}{}", e.abs())),
+            prop::sample::select(vec![
+                "-0",
+                "-0.0",
+                "0.0",
+                "1.0",
+                "1e21",
+                "1e+21",
+                "1e-7",
+                "0.0000001",
+                "18446744073709551616",
+                "100000000000000000000",
+                "7",
+                "-3"
+            ])
+            .prop_map(String::from),
+        ]
+    }
+
+    /// A pod whose containers hold `numbers` in quantity places (`limits`, `requests`,
+    /// `divisor`) and, now and then, elsewhere; and the numbers put in quantity places.
+    fn placed(numbers: Vec<(usize, String, usize)>) -> (String, Vec<String>) {
+        let mut quantities = Vec::new();
+        let containers: Vec<String> = numbers
+            .into_iter()
+            .map(|(place, n, spaces)| {
+                let pad = " ".repeat(spaces);
+                match place {
+                    0 => {
+                        quantities.push(n.clone());
+                        format!(r#"{{"name":"a","resources":{{"limits":{{"cpu":{pad}{n}}}}}}}"#)
+                    }
+                    1 => {
+                        quantities.push(n.clone());
+                        format!(r#"{{"name":"a","resources":{{"requests":{{"m":"1","cpu":{n}{pad}}}}}}}"#)
+                    }
+                    2 => {
+                        quantities.push(n.clone());
+                        format!(r#"{{"env":[{{"valueFrom":{{"resourceFieldRef":{{"divisor":{n}}}}}}}]}}"#)
+                    }
+                    _ => format!(r#"{{"ports":[{{"containerPort":{n}}}],"x":{{"limits":[{n}]}}}}"#),
+                }
+            })
+            .collect();
+        let text = format!(
+            r#"{{"kind":"Pod","spec":{{"containers":[{}]}}}}"#,
+            containers.join(",")
+        );
+        (text, quantities)
+    }
+
     #[test]
     fn a_repeated_key_stops_the_read_naming_it_and_its_place() {
         // The place is just after the repeated key.
