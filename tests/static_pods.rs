@@ -600,3 +600,18 @@ async fn random_kills_leave_every_manifest_and_record_whole() {
     eprintln!("{mixed} kills left the node half pinned or half rewritten");
     assert!(mixed > 0, "no kill landed between two writes (seed {seed})");
 }
+
+/// A hand-written manifest's `cpu: 0.5` (a YAML number) is the quantity "0.5" to the kubelet,
+/// which stored its hash from that. So the stored hash verifies against the manifest, and the
+/// pod is pinned and its container rewritten, as any other: not left alone as undecidable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_number_quantity_in_a_manifest_is_read_as_the_kubelet_reads_it() {
+    let n = Node::new();
+    n.write("etcd.yaml", &ETCD_YAML.replace("cpu: 100m", "cpu: 0.5"));
+    let mut ran = etcd();
+    ran["resources"]["requests"]["cpu"] = json!("0.5");
+    n.run("etcd", UID, &[ran]).await;
+    let plan = n.json("plan");
+    assert_eq!(plan["static_pods"][0]["action"], "pin", "{plan}");
+    assert_eq!(plan["containers"][0]["verdict"], "rewrite", "{plan}");
+}
