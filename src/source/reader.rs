@@ -95,16 +95,19 @@ impl Seen {
     /// The bytes serde_json took since the last check, and forgets them.
     fn take<T>(&self, with: impl FnOnce(&[u8]) -> T) -> T {
         let mut bytes = self.bytes.borrow_mut();
-        let end = self.chunk.get() + self.at.get();
+        let (chunk, end) = (self.chunk.get(), self.chunk.get() + self.at.get());
         let out = with(&bytes[self.start.get()..end]);
         // Keep the memory of one value and one chunk: drop the chunks before the last one once
         // they are large (all checked: `end` is in the last chunk).
-        let chunk = self.chunk.get();
-        if chunk >= 1 << 20 {
-            bytes.drain(..chunk);
-            self.chunk.set(0);
-        }
-        self.start.set(end - (chunk - self.chunk.get()));
+        let dropped = match chunk >= 1 << 20 {
+            true => {
+                bytes.drain(..chunk);
+                self.chunk.set(0);
+                chunk
+            }
+            false => 0,
+        };
+        self.start.set(end - dropped);
         out
     }
 
@@ -396,6 +399,13 @@ mod tests {
         assert!(for_each_object(&b"  "[..], "t", |_| {}).is_err());
     }
 
+    /// How many objects the reader hands on before it refuses `input`, and its error.
+    fn refused(input: &str) -> (usize, String) {
+        let mut n = 0;
+        let err = for_each_object(input.as_bytes(), "t", |_| n += 1).unwrap_err();
+        (n, err.to_string())
+    }
+
     /// A float in a quantity's place is read only as Go writes it (so its text is known),
     /// wherever the stream puts it; a float elsewhere is read, for the decoder to take or refuse.
     #[test]
@@ -423,10 +433,7 @@ mod tests {
             (r#"{"metadata":{"limits":{"a":1.50}},"items":[{"a":1}]}"#, 0),
             (r#"{"items":[{"a":1}],"x":{"limits":{"a":1.50}}}"#, 1),
         ] {
-            let mut n = 0;
-            let err = for_each_object(input.as_bytes(), "t", |_| n += 1)
-                .unwrap_err()
-                .to_string();
+            let (n, err) = refused(input);
             assert_eq!(n, handed, "{input}");
             assert!(
                 err.starts_with("t: not valid JSON: the quantity ") && err.contains(" at line 1 "),
@@ -585,10 +592,7 @@ mod tests {
             ),
             ("{\"items\":[\n{\"a\":1,\n\"a\":1}]}", 0, "line 3 column 4"),
         ] {
-            let mut n = 0;
-            let err = for_each_object(input.as_bytes(), "t", |_| n += 1)
-                .unwrap_err()
-                .to_string();
+            let (n, err) = refused(input);
             assert_eq!(n, handed, "{input}");
             assert!(
                 err.starts_with("t: not valid JSON: the key ") && err.ends_with(place),
