@@ -156,7 +156,7 @@ fn is_misspelled(token: &str) -> bool {
     }
 }
 
-/// Why a float [`misspelled_float`] found is refused (the reader adds where it is).
+/// Why a float [`misspelled_quantity`] found is refused (the reader adds where it is).
 pub fn misspelled_message(token: &str) -> String {
     let go = serde_json::from_str::<f64>(token)
         .map(float64_text)
