@@ -24,6 +24,8 @@
 
 use serde_json::Value;
 
+use crate::kubelet::bytescan::find_string_stop;
+
 /// `json.Marshal(f)` for a finite float64 (Go refuses NaN and infinities).
 pub fn float64_text(f: f64) -> String {
     let abs = f.abs();
@@ -92,10 +94,15 @@ pub fn misspelled_quantity(text: &[u8]) -> Option<(&str, usize)> {
             b'"' => {
                 let start = i + 1;
                 i = start;
-                while i < text.len() && text[i] != b'"' {
-                    i += if text[i] == b'\\' { 2 } else { 1 };
+                // To the closing quote a plain run at a time; an escape's next byte never ends it.
+                loop {
+                    match text.get(i..).and_then(find_string_stop) {
+                        Some(n) if text[i + n] == b'"' => break i += n,
+                        Some(n) => i += n + if text[i + n] == b'\\' { 2 } else { 1 },
+                        None => break i = text.len(),
+                    }
                 }
-                let string = &text[start..i.min(text.len())];
+                let string = &text[start..i];
                 i += 1;
                 key = at_key.then_some(string);
                 at_key = false;
@@ -286,25 +293,13 @@ mod tests {
                 match &s.ty(ty).kind {
                     Kind::Struct(fields) => {
                         for f in fields {
-                            match holds(s, f.ty) {
-                                Holds::Quantity => {
-                                    assert!(
-                                        QUANTITY_KEYS.values.contains(&f.json.as_str()),
-                                        "{v}: {}",
-                                        f.json
-                                    );
-                                    seen.0 += 1;
-                                }
-                                Holds::Quantities => {
-                                    assert!(
-                                        QUANTITY_KEYS.lists.contains(&f.json.as_str()),
-                                        "{v}: {}",
-                                        f.json
-                                    );
-                                    seen.1 += 1;
-                                }
-                                Holds::Other => {}
-                            }
+                            let (keys, count) = match holds(s, f.ty) {
+                                Holds::Quantity => (QUANTITY_KEYS.values, &mut seen.0),
+                                Holds::Quantities => (QUANTITY_KEYS.lists, &mut seen.1),
+                                Holds::Other => continue,
+                            };
+                            assert!(keys.contains(&f.json.as_str()), "{v}: {}", f.json);
+                            *count += 1;
                         }
                     }
                     Kind::Slice(elem) => assert_eq!(holds(s, *elem), Holds::Other, "{v}: a list"),
