@@ -1150,10 +1150,9 @@ fn yaml_scalars_hash_as_go_reads_them() {
 }
 
 /// `Quantity.UnmarshalJSON` parses a JSON number's text as it parses a string's contents, so a
-/// quantity written as a number (as hand-written static pod manifests do: `cpu: 0.5`) hashes
-/// as the same text in a string, in every version, from stdin, a file, a PodList and YAML. A
-/// float Go writes otherwise (`0.50`) cannot keep its text: one line naming it and where, exit
-/// 1, nothing on stdout.
+/// quantity written as a number (as hand-written static pod manifests do: `cpu: 0.5`, or
+/// `0.50`, which a struct dump tells from `0.5`) hashes as the same text in a string, in every
+/// version, from stdin, a file, a PodList and YAML.
 #[test]
 fn a_quantity_written_as_a_number_hashes_as_its_text() {
     let dir = tempfile::tempdir().unwrap();
@@ -1177,35 +1176,77 @@ fn a_quantity_written_as_a_number_hashes_as_its_text() {
             serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
         first["hash"].clone()
     };
-    let want = hashes("-", &container(r#""0.5""#));
-    assert_eq!(want.as_object().unwrap().len(), 30);
-    let podlist = format!(
-        r#"{{"kind":"PodList","items":[{{"metadata":{{"name":"p"}},"spec":{{"containers":[{}]}}}}]}}"#,
-        container("0.5")
-    );
-    let yaml = "name: a\nimage: b\nresources:\n  limits:\n    cpu: 0.5\n    memory: 134217728\n  requests:\n    cpu: .5\n";
-    for (input, stdin) in [
-        ("-".to_string(), container("0.5")),
-        (file("c.json", &container("0.5")), String::new()),
-        (file("pods.json", &podlist), String::new()),
-        (file("c.yaml", yaml), String::new()),
-    ] {
-        assert_eq!(hashes(&input, &stdin), want, "{input}");
+    for number in ["0.5", "0.50", "5E-1", "1e3", "-0"] {
+        let want = hashes("-", &container(&format!("\"{number}\"")));
+        assert_eq!(want.as_object().unwrap().len(), 30);
+        let podlist = format!(
+            r#"{{"kind":"PodList","items":[{{"metadata":{{"name":"p"}},"spec":{{"containers":[{}]}}}}]}}"#,
+            container(number)
+        );
+        for (input, stdin) in [
+            ("-".to_string(), container(number)),
+            (file("c.json", &container(number)), String::new()),
+            (file("pods.json", &podlist), String::new()),
+        ] {
+            assert_eq!(hashes(&input, &stdin), want, "{number} {input}");
+        }
     }
+    let want = hashes("-", &container(r#""0.5""#));
+    let yaml = "name: a\nimage: b\nresources:\n  limits:\n    cpu: 0.5\n    memory: 134217728\n  requests:\n    cpu: .5\n";
+    assert_eq!(hashes(&file("c.yaml", yaml), ""), want);
+    // Go's `json.Marshal` writes `0.50` from YAML as `0.5`, and a struct dump tells them apart.
+    let yaml = yaml.replace(".5", "0.50");
+    assert_eq!(hashes(&file("c.yaml", &yaml), ""), want);
+    assert_ne!(hashes("-", &container("0.50")), want);
+}
 
-    for (input, stdin) in [
-        ("-".to_string(), container("0.50")),
-        (file("bad.json", &container("0.50")), String::new()),
+/// A quantity string with an escape fails `Quantity.UnmarshalJSON`, which parses the raw text,
+/// backslash and all: the container is not hashed, whichever reader reads it; `-0` is 0 to an
+/// integer field, from JSON and from YAML (where `json.Marshal` writes `-0.0` as `-0`).
+#[test]
+fn an_escaped_quantity_fails_and_minus_zero_is_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let escaped = r#"{"name":"a","image":"b","resources":{"limits":{"cpu":"0.\u0035"}}}"#;
+    let path = dir.path().join("c.json");
+    std::fs::write(&path, escaped).unwrap();
+    let list = dir.path().join("list.json");
+    std::fs::write(&list, format!("[{escaped},{escaped}]")).unwrap();
+    let (path, list) = (path.to_string_lossy(), list.to_string_lossy());
+    // 1.31 alone reads a bare container's name and image without decoding it, where it can.
+    for (input, stdin, versions) in [
+        ("-", escaped, "all"),
+        (&*path, "", "all"),
+        (&*list, "", "all"),
+        (&*list, "", "1.31"),
     ] {
-        let out = kubehash(&["hash", "-i", &input], stdin.as_bytes());
+        let out = kubehash(
+            &["hash", "--versions", versions, "-o", "jsonl", "-i", input],
+            stdin.as_bytes(),
+        );
         assert_eq!(out.status.code(), Some(1), "{input}");
-        assert!(out.stdout.is_empty(), "{input}: {}", text(&out.stdout));
-        let err = text(&out.stderr);
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let out = text(&out.stdout);
         assert!(
-            err.contains("the quantity 0.50 is a JSON float, which Go writes as 0.5")
-                && err.contains("at line 1 column "),
-            "{err}"
+            out.lines()
+                .all(|l| l.contains(r#""error":"a.resources.limits.cpu"#)
+                    && l.contains("quantities must match")),
+            "{input}: {out}"
         );
     }
+    let port = |p: &str| format!(r#"{{"name":"a","image":"b","ports":[{{"containerPort":{p}}}]}}"#);
+    let hash = |stdin: &str| {
+        let out = kubehash(
+            &["hash", "--versions", "1.15,1.30", "-o", "jsonl"],
+            stdin.as_bytes(),
+        );
+        (out.status.code(), text(&out.stdout))
+    };
+    let zero = hash(&port("0"));
+    assert_eq!(zero.0, Some(0));
+    assert_eq!(hash(&port("-0")), zero);
+    assert_eq!(
+        hash("name: a\nimage: b\nports:\n- containerPort: -0.0\n"),
+        zero
+    );
+    // Go's `strconv.ParseInt` refuses `-0.0` written in JSON.
+    assert_eq!(hash(&port("-0.0")).0, Some(1));
 }

@@ -1,11 +1,11 @@
-//! Any bytes as the number in a quantity's place (a `limits` value, and a `divisor` in a List's
-//! item): the two JSON readers (`value_from_slice` after Go's byte rules, the stream reader)
-//! take or refuse the text alike, as the same values, and a float either takes is written exactly as Go writes its value,
-//! which is what the decoder reads back (`kubelet::gofloat`).
+//! Any bytes as the value in a quantity's place (a `limits` value, and a `divisor` in a List's
+//! item): the two JSON readers (`pod_value_from_slice` after Go's byte rules, the stream
+//! reader) take or refuse the text alike, as the same values; and where the bytes are one float
+//! or one string with an escape, the value there is the string of its raw text, which is what
+//! `Quantity.UnmarshalJSON` parses (`kubelet::spelling`).
 #![no_main]
 
-use kubehash::kubelet::gofloat::float64_text;
-use kubehash::kubelet::once_keys::value_from_slice;
+use kubehash::kubelet::spelling::pod_value_from_slice;
 use kubehash::source::goread::clean;
 use kubehash::source::reader::for_each_object;
 use libfuzzer_sys::fuzz_target;
@@ -29,10 +29,10 @@ fuzz_target!(|data: &[u8]| {
     ];
     for (text, at) in texts {
         // Go's byte rules first, as the framer and the manifest reader apply them before
-        // `value_from_slice` (the stream reader applies them as it reads).
+        // `pod_value_from_slice` (the stream reader applies them as it reads).
         let mut cleaned = Vec::new();
         clean(text.as_bytes(), true, &mut cleaned);
-        let sliced = value_from_slice(&cleaned).ok();
+        let sliced = pod_value_from_slice(&cleaned).ok();
         let mut streamed = Vec::new();
         let read = for_each_object(text.as_bytes(), "fuzz", |v| streamed.push(v));
         assert_eq!(sliced.is_some(), read.is_ok(), "{text}");
@@ -45,16 +45,27 @@ fuzz_target!(|data: &[u8]| {
             _ => vec![value.clone()],
         };
         assert_eq!(whole, streamed, "{text}");
-        // Where the bytes are one JSON number (white space around it aside), the value read
-        // there is that number: a float's Go text must be the number as written.
-        let number = token.trim_matches([' ', '\t', '\n', '\r']);
-        if serde_json::from_str::<serde_json::Number>(number).is_err() {
+        // Where the bytes are one JSON float, or one string with an escape (white space around
+        // it aside), the value read there is its raw text (after Go's byte rules).
+        let mut token = Vec::new();
+        clean(token_of(data).as_bytes(), true, &mut token);
+        let Ok(token) = String::from_utf8(token) else {
             continue;
-        }
-        if let Some(Value::Number(n)) = value.pointer(at) {
-            if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
-                assert_eq!(float64_text(f), number, "{text}");
-            }
+        };
+        let raw = match serde_json::from_str::<Value>(&token) {
+            Ok(Value::Number(n)) if n.is_f64() => Some(token.as_str()),
+            Ok(Value::String(_)) if token.contains('\\') => Some(&token[1..token.len() - 1]),
+            _ => None,
+        };
+        if let Some(raw) = raw {
+            assert_eq!(value.pointer(at), Some(&Value::from(raw)), "{text}");
         }
     }
 });
+
+/// The fuzzed bytes without JSON's white space around them.
+fn token_of(data: &[u8]) -> &str {
+    std::str::from_utf8(data)
+        .unwrap_or_default()
+        .trim_matches([' ', '\t', '\n', '\r'])
+}

@@ -199,10 +199,10 @@ fn zero_struct<'b>(schema: &Schema, fields: &[Field], arena: &'b Arena) -> Val<'
 }
 
 /// The text `Quantity.UnmarshalJSON` parses of a JSON value: a string's contents (it trims
-/// them itself), or a number's text. serde keeps an integer's text and a float's value; the
-/// readers take a float in a quantity's place only if it is written as Go writes its value, so
-/// that text is the float's [`float64_text`] (and a YAML float reaches a kubelet's JSON decoder
-/// as that text).
+/// them itself), or a number's text. serde keeps an integer's text and a float's value: a JSON
+/// reader hands a float in a quantity's place over as the string of its text
+/// ([`crate::kubelet::spelling`]), and a float left here came from YAML, which reaches a
+/// kubelet's JSON decoder as its [`float64_text`].
 pub(crate) fn quantity_text<'a, J: Json<'a>>(
     view: &JsonValue<'a, J>,
 ) -> Option<std::borrow::Cow<'a, str>> {

@@ -16,32 +16,19 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
-use crate::kubelet::gofloat::{
-    has_float, line_and_column, misspelled_message, misspelled_quantity,
-};
-
 /// Deserializes any JSON value as `serde_json::Value` does, except that an object with a
 /// repeated key is an error.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OnceKeys;
 
 /// The JSON value of `bytes` (a whole value and white space around it), read with
-/// [`OnceKeys`]; serde_json's error, with its line and column, otherwise. A float in a quantity's
-/// place must be written as Go writes it ([`crate::kubelet::gofloat`]), so that its text is
-/// known.
+/// [`OnceKeys`]; serde_json's error, with its line and column, otherwise. A pod's JSON is read
+/// with [`crate::kubelet::spelling::pod_value_from_slice`], which also keeps what Go reads of a
+/// quantity's text.
 pub fn value_from_slice(bytes: &[u8]) -> serde_json::Result<Value> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = OnceKeys.deserialize(&mut de)?;
     de.end()?;
-    if has_float(&value) {
-        if let Some((token, at)) = misspelled_quantity(bytes) {
-            let (line, column) = line_and_column(bytes, at);
-            return Err(serde::de::Error::custom(format_args!(
-                "{} at line {line} column {column}",
-                misspelled_message(token)
-            )));
-        }
-    }
     Ok(value)
 }
 
@@ -140,26 +127,6 @@ impl<'de> Visitor<'de> for OnceKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A float in a quantity's place is read only as Go writes it, and its place is named.
-    #[test]
-    fn a_quantity_float_is_read_only_as_go_writes_it() {
-        for text in [
-            r#"{"resources":{"limits":{"cpu":0.5}},"ports":[{"containerPort":80.0}]}"#,
-            r#"{"x":1e3,"limits":[1.50]}"#,
-        ] {
-            assert!(value_from_slice(text.as_bytes()).is_ok(), "{text}");
-        }
-        let err = value_from_slice(b"{\n \"resources\":{\"limits\":{\"cpu\":0.50}}}")
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "the quantity 0.50 is a JSON float, which Go writes as 0.5: kubehash keeps a float's \
-             value, not its spelling, and a quantity's spelling is part of its hash (write it as \
-             a string, \"0.50\") at line 2 column 31"
-        );
-    }
 
     #[test]
     fn reads_what_serde_json_reads_when_no_key_repeats() {

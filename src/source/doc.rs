@@ -17,12 +17,15 @@
 //!   (serde_json makes those `f64`);
 //! * a lone `\u` surrogate, a control byte in a string, a bad escape, nesting deeper than
 //!   [`MAX_DEPTH`], a frame that is not UTF-8, and anything that is not JSON.
+//! * a string with an escape in a quantity's place, whose raw text the `Value` parser keeps
+//!   for the decoder ([`crate::kubelet::spelling`]).
 
 use serde_json::{Number, Value};
 
 use crate::kubelet::bytescan::{find_string_stop, plain_integer};
 use crate::kubelet::json::{Json, JsonValue};
 use crate::kubelet::schema::key_words;
+use crate::kubelet::spelling::Place;
 use crate::source::parallel::Parse;
 
 /// One object of an input as `hash` has it: a [`Doc`] parsed from its frame, or the `Value` the
@@ -176,12 +179,38 @@ impl Doc {
             keys,
             ..
         } = p;
-        Ok(Doc {
+        let doc = Doc {
             text,
             unescaped,
             nodes,
             keys,
-        })
+        };
+        if !doc.unescaped.is_empty() && doc.escaped_quantity(0, Place::Plain) {
+            return Err(doc.text.into_bytes());
+        }
+        Ok(doc)
+    }
+
+    /// Whether the value at node `at`, in `place`, holds a string with an escape in a
+    /// quantity's place: the decoder must see its raw text, which the `Value` parser keeps
+    /// ([`crate::kubelet::spelling`]).
+    fn escaped_quantity(&self, at: u32, place: Place) -> bool {
+        let members = |len: u32| Members {
+            doc: self,
+            next: at + 1,
+            left: len,
+        };
+        match self.nodes.get(at as usize) {
+            Some(Node::String(s)) => place == Place::Quantity && s.unescaped(),
+            Some(&Node::Array { len, .. }) => {
+                members(len).any(|m| self.escaped_quantity(m.at, Place::Plain))
+            }
+            Some(&Node::Object { len, .. }) => Entries(members(len)).any(|(key, m)| {
+                let object = matches!(self.nodes.get(m.at as usize), Some(Node::Object { .. }));
+                self.escaped_quantity(m.at, place.of_member(key, object))
+            }),
+            _ => false,
+        }
     }
 
     /// The value, to read.
@@ -557,7 +586,7 @@ impl Parser<'_> {
 mod tests {
     use super::*;
     use crate::kubelet::json::to_value;
-    use crate::kubelet::once_keys::value_from_slice;
+    use crate::kubelet::spelling::pod_value_from_slice;
     use proptest::prelude::*;
 
     /// The compact JSON of what a view shows, entry by entry as it shows them (so a key shown
@@ -577,10 +606,10 @@ mod tests {
         }
     }
 
-    /// What the one reader's `Value` makes of `text` ([`value_from_slice`]), and what an
+    /// What the one reader's `Value` makes of `text` ([`pod_value_from_slice`]), and what an
     /// [`Object`] shows of it, both in order; and whether the `Doc` parser read it.
     fn both(text: &str) -> (Option<String>, Option<String>, bool) {
-        let value = value_from_slice(text.as_bytes()).ok();
+        let value = pod_value_from_slice(text.as_bytes()).ok();
         let object = Object::frame(text.as_bytes().to_vec());
         let shown = object.as_ref().map(|o| match o {
             Object::Doc(d) => written(d.root()),

@@ -15,8 +15,10 @@ use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 
+use crate::kubelet::gofloat::float64_text;
 use crate::kubelet::once_keys::value_visits;
-use serde_json::{Map, Number, Value};
+use crate::kubelet::spelling::zero_negative_zeros;
+use serde_json::{Map, Value};
 
 /// Deserializes one YAML document (from serde_yaml_ng, over `text`) into the JSON Go makes of it.
 #[derive(Debug, Clone, Copy)]
@@ -176,24 +178,18 @@ fn go_parse_int(s: &str) -> Option<i64> {
     }
 }
 
-/// The JSON value `encoding/json` writes for a float64: Go prints an integral float under 1e21
-/// as an integer literal, from its shortest digits padded with zeros. Under 2^53 those digits are
-/// the exact integer, so such a float is that integer here; other floats stay floats (a field
-/// then reads them as a float, and refuses where it needs a whole number or a quantity's text).
-/// NaN and infinities are errors there.
+/// The JSON value the kubelet's decoder reads of a float64: `encoding/json`'s text of it
+/// ([`float64_text`]) as serde_json reads that text. Go prints an integral float under 1e21 as
+/// an integer literal, so a whole float up to `u64::MAX` is that integer here, as it is to Go's
+/// integer fields; other floats stay floats (a field then refuses them where it needs a whole
+/// number, and a quantity reads their Go text). NaN and infinities are errors there.
 fn float_value<E: serde::de::Error>(f: f64) -> Result<Value, E> {
     if !f.is_finite() {
         return Err(E::custom(format_args!(
             "the YAML value {f} has no JSON form (Go's YAML-to-JSON conversion fails on it)"
         )));
     }
-    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
-    if f.fract() == 0.0 && f.abs() < EXACT && !(f == 0.0 && f.is_sign_negative()) {
-        // A whole number under 2^53: the cast is exact.
-        return Ok(Value::Number(Number::from(f as i64)));
-    }
-    // "-0" and large floats keep their float.
-    Ok(Number::from_f64(f).map_or(Value::Null, Value::Number))
+    serde_json::from_str(&float64_text(f)).map_err(E::custom)
 }
 
 fn resolved_value<E: serde::de::Error>(r: Resolved, s: &str) -> Result<Value, E> {
@@ -275,6 +271,16 @@ impl GoYaml<'_> {
                 ))),
             },
         }
+    }
+}
+
+impl GoYaml<'_> {
+    /// One YAML document read by `d`, as the kubelet's JSON decoder reads it: what
+    /// `sigs.k8s.io/yaml` writes of it, a negative zero written `-0` ([`zero_negative_zeros`]).
+    pub fn document<'de, D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        let mut value = self.deserialize(d)?;
+        zero_negative_zeros(&mut value);
+        Ok(value)
     }
 }
 
@@ -408,7 +414,7 @@ mod tests {
         GoYaml {
             text: text.as_bytes(),
         }
-        .deserialize(de)
+        .document(de)
         .map_err(|e| e.to_string())
     }
 
@@ -487,18 +493,34 @@ mod tests {
         }
     }
 
-    /// Go writes these floats as `-0`, or as integer literals from their shortest digits
-    /// (`100000000000000000000`, `9007199254740992000`): they stay floats here.
+    /// A float reaches the kubelet's JSON decoder as Go writes it: an integer literal from its
+    /// shortest digits when it is whole and under 1e21 (`100000000000000000000`,
+    /// `9007199254740992000`), read as an integer where serde_json keeps one; `-0`, which
+    /// every integer field reads as 0, and a quantity as the text `-0`.
     #[test]
-    fn floats_whose_go_text_is_not_their_value_stay_floats() {
-        for (scalar, f) in [
-            ("1e20", 1e20),
-            ("9.007199254740992e18", 9.007_199_254_740_992e18),
-            ("-0.0", -0.0),
+    fn a_float_is_what_its_go_text_reads_as() {
+        for (scalar, go) in [
+            ("1e20", json!(1e20)),
+            ("9.007199254740992e18", json!(9_007_199_254_740_992_000_u64)),
+            ("1.8446744073709552e19", json!(18_446_744_073_709_551_616.0)),
+            // `-9223372036854776000`: past `i64::MIN`, a float.
+            ("-9.2233720368547758e18", json!(-9.223_372_036_854_776e18)),
+            ("-0.0", json!(0)),
+            ("0.5", json!(0.5)),
+            ("1e21", json!(1e21)),
         ] {
-            let v = read(&format!("v: {scalar}\n")).unwrap();
-            assert_eq!(v["v"].as_f64(), Some(f), "{scalar}");
-            assert!(v["v"].is_f64(), "{scalar}");
+            assert_eq!(
+                read(&format!("v: {scalar}\n")).unwrap()["v"],
+                go,
+                "{scalar}"
+            );
+        }
+        let cpu = read("limits: {cpu: -0.0}\ndivisor: -0.0\n").unwrap();
+        for q in [&cpu["limits"]["cpu"], &cpu["divisor"]] {
+            assert!(
+                q.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()),
+                "{cpu}"
+            );
         }
         assert_eq!(
             read("v: 9007199254740991.0\n").unwrap()["v"],

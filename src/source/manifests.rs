@@ -11,11 +11,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use serde::de::DeserializeSeed;
 use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
-use crate::kubelet::once_keys::value_from_slice;
+use crate::kubelet::spelling::pod_value_from_slice;
 use crate::source::goread::clean;
 use crate::source::goyaml::GoYaml;
 
@@ -144,7 +143,7 @@ pub fn documents(bytes: &[u8]) -> std::result::Result<Vec<Value>, Problem> {
     if String::from_utf8_lossy(bytes).trim_start().starts_with('{') {
         let mut text = Vec::with_capacity(bytes.len());
         clean(bytes, true, &mut text);
-        let value = value_from_slice(&text).map_err(|e| Problem(format!("not JSON: {e}")))?;
+        let value = pod_value_from_slice(&text).map_err(|e| Problem(format!("not JSON: {e}")))?;
         return Ok(vec![value]);
     }
     let text = std::str::from_utf8(bytes).map_err(|_| Problem::from("not UTF-8"))?;
@@ -153,7 +152,7 @@ pub fn documents(bytes: &[u8]) -> std::result::Result<Vec<Value>, Problem> {
         let v = GoYaml {
             text: text.as_bytes(),
         }
-        .deserialize(doc)
+        .document(doc)
         .map_err(|e| Problem(format!("not YAML or JSON: {e}")))?;
         if !v.is_null() {
             docs.push(v);

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::kubelet::once_keys::value_from_slice;
+use crate::kubelet::spelling::pod_value_from_slice;
 use crate::source::frames::{frame_objects, Framed};
 use crate::source::pool::map_batches_in_order;
 use crate::source::reader::{
@@ -77,7 +77,7 @@ impl Input<'_> {
 /// How a worker has each object: parsed from its frame on the worker, or as the one reader
 /// parsed it.
 pub trait Parse: Sized {
-    /// The value in `frame`, or `None` where [`value_from_slice`] fails on it (the one reader
+    /// The value in `frame`, or `None` where [`pod_value_from_slice`] fails on it (the one reader
     /// then reads the input from there and names the error).
     fn frame(frame: Vec<u8>) -> Option<Self>;
     /// A value the one reader parsed.
@@ -86,7 +86,7 @@ pub trait Parse: Sized {
 
 impl Parse for Value {
     fn frame(frame: Vec<u8>) -> Option<Value> {
-        value_from_slice(&frame).ok()
+        pod_value_from_slice(&frame).ok()
     }
 
     fn value(value: Value) -> Value {

@@ -23,8 +23,8 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::kubelet::gofloat::{has_float, misspelled_message, misspelled_quantity};
 use crate::kubelet::once_keys::{repeated_key, OnceKeys};
+use crate::kubelet::spelling::{needs_respelling, respell};
 use crate::source::goread::GoRead;
 pub use crate::source::yaml::for_each_yaml_object;
 
@@ -77,26 +77,39 @@ pub fn for_each_value_raw<'de, R: serde_json::de::Read<'de>>(
     }
 }
 
-/// What a [`Recorder`] has read from below that the float check may still need: the chunks
-/// read so far (from the first byte not checked yet), and how far into the last one serde_json
-/// has read.
+/// What a [`Recorder`] has read from below that a value's text may still be needed from: the
+/// chunks read so far (from the first byte not looked at yet), and how far into the last one
+/// serde_json has read.
 #[derive(Default)]
 pub struct Seen {
     bytes: RefCell<Vec<u8>>,
-    /// Where the bytes not checked yet start in `bytes`.
+    /// Where the bytes not looked at yet start in `bytes`.
     start: Cell<usize>,
     /// Where the last chunk starts in `bytes`.
     chunk: Cell<usize>,
     /// How much of the last chunk serde_json has read.
     at: Cell<usize>,
+    /// Where the value being read starts in `bytes` ([`Seen::mark`]).
+    value: Cell<usize>,
 }
 
 impl Seen {
-    /// The bytes serde_json took since the last check, and forgets them.
+    /// Notes that serde_json is about to read a value. It has peeked at the value's first byte
+    /// (to tell a value from the end of a list, or from the end of the input), so that byte is
+    /// the last one it took.
+    fn mark(&self) {
+        let taken = self.chunk.get() + self.at.get();
+        self.value
+            .set(taken.saturating_sub(1).max(self.start.get()));
+    }
+
+    /// The bytes serde_json took since the value last marked began (and perhaps one after it),
+    /// and forgets all it took.
     fn take<T>(&self, with: impl FnOnce(&[u8]) -> T) -> T {
         let mut bytes = self.bytes.borrow_mut();
         let (chunk, end) = (self.chunk.get(), self.chunk.get() + self.at.get());
-        let out = with(&bytes[self.start.get()..end]);
+        let from = self.value.get().clamp(self.start.get(), end);
+        let out = with(&bytes[from..end]);
         // Keep the memory of one value and one chunk: drop the chunks before the last one once
         // they are large (all checked: `end` is in the last chunk).
         let dropped = match chunk >= 1 << 20 {
@@ -116,11 +129,11 @@ impl Seen {
     }
 }
 
-/// The buffered reader under serde_json that also keeps what it hands on, so that a float
-/// serde_json read can be found in its text and its spelling checked
-/// ([`crate::kubelet::gofloat`]): the stream reader's only way to see a number's text. It reads
-/// a chunk at a time from below, keeps a copy of it in [`Seen`], and hands it on a byte at a
-/// time, as serde_json asks, moving one shared counter.
+/// The buffered reader under serde_json that also keeps what it hands on, so that what a value
+/// lost of its text can be put back ([`crate::kubelet::spelling`]): the stream reader's only
+/// way to see a number's text, or a string's escapes. It reads a chunk at a time from below,
+/// keeps a copy of it in [`Seen`], and hands it on a byte at a time, as serde_json asks, moving
+/// one shared counter.
 pub struct Recorder<R> {
     inner: R,
     chunk: Box<[u8]>,
@@ -177,14 +190,30 @@ impl<R: Read> Read for Recorder<R> {
     }
 }
 
-/// An error if `holds_float` and a float in a quantity's place among the bytes serde_json took
-/// since the last check is not written as Go writes it (serde_json adds where the read is).
-fn check_floats<E: serde::de::Error>(seen: &Seen, holds_float: bool) -> std::result::Result<(), E> {
-    let found = seen.take(|bytes| match holds_float {
-        true => misspelled_quantity(bytes).map(|(token, _)| misspelled_message(token)),
-        false => None,
+/// `value`, the value serde_json just read from its text in `seen` (marked), as Go's decoder
+/// reads that text ([`respell`]).
+fn respelled<E: serde::de::Error>(seen: &Seen, mut value: Value) -> std::result::Result<Value, E> {
+    let followed = seen.take(|bytes| match needs_respelling(&value, bytes) {
+        true => respell(&mut value, bytes),
+        false => Some(()),
     });
-    found.map_or(Ok(()), |message| Err(E::custom(message)))
+    match followed {
+        Some(()) => Ok(value),
+        None => Err(E::custom(
+            "kubehash could not follow a value's text (a bug)",
+        )),
+    }
+}
+
+/// A value read with [`OnceKeys`], marked in `seen` first.
+struct Marked<'s>(&'s Seen);
+
+impl<'de> DeserializeSeed<'de> for Marked<'_> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Value, D::Error> {
+        self.0.mark();
+        OnceKeys.deserialize(d)
+    }
 }
 
 /// Every object in `path`: a file, every `.json`/`.yaml`/`.yml` file of a directory (sorted by
@@ -275,6 +304,7 @@ struct Top<'f, F> {
 impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for Top<'_, F> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        self.seen.mark();
         d.deserialize_any(self)
     }
 }
@@ -287,9 +317,8 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(v) = seq.next_element_seed(OnceKeys)? {
-            check_floats(self.seen, has_float(&v))?;
-            (self.each)(v);
+        while let Some(v) = seq.next_element_seed(Marked(self.seen))? {
+            (self.each)(respelled(self.seen, v)?);
         }
         Ok(())
     }
@@ -327,8 +356,6 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
                 return Err(repeated_key(&key));
             }
             if key == "items" {
-                // The List's other members so far, before the items take the bytes seen.
-                check_floats(self.seen, rest.values().any(has_float))?;
                 map.next_value_seed(Items {
                     each: self.each,
                     seen: self.seen,
@@ -339,10 +366,9 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Top<'_, F> {
                 rest.insert(key, v);
             }
         }
-        // The object, or the List's members after its items.
-        check_floats(self.seen, rest.values().any(has_float))?;
+        // A List's other members are dropped.
         if !streamed {
-            (self.each)(Value::Object(rest));
+            (self.each)(respelled(self.seen, Value::Object(rest))?);
         }
         Ok(())
     }
@@ -369,9 +395,8 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Items<'_, F> {
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(v) = seq.next_element_seed(OnceKeys)? {
-            check_floats(self.seen, has_float(&v))?;
-            (self.each)(v);
+        while let Some(v) = seq.next_element_seed(Marked(self.seen))? {
+            (self.each)(respelled(self.seen, v)?);
         }
         Ok(())
     }
@@ -380,6 +405,7 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Items<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubelet::spelling::pod_value_from_slice;
 
     #[test]
     fn streams_list_items_arrays_and_single_objects() {
@@ -406,67 +432,83 @@ mod tests {
         (n, err.to_string())
     }
 
-    /// A float in a quantity's place is read only as Go writes it (so its text is known),
-    /// wherever the stream puts it; a float elsewhere is read, for the decoder to take or refuse.
-    #[test]
-    fn a_quantity_float_is_read_only_as_go_writes_it() {
-        for input in [
-            r#"{"kind":"List","items":[{"resources":{"limits":{"cpu":0.5}}},{"ports":[{"containerPort":80.0}]}]}"#,
-            r#"[{"resources":{"requests":{"cpu":1e-7}}}] {"x":1.50}"#,
-            r#"{"env":[{"valueFrom":{"resourceFieldRef":{"divisor":-0}}}]}"#,
-        ] {
-            let mut n = 0;
-            for_each_object(input.as_bytes(), "t", |_| n += 1).unwrap();
-            assert!(n > 0, "{input}");
-        }
-        for (input, handed) in [
-            (
-                r#"{"kind":"List","items":[{"a":1},{"resources":{"limits":{"cpu":0.50}}}]}"#,
-                1,
-            ),
-            (r#"[{"resources":{"requests":{"cpu":1e3}}}]"#, 0),
-            (
-                r#"{"a":1} {"env":[{"valueFrom":{"resourceFieldRef":{"divisor":1.0}}}]}"#,
-                1,
-            ),
-            // A List's own members, before and after its items.
-            (r#"{"metadata":{"limits":{"a":1.50}},"items":[{"a":1}]}"#, 0),
-            (r#"{"items":[{"a":1}],"x":{"limits":{"a":1.50}}}"#, 1),
-        ] {
-            let (n, err) = refused(input);
-            assert_eq!(n, handed, "{input}");
-            assert!(
-                err.starts_with("t: not valid JSON: the quantity ") && err.contains(" at line 1 "),
-                "{input}: {err}"
-            );
-        }
+    /// Each item, read from a stream, as [`pod_value_from_slice`] reads its text alone.
+    fn alone(items: &[&str]) -> Vec<Value> {
+        items
+            .iter()
+            .map(|i| pod_value_from_slice(i.as_bytes()).unwrap())
+            .collect()
     }
 
-    /// Over many chunks and past the recorder's compaction, a misspelled quantity float is
-    /// found wherever it is, across a chunk's edge too, and a right one is read.
+    fn streamed(input: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        for_each_object(input.as_bytes(), "t", |v| out.push(v)).unwrap();
+        out
+    }
+
+    /// What a value lost of its text is put back wherever the stream puts the value: a List's
+    /// item, an array's element, a single object, one value after another, with white space
+    /// around; a List's own members are dropped, whatever they hold.
     #[test]
-    fn a_quantity_float_is_checked_across_chunks() {
+    fn the_stream_reads_each_value_as_go_reads_its_text() {
+        let items = [
+            r#"{"resources":{"limits":{"cpu":0.50,"memory":"1\u0030"}}}"#,
+            r#"{"ports":[{"containerPort":-0,"hostPort":80.0}],"n":-0.0}"#,
+            r#"{"env":[{"valueFrom":{"resourceFieldRef":{"divisor":1e3}}}],"x":"\n"}"#,
+            r#"{"resources":{"requests":{"cpu":"500m"}},"y":[1.50,-0]}"#,
+        ];
+        let want = alone(&items);
+        assert_eq!(want[0]["resources"]["limits"]["cpu"], "0.50");
+        assert_eq!(want[0]["resources"]["limits"]["memory"], r"1\u0030");
+        assert_eq!(want[1]["ports"][0]["containerPort"], 0);
+        let joined = items.join(" ,\n ");
+        for input in [
+            format!(
+                r#"{{"kind":"List","metadata":{{"limits":{{"a":1.50}}}},"items":[{joined}],"x":{{"limits":{{"a":1.50}}}}}}"#
+            ),
+            format!("[ {joined} ]"),
+            items.join("\n"),
+            format!(
+                "{} [{}] {{\"items\":[{}]}}",
+                items[0],
+                items[1..3].join(","),
+                items[3]
+            ),
+        ] {
+            assert_eq!(streamed(&input), want, "{input}");
+        }
+        // Floats elsewhere stay floats, for the decoder to take or refuse.
+        assert!(want[1]["ports"][0]["hostPort"].is_f64());
+        assert!(want[3]["y"][0].is_f64());
+    }
+
+    /// Over many chunks and past the recorder's compaction, a value is read from its own text,
+    /// across a chunk's edge too.
+    #[test]
+    fn a_value_is_read_from_its_text_across_chunks() {
         let item = |i: usize, cpu: &str| {
             format!(
                 r#"{{"name":"c{i}","x":"{}","resources":{{"limits":{{"cpu":{cpu}}}}}}}"#,
                 "y".repeat(i % 97)
             )
         };
-        for (at, cpu, fails) in [
-            (30_000, "0.5", false),
-            (30_000, "0.50", true),
-            (1, "0.50", true),
+        for (at, cpu, read) in [
+            (30_000, "0.50", Value::from("0.50")),
+            (30_000, r#""0.\u0035""#, Value::from(r"0.\u0035")),
+            (1, "-0", Value::from("-0")),
         ] {
             // Items of every length, so that some item with a float crosses a chunk's edge.
             for shift in [0, 17, 40] {
                 let mut items: Vec<String> = (0..at + shift).map(|i| item(i, "\"1\"")).collect();
                 items.push(item(0, cpu));
-                items.extend((0..10).map(|i| item(i, "2")));
+                items.extend((0..10).map(|i| item(i, "0.25")));
                 let input = format!(r#"{{"kind":"List","items":[{}]}}"#, items.join(","));
-                let mut n = 0;
-                let read = for_each_object(input.as_bytes(), "t", |_| n += 1);
-                assert_eq!(read.is_err(), fails, "{at} {cpu} {shift}: {read:?}");
-                assert_eq!(n, items.len() - if fails { 11 } else { 0 });
+                let values = streamed(&input);
+                assert_eq!(values.len(), items.len());
+                let cpu = |v: &Value| v["resources"]["limits"]["cpu"].clone();
+                assert_eq!(cpu(&values[at + shift]), read, "{at} {shift}");
+                assert!(values[at + shift + 1..].iter().all(|v| cpu(v) == "0.25"));
+                assert!(values[..at + shift].iter().all(|v| cpu(v) == "1"));
             }
         }
     }
@@ -474,31 +516,53 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::test_runner::Config::with_cases(1024))]
 
-        /// The claim the decoder rests on, attacked with random spellings: whatever either
-        /// reader takes, every float in a quantity's place was written as Go writes its value
-        /// (so `float64_text` of it is the text), and the two readers take the same texts as the
-        /// same values.
+        /// The claim the decoder rests on, attacked with random spellings: both readers read a
+        /// number in a quantity's place as its text, where serde_json keeps a float, and `-0`
+        /// elsewhere as 0; and they take the same texts as the same values.
         #[test]
-        fn a_taken_quantity_float_is_its_go_text(
+        fn both_readers_read_a_quantity_as_its_text(
             (text, quantities) in proptest::strategy::Strategy::prop_map(
                 proptest::collection::vec((0usize..4, number_text(), 0usize..3), 1..6),
                 placed,
             ),
         ) {
-            let sliced = crate::kubelet::once_keys::value_from_slice(text.as_bytes()).ok();
+            let sliced = pod_value_from_slice(text.as_bytes()).ok();
             let mut streamed = Vec::new();
             let read = for_each_object(text.as_bytes(), "t", |v| streamed.push(v));
             proptest::prop_assert_eq!(sliced.is_some(), read.is_ok(), "{}", text);
             if let Some(v) = sliced {
-                proptest::prop_assert_eq!(vec![v], streamed);
-                for token in &quantities {
-                    if let Ok(f) = serde_json::from_str::<serde_json::Number>(token) {
-                        if let Some(f) = f.as_f64().filter(|_| f.is_f64()) {
-                            proptest::prop_assert_eq!(&crate::kubelet::gofloat::float64_text(f), token);
+                proptest::prop_assert_eq!(vec![v.clone()], streamed);
+                let mut found = Vec::new();
+                quantities_in(&v, &mut found);
+                let want: Vec<Value> = quantities
+                    .iter()
+                    .map(|token| match serde_json::from_str::<Value>(token) {
+                        Ok(n) if n.is_f64() => Value::from(token.as_str()),
+                        Ok(v) => v,
+                        Err(_) => Value::Null,
+                    })
+                    .collect();
+                proptest::prop_assert_eq!(found, want, "{}", text);
+            }
+        }
+    }
+
+    /// The values in quantity places of `v`, in document order.
+    fn quantities_in(v: &Value, found: &mut Vec<Value>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v) {
+                        ("limits" | "requests", Value::Object(q)) => {
+                            found.extend(q.values().cloned())
                         }
+                        ("divisor", v) => found.push(v.clone()),
+                        (_, v) => quantities_in(v, found),
                     }
                 }
             }
+            Value::Array(items) => items.iter().for_each(|v| quantities_in(v, found)),
+            _ => {}
         }
     }
 
@@ -552,7 +616,7 @@ mod tests {
                         format!(r#"{{"name":"a","resources":{{"limits":{{"cpu":{pad}{n}}}}}}}"#)
                     }
                     1 => {
-                        quantities.push(n.clone());
+                        quantities.extend([r#""1""#.to_string(), n.clone()]);
                         format!(r#"{{"name":"a","resources":{{"requests":{{"m":"1","cpu":{n}{pad}}}}}}}"#)
                     }
                     2 => {

@@ -27,7 +27,6 @@
 
 use std::io::{BufRead, BufReader, Read};
 
-use serde::de::DeserializeSeed;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -260,7 +259,7 @@ impl Stream<'_> {
         let mut out = Vec::new();
         for doc in serde_yaml_ng::Deserializer::from_slice(&piece.text) {
             let v = GoYaml { text: &piece.text }
-                .deserialize(doc)
+                .document(doc)
                 .map_err(|e| self.error(first_doc + out.len(), piece.relocate(&e.to_string())))?;
             out.push(v);
         }
@@ -880,7 +879,7 @@ mod tests {
         let mut any = false;
         for (i, doc) in serde_yaml_ng::Deserializer::from_slice(bytes).enumerate() {
             let v = GoYaml { text: bytes }
-                .deserialize(doc)
+                .document(doc)
                 .map_err(|e| format!("YAML document {}: {e}", i + 1))?;
             match v {
                 Value::Null => continue,
