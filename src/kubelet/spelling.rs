@@ -131,7 +131,12 @@ impl Walk<'_> {
                         self.eat(b',')?;
                         self.space();
                     }
-                    self.string()?;
+                    // The members in the text's order (serde_json keeps it); a key without an
+                    // escape is seen to be the member's.
+                    let (raw, escaped) = self.string()?;
+                    if !escaped && raw != key.as_bytes() {
+                        return None;
+                    }
                     self.space();
                     self.eat(b':')?;
                     self.space();
@@ -397,5 +402,7 @@ mod tests {
         assert_eq!(respell(&mut v, br#"{"a":1,"b":2}"#), None);
         assert_eq!(respell(&mut v, br#"[1]"#), None);
         assert_eq!(respell(&mut v, br#"{"a":1"#), None);
+        let mut v = json!({"a": 1, "b": 2});
+        assert_eq!(respell(&mut v, br#"{"b":2,"a":1}"#), None);
     }
 }
