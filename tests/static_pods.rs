@@ -615,3 +615,56 @@ async fn a_number_quantity_in_a_manifest_is_read_as_the_kubelet_reads_it() {
     assert_eq!(plan["static_pods"][0]["action"], "pin", "{plan}");
     assert_eq!(plan["containers"][0]["verdict"], "rewrite", "{plan}");
 }
+
+/// A JSON manifest reaches the kubelet's JSON decoder as written, which hands a quantity its raw
+/// text. `"cpu":0.50` is the quantity "0.50" (not "0.5": kubelet ≤ 1.15 dumps the text), so a
+/// container whose stored hash came from that is proven and rewritten, and its pod pinned. A
+/// quantity string with an escape (`"0.\u0035"`) fails `Quantity.UnmarshalJSON`, so no kubelet
+/// runs that spec: the container is not rewritten, and nothing is written (its record and the
+/// manifest stay byte for byte), though the escape reads as the "0.5" it did run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_manifest_quantity_is_read_from_its_raw_text() {
+    let manifest = |cpu: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"etcd","namespace":"kube-system"}},"spec":{{"hostNetwork":true,"containers":[{{"name":"etcd","image":"registry.k8s.io/etcd:3.5.15-0","command":["etcd","--data-dir=/var/lib/etcd"],"livenessProbe":{{"httpGet":{{"port":2381,"path":"/health"}}}},"resources":{{"requests":{{"cpu":{cpu}}}}}}}]}}}}"#
+        )
+    };
+    let running = |cpu: &str| {
+        let mut ran = etcd();
+        ran["resources"]["requests"]["cpu"] = json!(cpu);
+        ran
+    };
+
+    {
+        // One node (one containerd) at a time.
+        let n = Node::new();
+        n.write("etcd.json", &manifest("0.50"));
+        n.run("etcd", UID, &[running("0.50")]).await;
+        let plan = n.json("plan");
+        assert_eq!(plan["static_pods"][0]["action"], "pin", "{plan}");
+        assert_eq!(plan["containers"][0]["verdict"], "rewrite", "{plan}");
+    }
+
+    let n = Node::new();
+    let ep = n.ctrd.endpoint();
+    let written = manifest(r#""0.\u0035""#);
+    let path = n.write("etcd.json", &written);
+    let ids = n.run("etcd", UID, &[running("0.5")]).await;
+    let record = extension(&ep, &ids[0]).await;
+    let plan = n.json("plan");
+    let refused = &plan["static_pods"][0];
+    assert_eq!(refused["action"], "refused", "{plan}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("invalid quantity"),
+        "{plan}"
+    );
+    assert_ne!(plan["containers"][0]["verdict"], "rewrite", "{plan}");
+    let applied = n.node("apply", &[]);
+    let out = format!("{}{}", text(&applied.stdout), text(&applied.stderr));
+    assert!(!out.contains(r#""result":"written""#), "{out}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), written);
+    assert_eq!(extension(&ep, &ids[0]).await, record);
+}
