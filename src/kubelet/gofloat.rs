@@ -1,5 +1,4 @@
-//! A float64 as Go's `encoding/json` writes it (`floatEncoder.encode`), and where a container
-//! holds quantities.
+//! A float64 as Go's `encoding/json` writes it (`floatEncoder.encode`).
 //!
 //! Go writes the shortest digits that read back as the same float: fixed-point from 1e-6 up to
 //! (not including) 1e21, with an exponent outside that range (`1e+21`, `1e-7`: every exponent
@@ -17,8 +16,6 @@
 //! assert_eq!(float64_text(1e21), "1e+21");
 //! assert_eq!(float64_text(1e-7), "1e-7");
 //! ```
-
-use serde_json::Value;
 
 /// `json.Marshal(f)` for a finite float64 (Go refuses NaN and infinities).
 pub fn float64_text(f: f64) -> String {
@@ -38,35 +35,10 @@ pub fn float64_text(f: f64) -> String {
     format!("{f}")
 }
 
-/// Whether a JSON value holds a float (a number serde_json keeps as `f64`) anywhere.
-pub fn has_float(value: &Value) -> bool {
-    match value {
-        Value::Number(n) => n.is_f64(),
-        Value::Array(items) => items.iter().any(has_float),
-        Value::Object(entries) => entries.values().any(has_float),
-        _ => false,
-    }
-}
-
-/// Where a `v1.Container` holds a `resource.Quantity`, in every version 1.8 – 1.37: the values of
-/// a `ResourceList` (`resources.limits`, `resources.requests`), and a `resourceFieldRef`'s
-/// `divisor` (a schema test holds this list to the type graphs).
-pub const QUANTITY_KEYS: QuantityKeys = QuantityKeys {
-    lists: &["limits", "requests"],
-    values: &["divisor"],
-};
-
-/// See [`QUANTITY_KEYS`].
-pub struct QuantityKeys {
-    /// Keys whose value is an object of quantities.
-    pub lists: &'static [&'static str],
-    /// Keys whose value is a quantity.
-    pub values: &'static [&'static str],
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     /// What Go 1.22 prints for `json.Marshal(f)`.
     #[test]
@@ -97,95 +69,35 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_quantity_keys_are_every_place_a_quantity_is() {
-        use crate::kubelet::schema::{Kind, Schema, TypeId};
-        use crate::kubelet::version::KubeletVersion;
-        #[derive(Debug, PartialEq)]
-        enum Holds {
-            Quantity,
-            Quantities,
-            Other,
-        }
-        fn holds(s: &Schema, ty: TypeId) -> Holds {
-            match &s.ty(ty).kind {
-                Kind::Ptr(elem) => holds(s, *elem),
-                Kind::Quantity => Holds::Quantity,
-                Kind::Map { value } if holds(s, *value) == Holds::Quantity => Holds::Quantities,
-                _ => Holds::Other,
-            }
-        }
-        let mut seen = (0, 0);
-        for v in KubeletVersion::all() {
-            let s = Schema::for_version(v).unwrap();
-            for ty in 0..s.type_count() {
-                match &s.ty(ty).kind {
-                    Kind::Struct(fields) => {
-                        for f in fields {
-                            let (keys, count) = match holds(s, f.ty) {
-                                Holds::Quantity => (QUANTITY_KEYS.values, &mut seen.0),
-                                Holds::Quantities => (QUANTITY_KEYS.lists, &mut seen.1),
-                                Holds::Other => continue,
-                            };
-                            assert!(keys.contains(&f.json.as_str()), "{v}: {}", f.json);
-                            *count += 1;
-                        }
-                    }
-                    Kind::Slice(elem) => assert_eq!(holds(s, *elem), Holds::Other, "{v}: a list"),
-                    Kind::Map { value } => {
-                        assert_ne!(holds(s, *value), Holds::Quantities, "{v}: a map's map")
-                    }
-                    _ => {}
-                }
-            }
-        }
-        // `divisor` from 1.8 on, `limits` and `requests` in every version.
-        assert!(seen.0 >= 30 && seen.1 >= 60, "{seen:?}");
-    }
-
     /// `Quantity.UnmarshalJSON` strips a string's quotes and parses what is left, so a quantity
     /// written as a number hashes as the same text in a string, in every version: each golden
     /// container's quantities that are numbers as Go writes them, written as numbers.
     #[test]
     fn a_number_quantity_hashes_as_its_text() {
         use crate::kubelet::hash::hash_container;
+        use crate::kubelet::spelling::{for_each_placed, Place};
         use crate::kubelet::version::parse_version_set;
-        fn numbers(v: &mut Value, quantities: bool, n: &mut usize) {
-            match v {
-                Value::String(s) if quantities => {
-                    let go = match serde_json::from_str::<serde_json::Number>(s) {
-                        Ok(num) if num.is_f64() => float64_text(num.as_f64().unwrap_or(0.0)),
-                        Ok(num) => num.to_string(),
-                        Err(_) => return,
-                    };
-                    if go == *s {
-                        *v = Value::Number(serde_json::from_str(s).unwrap());
-                        *n += 1;
-                    }
+        // A quantity string that is a number as Go writes it, as that number.
+        let numbers = |v: &mut Value, n: &mut usize| {
+            for_each_placed(v, &mut |q, place| {
+                let Value::String(s) = q else { return };
+                let go = match serde_json::from_str::<serde_json::Number>(s) {
+                    Ok(num) if num.is_f64() => float64_text(num.as_f64().unwrap_or(0.0)),
+                    Ok(num) => num.to_string(),
+                    Err(_) => return,
+                };
+                if place == Place::Quantity && go == *s {
+                    *q = Value::Number(serde_json::from_str(s).unwrap());
+                    *n += 1;
                 }
-                Value::Object(m) => {
-                    for (k, v) in m.iter_mut() {
-                        if QUANTITY_KEYS.values.contains(&k.as_str()) {
-                            numbers(v, true, n);
-                        } else if QUANTITY_KEYS.lists.contains(&k.as_str()) {
-                            if let Value::Object(q) = v {
-                                q.values_mut().for_each(|v| numbers(v, true, n));
-                            }
-                        } else {
-                            numbers(v, false, n);
-                        }
-                    }
-                }
-                Value::Array(items) => items.iter_mut().for_each(|v| numbers(v, false, n)),
-                _ => {}
-            }
-        }
+            })
+        };
         let all = parse_version_set("all").unwrap();
         let mut rewritten = 0;
         for c in crate::test_corpus::golden_containers() {
             let mut as_numbers = c.clone();
             let mut n = 0;
-            numbers(&mut as_numbers, false, &mut n);
+            numbers(&mut as_numbers, &mut n);
             if n == 0 {
                 continue;
             }

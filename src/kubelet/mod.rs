@@ -12,8 +12,8 @@ pub mod decode; // JSON → typed value tree, as encoding/json into the Go struc
 pub mod spew; // go-spew %#v writer (kubelet ≤ 1.15)
 pub mod spew_direct; // the same text straight from JSON, for one type graph
 pub mod gojson; // Go encoding/json writer (kubelet 1.16 +)
-pub mod gofloat; // a float64 as encoding/json writes it; where a container holds quantities
-pub mod spelling; // what a parsed value lost of its text that Go reads: quantities, `-0`
+pub mod gofloat; // a float64 as encoding/json writes it
+pub mod spelling; // where a pod holds quantities; what a parsed value lost of its text that Go reads
 pub mod sink; // FNV-1a 32 and byte sinks
 pub mod lanes; // FNV-1a over many texts: lanes, shared prefixes once
 pub mod alike; // when a second type graph decodes and hashes a container as the first

@@ -18,52 +18,96 @@
 use serde_json::{Number, Value};
 
 use crate::kubelet::bytescan::find_string_stop;
-use crate::kubelet::gofloat::{has_float, QUANTITY_KEYS};
 use crate::kubelet::once_keys::value_from_slice;
 
+/// Whether a JSON value holds a float (a number serde_json keeps as `f64`) anywhere.
+fn has_float(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n.is_f64(),
+        Value::Array(items) => items.iter().any(has_float),
+        Value::Object(entries) => entries.values().any(has_float),
+        _ => false,
+    }
+}
+
+/// Where a `v1.Container` holds a `resource.Quantity`, in every version 1.8 – 1.37: the values of
+/// a `ResourceList` (`resources.limits`, `resources.requests`), and a `resourceFieldRef`'s
+/// `divisor` (a schema test holds this list to the type graphs).
+pub const QUANTITY_KEYS: QuantityKeys = QuantityKeys {
+    lists: &["limits", "requests"],
+    values: &["divisor"],
+};
+
+/// See [`QUANTITY_KEYS`].
+pub struct QuantityKeys {
+    /// Keys whose value is an object of quantities.
+    pub lists: &'static [&'static str],
+    /// Keys whose value is a quantity.
+    pub values: &'static [&'static str],
+}
+
+/// A value's text could not be followed beside it: never for a value parsed from that text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("kubehash could not follow a value's text (a bug)")]
+pub struct NotFollowed;
+
 /// The JSON value of a pod, a container or a list of them in `bytes`, as the kubelet's JSON
-/// decoder reads it: [`value_from_slice`] (no key repeated), then [`respell`]ed.
+/// decoder reads it: [`value_from_slice`] (no key repeated), then [`respell_if_needed`].
 pub fn pod_value_from_slice(bytes: &[u8]) -> serde_json::Result<Value> {
     let mut value = value_from_slice(bytes)?;
-    if needs_respelling(&value, bytes) {
-        respell(&mut value, bytes).ok_or_else(|| {
-            serde::de::Error::custom("kubehash could not follow a value's text (a bug)")
-        })?;
-    }
+    respell_if_needed(&mut value, bytes).map_err(serde::de::Error::custom)?;
     Ok(value)
 }
 
-/// Whether [`respell`] may change the value parsed from `text`: it holds a float, or the text
-/// an escape.
-pub fn needs_respelling(value: &Value, text: &[u8]) -> bool {
+/// [`respell`], where it may change the value parsed from `text`: the value holds a float, or
+/// the text an escape.
+pub fn respell_if_needed(value: &mut Value, text: &[u8]) -> Result<(), NotFollowed> {
+    match needs_respelling(value, text) {
+        true => respell(value, text),
+        false => Ok(()),
+    }
+}
+
+/// See [`respell_if_needed`].
+fn needs_respelling(value: &Value, text: &[u8]) -> bool {
     has_float(value) || memchr::memchr(b'\\', text).is_some()
 }
 
 /// Puts back what `value` lost of `text`, the JSON it was parsed from (the value at its first
-/// byte; anything after it is ignored): see the module. `None` when the two do not match,
-/// which a caller that parsed `value` from `text` never sees.
-pub fn respell(value: &mut Value, text: &[u8]) -> Option<()> {
+/// byte; anything after it is ignored): see the module.
+pub fn respell(value: &mut Value, text: &[u8]) -> Result<(), NotFollowed> {
     let mut walk = Walk { text, i: 0 };
     walk.space();
-    walk.value(value, Place::Plain)
+    walk.value(value, Place::Plain).ok_or(NotFollowed)
 }
 
 /// For a value read from YAML, which the kubelet's JSON decoder reads as `json.Marshal`
 /// writes it: a negative zero float, which it writes `-0`, is the integer 0 outside a
 /// quantity's place (in one it stays a float, whose Go text is `-0`).
 pub fn zero_negative_zeros(value: &mut Value) {
-    zero_in(value, Place::Plain);
+    for_each_placed(value, &mut |v, place| {
+        if let Value::Number(n) = v {
+            if place != Place::Quantity && is_negative_zero(n) {
+                *v = Value::Number(Number::from(0));
+            }
+        }
+    });
 }
 
-fn zero_in(value: &mut Value, place: Place) {
+/// Calls `each` with every value in `value` (itself first, then its members, in order) and its
+/// place; a value `each` replaces is walked as replaced.
+pub fn for_each_placed(value: &mut Value, each: &mut dyn FnMut(&mut Value, Place)) {
+    placed(value, Place::Plain, each);
+}
+
+fn placed(value: &mut Value, place: Place, each: &mut dyn FnMut(&mut Value, Place)) {
+    each(value, place);
     match value {
-        Value::Number(n) if place != Place::Quantity && is_negative_zero(n) => {
-            *value = Value::Number(Number::from(0));
-        }
-        Value::Array(items) => items.iter_mut().for_each(|v| zero_in(v, Place::Plain)),
+        Value::Array(items) => items.iter_mut().for_each(|v| placed(v, Place::Plain, each)),
         Value::Object(members) => {
             for (key, v) in members.iter_mut() {
-                zero_in(v, place.of_member(key, v.is_object()));
+                let inner = place.of_member(key, v.is_object());
+                placed(v, inner, each);
             }
         }
         _ => {}
@@ -319,21 +363,50 @@ mod tests {
         }
     }
 
-    /// Every quantity string of a golden container, by its place; `rewrite` may replace it.
-    fn each_quantity(v: &mut Value, place: Place, rewrite: &mut dyn FnMut(&mut Value)) {
-        match v {
-            Value::String(_) if place == Place::Quantity => rewrite(v),
-            Value::Array(items) => items
-                .iter_mut()
-                .for_each(|v| each_quantity(v, Place::Plain, rewrite)),
-            Value::Object(m) => {
-                for (k, v) in m.iter_mut() {
-                    let inner = place.of_member(k, v.is_object());
-                    each_quantity(v, inner, rewrite);
+    #[test]
+    fn the_quantity_keys_are_every_place_a_quantity_is() {
+        use crate::kubelet::schema::{Kind, Schema, TypeId};
+        use crate::kubelet::version::KubeletVersion;
+        #[derive(Debug, PartialEq)]
+        enum Holds {
+            Quantity,
+            Quantities,
+            Other,
+        }
+        fn holds(s: &Schema, ty: TypeId) -> Holds {
+            match &s.ty(ty).kind {
+                Kind::Ptr(elem) => holds(s, *elem),
+                Kind::Quantity => Holds::Quantity,
+                Kind::Map { value } if holds(s, *value) == Holds::Quantity => Holds::Quantities,
+                _ => Holds::Other,
+            }
+        }
+        let mut seen = (0, 0);
+        for v in KubeletVersion::all() {
+            let s = Schema::for_version(v).unwrap();
+            for ty in 0..s.type_count() {
+                match &s.ty(ty).kind {
+                    Kind::Struct(fields) => {
+                        for f in fields {
+                            let (keys, count) = match holds(s, f.ty) {
+                                Holds::Quantity => (QUANTITY_KEYS.values, &mut seen.0),
+                                Holds::Quantities => (QUANTITY_KEYS.lists, &mut seen.1),
+                                Holds::Other => continue,
+                            };
+                            assert!(keys.contains(&f.json.as_str()), "{v}: {}", f.json);
+                            *count += 1;
+                        }
+                    }
+                    Kind::Slice(elem) => assert_eq!(holds(s, *elem), Holds::Other, "{v}: a list"),
+                    Kind::Map { value } => {
+                        assert_ne!(holds(s, *value), Holds::Quantities, "{v}: a map's map")
+                    }
+                    _ => {}
                 }
             }
-            _ => {}
         }
+        // `divisor` from 1.8 on, `limits` and `requests` in every version.
+        assert!(seen.0 >= 30 && seen.1 >= 60, "{seen:?}");
     }
 
     /// Every golden container's quantity strings that are JSON numbers (`"0.5"`, `"100"`,
@@ -350,8 +423,11 @@ mod tests {
             let want = hash_container(c, &all, "").unwrap();
             // Each quantity string as a marker first, then the marker's text replaced.
             let (mut marked, mut spelled) = (c.clone(), Vec::new());
-            each_quantity(&mut marked, Place::Plain, &mut |q| {
-                let text = q.as_str().unwrap_or_default().to_owned();
+            for_each_placed(&mut marked, &mut |q, place| {
+                let Some(text) = q.as_str().filter(|_| place == Place::Quantity) else {
+                    return;
+                };
+                let text = text.to_owned();
                 let marker = format!("\u{1}{}", spelled.len());
                 spelled.push((Value::from(marker.as_str()).to_string(), text));
                 *q = Value::from(marker);
@@ -398,11 +474,11 @@ mod tests {
     #[test]
     fn a_text_that_is_not_the_value_is_refused() {
         let mut v = json!({"a": 1});
-        assert_eq!(respell(&mut v, br#"{"a":"1"}"#), None);
-        assert_eq!(respell(&mut v, br#"{"a":1,"b":2}"#), None);
-        assert_eq!(respell(&mut v, br#"[1]"#), None);
-        assert_eq!(respell(&mut v, br#"{"a":1"#), None);
+        assert_eq!(respell(&mut v, br#"{"a":"1"}"#), Err(NotFollowed));
+        assert_eq!(respell(&mut v, br#"{"a":1,"b":2}"#), Err(NotFollowed));
+        assert_eq!(respell(&mut v, br#"[1]"#), Err(NotFollowed));
+        assert_eq!(respell(&mut v, br#"{"a":1"#), Err(NotFollowed));
         let mut v = json!({"a": 1, "b": 2});
-        assert_eq!(respell(&mut v, br#"{"b":2,"a":1}"#), None);
+        assert_eq!(respell(&mut v, br#"{"b":2,"a":1}"#), Err(NotFollowed));
     }
 }

@@ -195,11 +195,7 @@ impl Doc {
     /// quantity's place: the decoder must see its raw text, which the `Value` parser keeps
     /// ([`crate::kubelet::spelling`]).
     fn escaped_quantity(&self, at: u32, place: Place) -> bool {
-        let members = |len: u32| Members {
-            doc: self,
-            next: at + 1,
-            left: len,
-        };
+        let members = |len| self.members(at, len);
         match self.nodes.get(at as usize) {
             Some(Node::String(s)) => place == Place::Quantity && s.unescaped(),
             Some(&Node::Array { len, .. }) => {
@@ -226,6 +222,16 @@ impl Doc {
         };
         // Spans are made at ASCII quotes and backslashes of UTF-8 text, so on boundaries.
         from.get(s.range()).unwrap_or_default()
+    }
+
+    /// The `len` members of the list or object at node `at`.
+    #[inline]
+    fn members(&self, at: u32, len: u32) -> Members<'_> {
+        Members {
+            doc: self,
+            next: at + 1,
+            left: len,
+        }
     }
 
     /// The index after node `at` and its members.
@@ -293,11 +299,7 @@ impl<'a> Json<'a> for DocRef<'a> {
     #[inline]
     fn view(self) -> JsonValue<'a, Self> {
         let doc = self.doc;
-        let members = |len: u32| Members {
-            doc,
-            next: self.at + 1,
-            left: len,
-        };
+        let members = |len| doc.members(self.at, len);
         match doc.nodes.get(self.at as usize) {
             None | Some(Node::Null) => JsonValue::Null,
             Some(Node::Bool(b)) => JsonValue::Bool(*b),

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::kubelet::once_keys::{repeated_key, OnceKeys};
-use crate::kubelet::spelling::{needs_respelling, respell};
+use crate::kubelet::spelling::respell_if_needed;
 use crate::source::goread::GoRead;
 pub use crate::source::yaml::for_each_yaml_object;
 
@@ -191,18 +191,11 @@ impl<R: Read> Read for Recorder<R> {
 }
 
 /// `value`, the value serde_json just read from its text in `seen` (marked), as Go's decoder
-/// reads that text ([`respell`]).
+/// reads that text ([`respell_if_needed`]).
 fn respelled<E: serde::de::Error>(seen: &Seen, mut value: Value) -> std::result::Result<Value, E> {
-    let followed = seen.take(|bytes| match needs_respelling(&value, bytes) {
-        true => respell(&mut value, bytes),
-        false => Some(()),
-    });
-    match followed {
-        Some(()) => Ok(value),
-        None => Err(E::custom(
-            "kubehash could not follow a value's text (a bug)",
-        )),
-    }
+    seen.take(|bytes| respell_if_needed(&mut value, bytes))
+        .map_err(E::custom)?;
+    Ok(value)
 }
 
 /// A value read with [`OnceKeys`], marked in `seen` first.
@@ -405,7 +398,7 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Items<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubelet::spelling::pod_value_from_slice;
+    use crate::kubelet::spelling::{for_each_placed, pod_value_from_slice, Place};
 
     #[test]
     fn streams_list_items_arrays_and_single_objects() {
@@ -533,7 +526,11 @@ mod tests {
             if let Some(v) = sliced {
                 proptest::prop_assert_eq!(vec![v.clone()], streamed);
                 let mut found = Vec::new();
-                quantities_in(&v, &mut found);
+                for_each_placed(&mut v.clone(), &mut |q, place| {
+                    if place == Place::Quantity {
+                        found.push(q.clone());
+                    }
+                });
                 let want: Vec<Value> = quantities
                     .iter()
                     .map(|token| match serde_json::from_str::<Value>(token) {
@@ -544,25 +541,6 @@ mod tests {
                     .collect();
                 proptest::prop_assert_eq!(found, want, "{}", text);
             }
-        }
-    }
-
-    /// The values in quantity places of `v`, in document order.
-    fn quantities_in(v: &Value, found: &mut Vec<Value>) {
-        match v {
-            Value::Object(m) => {
-                for (k, v) in m {
-                    match (k.as_str(), v) {
-                        ("limits" | "requests", Value::Object(q)) => {
-                            found.extend(q.values().cloned())
-                        }
-                        ("divisor", v) => found.push(v.clone()),
-                        (_, v) => quantities_in(v, found),
-                    }
-                }
-            }
-            Value::Array(items) => items.iter().for_each(|v| quantities_in(v, found)),
-            _ => {}
         }
     }
 
