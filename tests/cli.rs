@@ -4,8 +4,13 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 fn kubehash(args: &[&str], stdin: &[u8]) -> Output {
+    kubehash_env(args, stdin, &[])
+}
+
+fn kubehash_env(args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -1021,11 +1026,13 @@ fn hash_prints_nothing_when_the_input_breaks_half_way() {
     }
 }
 
-/// A file is read on every core (framed, the frames parsed on the workers) and stdin by the one
-/// reader on one thread; whatever the input, both must print the same bytes and exit alike.
-/// Inputs that break late (after thousands of objects and past the framer's first chunk), break
-/// inside a List's `items`, carry bytes Go's reader replaces, or have shapes the framer leaves to
-/// the one reader.
+/// A file and stdin are both read on every core (framed, the frames parsed on the workers), stdin
+/// kept as it is read (in memory, then in a temporary file) so that the one reader can read it
+/// again where the framer stops; whatever the input, both must print the same bytes and exit
+/// alike, and so must stdin when no temporary file can be made (`TMPDIR` missing: the framer
+/// stops at the end of what memory keeps). Inputs that break late (after thousands of objects,
+/// past the framer's first chunk and past what memory keeps of stdin), break inside a List's
+/// `items`, carry bytes Go's reader replaces, or have shapes the framer leaves to the one reader.
 #[test]
 fn a_file_and_stdin_read_alike() {
     let record = |i: usize| {
@@ -1079,6 +1086,14 @@ fn a_file_and_stdin_read_alike() {
             "a top-level scalar between objects",
             format!("{}7\n{}", &many[..3000], &many[3000..6000]).into_bytes(),
         ),
+        (
+            "records past what memory keeps of stdin, one bad number late",
+            format!(
+                "{}{{\"id\":\"x\",\"container\":{{\"name\":\"a\",\"image\":1e999}}}}\n{many}",
+                many.repeat(5)
+            )
+            .into_bytes(),
+        ),
         ("nothing but white space", b"  \n ".to_vec()),
         ("an empty list", br#"{"kind":"List","items":[]}"#.to_vec()),
     ];
@@ -1097,6 +1112,8 @@ fn a_file_and_stdin_read_alike() {
         for (cmd, args) in runs {
             let from_file = kubehash(&[args, &["-i", file_arg]].concat(), b"");
             let from_stdin = kubehash(&[args, &["-i", "-"]].concat(), &input);
+            let no_tmp = [("TMPDIR", "/nonexistent/kubehash-test")];
+            let kept_in_memory = kubehash_env(&[args, &["-i", "-"]].concat(), &input, &no_tmp);
             // Each names its input: the file by its path, stdin as `stdin` (and `-` in a report).
             let file_names = |b: &[u8]| text(b).replace(file_arg, "INPUT");
             let stdin_names = |b: &[u8]| {
@@ -1120,6 +1137,13 @@ fn a_file_and_stdin_read_alike() {
                 stdin_names(&from_stdin.stderr),
                 "{cmd}, {what}"
             );
+            for (from, kept) in [
+                (&from_stdin.stdout, &kept_in_memory.stdout),
+                (&from_stdin.stderr, &kept_in_memory.stderr),
+            ] {
+                assert_eq!(text(from), text(kept), "{cmd}, {what}, no temporary file");
+            }
+            assert_eq!(from_stdin.status.code(), kept_in_memory.status.code());
         }
     }
 }

@@ -29,8 +29,8 @@ use crate::kubelet::spelling::Place;
 use crate::source::parallel::Parse;
 
 /// One object of an input as `hash` has it: a [`Doc`] parsed from its frame, or the `Value` the
-/// one reader parsed where the input is not framed (stdin, YAML, after a frame that did not
-/// parse).
+/// one reader parsed where the input is not framed (YAML, a directory, one thread, after a
+/// frame that did not parse).
 #[derive(Debug)]
 pub enum Object {
     Doc(Doc),

@@ -10,6 +10,7 @@ pub mod doc; // one JSON value on a flat tape, read as a Value is: what `hash` p
 pub mod name_image; // a container's name and image from its bytes, checked to decode (1.31 +)
 pub mod pool; // reading on one thread, per-object work on every core, results in input order
 pub mod parallel; // every object of an input parsed and worked on on every core, in input order
+pub mod spool; // stdin kept as it is read, so that the framed path can read it a second time
 pub mod input; // what `hash` hashes: containers, pods, lists, golden records
 pub mod selector; // label selectors on pods read from files
 pub mod pods; // pod splitting, container slots, states, workloads

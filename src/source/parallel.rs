@@ -5,8 +5,9 @@
 //! parsing, the largest cost of reading, runs on every core. Where the framer stops or a frame
 //! does not parse, the one reader ([`crate::source::reader`]) reads the input again from the
 //! start, skips the objects already handed on, and goes on from there, so the objects and every
-//! error are exactly the one reader's. stdin, directories and YAML are read by the one reader on
-//! the reading thread; the work still runs on every core.
+//! error are exactly the one reader's. stdin is framed too, kept as it is read
+//! ([`crate::source::spool`]) so that the one reader can read it again. Directories and YAML
+//! are read by the one reader on the reading thread; the work still runs on every core.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -22,6 +23,7 @@ use crate::source::pool::map_batches_in_order;
 use crate::source::reader::{
     extension_says, for_each_object_in_path, for_each_object_in_stream, looks_like_yaml,
 };
+use crate::source::spool::Spool;
 
 /// Where objects are read from.
 #[derive(Debug, Clone, Copy)]
@@ -50,11 +52,15 @@ impl Input<'_> {
         }
     }
 
-    /// The input's JSON bytes from the start, when it is JSON that can be read twice: a regular
-    /// file or bytes in memory. `None` sends the input to the one reader.
-    fn json_bytes(&self) -> Option<Box<dyn Read + Send + '_>> {
+    /// How the framed path reads the input, if it is JSON: a regular file or bytes in memory,
+    /// which the one reader can read again from the start, or stdin, kept as it is read
+    /// ([`Spool`]) so that the one reader can read it again too. `None` sends the input to the
+    /// one reader.
+    fn framable(&self) -> Option<Framable<'_>> {
         match self {
-            Input::Path(p) if p.as_os_str() == "-" => None,
+            Input::Path(p) if p.as_os_str() == "-" => {
+                Some(Framable::kept(Spool::new(Box::new(std::io::stdin()))))
+            }
             Input::Path(p) => {
                 let file = File::open(p).ok()?;
                 if !file.metadata().ok()?.is_file() {
@@ -65,11 +71,36 @@ impl Input<'_> {
                     Some(yaml) => yaml,
                     None => looks_like_yaml(file.fill_buf().ok()?),
                 };
-                (!yaml).then(|| Box::new(file) as Box<dyn Read + Send>)
+                (!yaml).then(|| Framable::Again(Box::new(file) as Box<dyn Read + Send>))
             }
-            Input::Bytes { bytes, .. } => {
-                (!looks_like_yaml(bytes)).then(|| Box::new(*bytes) as Box<dyn Read + Send>)
-            }
+            Input::Bytes { bytes, .. } => (!looks_like_yaml(bytes))
+                .then(|| Framable::Again(Box::new(*bytes) as Box<dyn Read + Send>)),
+        }
+    }
+}
+
+/// A stream read once, as stdin is.
+type Stream = Box<dyn Read + Send>;
+
+/// How the framed path reads an input ([`Input::framable`]).
+enum Framable<'a> {
+    /// JSON that the one reader can open again.
+    Again(Box<dyn Read + Send + 'a>),
+    /// JSON from stdin, kept as it is read.
+    Kept(Spool<Stream>),
+    /// stdin that is not JSON (YAML, or unknown after a failed first read, with what the one
+    /// reader makes of its first look): for the one reader, from what was kept.
+    KeptYaml(Spool<Stream>, Option<bool>),
+}
+
+impl Framable<'_> {
+    /// stdin (or any stream read once), kept; the one reader's first look at it (one read)
+    /// tells YAML from JSON.
+    fn kept(mut kept: Spool<Stream>) -> Self {
+        match kept.head() {
+            Ok(head) if !looks_like_yaml(&head) => Framable::Kept(kept),
+            Ok(_) => Framable::KeptYaml(kept, Some(true)),
+            Err(_) => Framable::KeptYaml(kept, None),
         }
     }
 }
@@ -136,6 +167,25 @@ pub fn for_each_batch_on_cores<P, U, F>(
     workers: usize,
     batch: usize,
     worker: impl Fn() -> F + Sync,
+    each: impl FnMut(U),
+) -> Result<()>
+where
+    P: Parse,
+    U: Send,
+    F: FnMut(&mut dyn Iterator<Item = (usize, P)>) -> Vec<U>,
+{
+    let framable = if workers == 0 { None } else { input.framable() };
+    on_cores(input, framable, workers, batch, worker, each)
+}
+
+/// [`for_each_batch_on_cores`], the input to be read as `framable` says (`None`: by the one
+/// reader).
+fn on_cores<P, U, F>(
+    input: &Input,
+    framable: Option<Framable>,
+    workers: usize,
+    batch: usize,
+    worker: impl Fn() -> F + Sync,
     mut each: impl FnMut(U),
 ) -> Result<()>
 where
@@ -153,20 +203,34 @@ where
     };
     // With no workers (everything on this thread), or an input that cannot be framed, the one
     // reader parses.
-    let framable = if workers == 0 {
-        None
-    } else {
-        input.json_bytes()
+    let (again, mut kept) = match framable {
+        Some(Framable::Again(bytes)) => (Some(bytes), None),
+        Some(Framable::Kept(kept)) => (None, Some(kept)),
+        Some(Framable::KeptYaml(mut kept, yaml)) => {
+            return map_batches_in_order(
+                &source,
+                workers,
+                batch,
+                |emit| one_reader_kept(&mut kept, yaml, 0, emit),
+                on_parsed,
+                each,
+            );
+        }
+        None => {
+            return map_batches_in_order(
+                &source,
+                workers,
+                batch,
+                |emit| one_reader_from(input, 0, emit),
+                on_parsed,
+                each,
+            );
+        }
     };
-    let Some(bytes) = framable else {
-        return map_batches_in_order(
-            &source,
-            workers,
-            batch,
-            |emit| one_reader_from(input, 0, emit),
-            on_parsed,
-            each,
-        );
+    let bytes: Box<dyn Read + Send + '_> = match (again, kept.as_mut()) {
+        (Some(bytes), _) => bytes,
+        (None, Some(kept)) => Box::new(kept),
+        (None, None) => return Ok(()),
     };
     // Set when a frame does not parse: nothing after it is handed on.
     let broken = AtomicBool::new(false);
@@ -221,10 +285,31 @@ where
         &source,
         0,
         batch,
-        |emit| one_reader_from(input, handed_on, emit),
+        |emit| match kept.as_mut() {
+            Some(kept) => one_reader_kept(kept, Some(false), handed_on, emit),
+            None => one_reader_from(input, handed_on, emit),
+        },
         on_parsed,
         each,
     )
+}
+
+/// [`one_reader_from`] stdin, from what was kept of it and on from there; `yaml` as the one
+/// reader's first look at it said (`None`: that look failed, so the one reader looks again).
+fn one_reader_kept(
+    kept: &mut Spool<Stream>,
+    yaml: Option<bool>,
+    skip: usize,
+    emit: &mut dyn FnMut((usize, Value)),
+) -> Result<()> {
+    kept.rewind();
+    let mut n = 0;
+    for_each_object_in_stream(kept, "stdin", yaml, &mut |v| {
+        n += 1;
+        if n > skip {
+            emit((n, v));
+        }
+    })
 }
 
 /// The one reader's objects of `input`, numbered from 1, after the first `skip`.
@@ -273,16 +358,26 @@ mod tests {
     }
 
     fn on_cores(input: &[u8], workers: usize, batch: usize) -> (Vec<Value>, Option<String>) {
-        let mut seen = Vec::new();
         let input = Input::Bytes {
             name: "t",
             bytes: input,
         };
-        let err = for_each_object_on_cores(
-            &input,
+        read_on_cores(&input, input.framable(), workers, batch)
+    }
+
+    fn read_on_cores(
+        input: &Input,
+        framable: Option<Framable>,
+        workers: usize,
+        batch: usize,
+    ) -> (Vec<Value>, Option<String>) {
+        let mut seen = Vec::new();
+        let err = super::on_cores(
+            input,
+            framable,
             workers,
             batch,
-            || |n, v: Value| (n, v),
+            || |objects: &mut dyn Iterator<Item = (usize, Value)>| objects.collect::<Vec<_>>(),
             |(n, v)| {
                 assert_eq!(n, seen.len() + 1, "numbered in input order");
                 seen.push(v);
@@ -291,6 +386,47 @@ mod tests {
         .err()
         .map(|e| e.to_string());
         (seen, err)
+    }
+
+    /// A stream read once that hands out at most `step` bytes a read, as a pipe does.
+    struct Pipe {
+        bytes: Vec<u8>,
+        at: usize,
+        step: usize,
+    }
+
+    impl Read for Pipe {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.step).min(self.bytes.len() - self.at);
+            buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// `input` read as stdin is on cores: through a pipe, `step` bytes a read at most, kept
+    /// past `memory` bytes in a temporary file (or, with `no_file`, in none: the first reading
+    /// then stops there).
+    fn piped_on_cores(
+        input: &[u8],
+        step: usize,
+        memory: usize,
+        no_file: bool,
+        workers: usize,
+        batch: usize,
+    ) -> (Vec<Value>, Option<String>) {
+        let pipe = Pipe {
+            bytes: input.to_vec(),
+            at: 0,
+            step,
+        };
+        let make: fn() -> std::io::Result<File> = match no_file {
+            true => || Err(std::io::Error::other("no room")),
+            false => tempfile::tempfile,
+        };
+        let kept = Framable::kept(Spool::with(Box::new(pipe), memory, make));
+        let stdin = Input::Path(Path::new("-"));
+        read_on_cores(&stdin, Some(kept), workers, batch)
     }
 
     #[test]
@@ -377,6 +513,36 @@ mod tests {
             let want = one_reader(&input);
             prop_assert_eq!(on_cores(&input, workers, batch), want, "{}", String::from_utf8_lossy(&input));
         }
+
+        /// The same through a pipe, as stdin is read on cores: kept as read (in memory, then
+        /// in a temporary file, or in none when it cannot be made), it must give the one
+        /// reader's objects and error, byte for byte, however the reads are cut.
+        #[test]
+        fn broken_inputs_piped_on_cores_as_by_the_one_reader(
+            pieces in proptest::collection::vec(piece(), 1..5),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), 0..4u8, prop::sample::select(vec![b'{', b'}', b'[', b']', b'"', b',', b':', b'\\', b' ', b'x', b'1', b'n', b'l', 0xff, 0xc3, b'-', b'\n'])), 0..3),
+            step in 1..64usize,
+            memory in 0..300usize,
+            no_file in any::<bool>(),
+            workers in 1..4usize,
+            batch in 1..4usize,
+        ) {
+            let mut input = pieces.join("\n").into_bytes();
+            break_bytes(&mut input, &edits);
+            // The one reader reading the same pipe, as it read stdin before it was kept.
+            let mut seen = Vec::new();
+            let pipe = Pipe { bytes: input.clone(), at: 0, step };
+            let err = for_each_object_in_stream(pipe, "stdin", None, &mut |v| seen.push(v))
+                .err()
+                .map(|e| e.to_string());
+            let want = (seen, err);
+            prop_assert_eq!(
+                piped_on_cores(&input, step, memory, no_file, workers, batch),
+                want,
+                "{}",
+                String::from_utf8_lossy(&input)
+            );
+        }
     }
 
     #[test]
@@ -388,7 +554,10 @@ mod tests {
         std::fs::write(&yaml, "items:\n- {a: 1}\n- {a: 2}\n").unwrap();
         for p in [&json, &yaml] {
             let input = Input::Path(p);
-            assert_eq!(input.json_bytes().is_some(), p == &json);
+            assert_eq!(
+                matches!(input.framable(), Some(Framable::Again(_))),
+                p == &json
+            );
             let mut seen = Vec::new();
             for_each_object_on_cores(&input, 2, 1, || |_, v: Value| v, |v| seen.push(v)).unwrap();
             assert_eq!(

@@ -1,0 +1,294 @@
+//! A stream kept as it is read, so that it can be read again from the start: the framer's
+//! fallback ([`crate::source::parallel`]) reads its input a second time, and a pipe cannot be.
+//!
+//! The first [`MEMORY`] bytes stay in memory, the rest go to an anonymous temporary file (removed
+//! by the OS once closed). If that file cannot be made or written, the bytes just read stay in
+//! memory and the next read fails, which stops the framer; the second reading then reads
+//! everything from the start, as the one reader always did, so no byte is lost.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
+
+/// Bytes kept in memory before the temporary file.
+pub const MEMORY: usize = 4 << 20;
+
+/// How much the first look at the input reads, as the one reader's buffer does.
+const HEAD: usize = 1 << 20;
+
+/// A reader over `source` that keeps every byte it reads; [`Spool::rewind`] reads them again.
+///
+/// The kept bytes are three runs, one after the other: `memory`, the file, `overflow`.
+pub struct Spool<R> {
+    source: R,
+    /// The first bytes read, up to `memory_cap`.
+    memory: Vec<u8>,
+    memory_cap: usize,
+    /// The bytes after `memory`, from the file's offset 0.
+    file: Option<File>,
+    file_len: u64,
+    make_file: fn() -> io::Result<File>,
+    /// What the file failed to take (the last read's bytes).
+    overflow: Vec<u8>,
+    /// Bytes read from `source` so far, all kept until the rewind.
+    kept: u64,
+    /// The offset of the next byte handed out.
+    at: u64,
+    /// How many bytes the first look read.
+    head_len: usize,
+    /// Why keeping failed: the next read from `source` fails with it (until the rewind).
+    failed: Option<(io::ErrorKind, String)>,
+    /// False after the rewind: a second reading keeps nothing more.
+    keeping: bool,
+}
+
+impl<R: Read> Spool<R> {
+    pub fn new(source: R) -> Self {
+        Spool::with(source, MEMORY, tempfile::tempfile)
+    }
+
+    /// A spool keeping `memory_cap` bytes in memory and the rest in the file `make_file` makes.
+    pub(crate) fn with(source: R, memory_cap: usize, make_file: fn() -> io::Result<File>) -> Self {
+        Spool {
+            source,
+            memory: Vec::new(),
+            memory_cap,
+            file: None,
+            file_len: 0,
+            make_file,
+            overflow: Vec::new(),
+            kept: 0,
+            at: 0,
+            head_len: 0,
+            failed: None,
+            keeping: true,
+        }
+    }
+
+    /// The input's first bytes: one read of up to 1 MiB, as the one reader looks at a stream to
+    /// tell YAML from JSON (`reader::for_each_object_in_stream`). They are read again from the
+    /// start afterwards.
+    pub fn head(&mut self) -> io::Result<Vec<u8>> {
+        if self.kept == 0 {
+            let mut head = vec![0; HEAD];
+            let n = loop {
+                match self.source.read(&mut head) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    read => break read?,
+                }
+            };
+            head.truncate(n);
+            self.head_len = n;
+            self.keep(&head);
+            return Ok(head);
+        }
+        let at = self.at;
+        self.at = 0;
+        let mut head = vec![0; self.head_len];
+        let mut n = 0;
+        while n < head.len() {
+            match self.replay(&mut head[n..]) {
+                Ok(k) => n += k,
+                Err(e) => {
+                    self.at = at;
+                    return Err(e);
+                }
+            }
+        }
+        self.at = at;
+        Ok(head)
+    }
+
+    /// Reads from the start again; what is read past the kept bytes is no longer kept.
+    pub fn rewind(&mut self) {
+        self.at = 0;
+        self.keeping = false;
+        self.failed = None;
+    }
+
+    /// Keeps `bytes`, just read from the source: in memory up to the cap, then in the file; in
+    /// `overflow` if the file fails, and the failure is noted for the next read.
+    fn keep(&mut self, bytes: &[u8]) {
+        let room = self.memory_cap.saturating_sub(self.memory.len());
+        let (now, rest) = bytes.split_at(room.min(bytes.len()));
+        self.memory.extend_from_slice(now);
+        if !rest.is_empty() {
+            if let Err(e) = self.keep_in_file(rest) {
+                self.overflow.extend_from_slice(rest);
+                self.failed = Some((
+                    e.kind(),
+                    format!("stdin could not be kept in a temporary file: {e}"),
+                ));
+            }
+        }
+        self.kept += bytes.len() as u64;
+    }
+
+    fn keep_in_file(&mut self, bytes: &[u8]) -> io::Result<()> {
+        // After a failure the file takes nothing more: its bytes and `overflow`'s must follow
+        // each other.
+        if !self.overflow.is_empty() {
+            return Err(io::Error::other("the temporary file failed before"));
+        }
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert((self.make_file)()?),
+        };
+        file.write_all_at(bytes, self.file_len)?;
+        self.file_len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Hands out kept bytes from `at`: from memory, the file or the overflow, whichever holds it.
+    fn replay(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = usize::try_from(self.kept - self.at).unwrap_or(usize::MAX);
+        let want = buf.len().min(left);
+        let memory = self.memory.len() as u64;
+        let n = if self.at < memory {
+            let at = self.at as usize;
+            let n = want.min(self.memory.len() - at);
+            buf[..n].copy_from_slice(&self.memory[at..at + n]);
+            n
+        } else if self.at < memory + self.file_len {
+            let file = self
+                .file
+                .as_ref()
+                .ok_or_else(|| io::Error::other("kept bytes past memory without a file"))?;
+            let in_file = usize::try_from(memory + self.file_len - self.at).unwrap_or(usize::MAX);
+            file.read_at(&mut buf[..want.min(in_file)], self.at - memory)?
+        } else {
+            let at = usize::try_from(self.at - memory - self.file_len).unwrap_or(usize::MAX);
+            let n = want.min(self.overflow.len().saturating_sub(at));
+            buf[..n].copy_from_slice(&self.overflow[at..at + n]);
+            n
+        };
+        if n == 0 && want > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the temporary file holding stdin is shorter than what was written to it",
+            ));
+        }
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: Read> Read for Spool<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.at < self.kept {
+            return self.replay(buf);
+        }
+        if let Some((kind, why)) = &self.failed {
+            return Err(io::Error::new(*kind, why.clone()));
+        }
+        let n = self.source.read(buf)?;
+        if self.keeping {
+            self.keep(&buf[..n]);
+        } else {
+            self.kept += n as u64;
+        }
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A source that hands out at most `step` bytes a read, as a pipe does.
+    struct Pipe<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Pipe<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.step).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    /// Reads `r` to its end in pieces of at most `piece` bytes, or up to `stop` bytes.
+    fn read_some(r: &mut impl Read, piece: usize, stop: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = vec![0; piece.max(1)];
+        while out.len() < stop {
+            match r.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        out
+    }
+
+    fn no_file() -> io::Result<File> {
+        Err(io::Error::new(io::ErrorKind::StorageFull, "no space"))
+    }
+
+    proptest! {
+        /// Whatever was read first, and however the reads are cut, the second reading from
+        /// the start gives the whole input, through memory, the file and the source.
+        #[test]
+        fn the_second_reading_is_the_whole_input(
+            input in proptest::collection::vec(any::<u8>(), 0..3000),
+            cap in 0..200usize,
+            step in 1..700usize,
+            piece in 1..500usize,
+            first in 0..3000usize,
+            look in any::<bool>(),
+            file_fails in any::<bool>(),
+        ) {
+            let source = Pipe { bytes: &input, step };
+            let make: fn() -> io::Result<File> = if file_fails { no_file } else { tempfile::tempfile };
+            let mut spool = Spool::with(source, cap, make);
+            if look {
+                let head = spool.head().unwrap();
+                prop_assert!(input.starts_with(&head));
+                prop_assert_eq!(spool.head().unwrap(), head);
+            }
+            let read = read_some(&mut spool, piece, first);
+            prop_assert!(input.starts_with(&read));
+            spool.rewind();
+            prop_assert_eq!(read_some(&mut spool, piece, usize::MAX), input);
+        }
+    }
+
+    #[test]
+    fn a_failed_file_keeps_the_bytes_and_stops_the_first_reading() {
+        let input: Vec<u8> = (0..100u8).collect();
+        let mut spool = Spool::with(
+            Pipe {
+                bytes: &input,
+                step: 30,
+            },
+            10,
+            no_file,
+        );
+        let mut buf = [0; 30];
+        assert_eq!(spool.read(&mut buf).unwrap(), 30);
+        let e = spool.read(&mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+        assert!(e.to_string().contains("temporary file"), "{e}");
+        spool.rewind();
+        assert_eq!(read_some(&mut spool, 7, usize::MAX), input);
+    }
+
+    #[test]
+    fn the_head_is_one_read_and_read_again() {
+        let input = b"  {\"a\":1}".repeat(10);
+        let mut spool = Spool::new(Pipe {
+            bytes: &input,
+            step: 5,
+        });
+        assert_eq!(spool.head().unwrap(), b"  {\"a");
+        assert_eq!(spool.head().unwrap(), b"  {\"a");
+        let mut read = read_some(&mut spool, 3, 6);
+        assert_eq!(spool.head().unwrap(), b"  {\"a");
+        read.extend(read_some(&mut spool, 3, usize::MAX));
+        assert_eq!(read, input);
+    }
+}
