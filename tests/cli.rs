@@ -1274,3 +1274,27 @@ fn an_escaped_quantity_fails_and_minus_zero_is_zero() {
     // Go's `strconv.ParseInt` refuses `-0.0` written in JSON.
     assert_eq!(hash(&port("-0.0")).0, Some(1));
 }
+
+/// The hash table keeps its rows until the whole input is read, past 50,000 in a temporary file.
+/// Without `$TMPDIR` that file cannot be made: one line naming it, exit 1, nothing printed.
+#[test]
+fn rows_without_a_temporary_file_say_where() {
+    let input: String = (0..60_000)
+        .map(|i| format!("{{\"name\":\"c{i}\",\"image\":\"i\"}}\n"))
+        .collect();
+    let out = kubehash_env(
+        &["hash", "--versions", "1.31", "-i", "-"],
+        input.as_bytes(),
+        &[("TMPDIR", "/nonexistent/kubehash-test")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(
+            "kubehash: the rows kept before printing (a temporary file in /nonexistent/kubehash-test):"
+        ),
+        "{err}"
+    );
+}

@@ -60,9 +60,19 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
             written = out.row(&row);
         }
     })?;
-    written?;
-    let mut spool = out.finish()?.into_inner().map_err(|e| e.into_error())?;
-    spool.rewind()?;
+    // The rows' spool names where it is when it fails (`$TMPDIR` missing or full).
+    let spooled = |e: std::io::Error| {
+        anyhow::anyhow!(
+            "the rows kept before printing (a temporary file in {}): {e}",
+            std::env::temp_dir().display()
+        )
+    };
+    written.map_err(spooled)?;
+    let mut spool = out
+        .finish()
+        .and_then(|w| w.into_inner().map_err(|e| e.into_error()))
+        .map_err(spooled)?;
+    spool.rewind().map_err(spooled)?;
     let mut stdout = stdout();
     std::io::copy(&mut spool, &mut stdout)?;
     stdout.flush()?;
