@@ -93,7 +93,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         scan_input(
             setup,
             progress,
-            pods.display().to_string(),
+            Input::Path(pods).name(),
             &Input::Path(pods),
         )?
     };
