@@ -100,10 +100,18 @@ impl<R: Read> Spool<R> {
     }
 
     /// Reads from the start again; what is read past the kept bytes is no longer kept.
+    /// Once only: a second rewind would skip what the second reading did not keep, so reads
+    /// after it fail.
     pub fn rewind(&mut self) {
+        self.failed = match self.keeping {
+            true => None,
+            false => Some((
+                io::ErrorKind::Unsupported,
+                "stdin was read past what was kept of it, and cannot be read again".into(),
+            )),
+        };
         self.at = 0;
         self.keeping = false;
-        self.failed = None;
     }
 
     /// Keeps `bytes`, just read from the source: in memory up to the cap, then in the file; in
@@ -175,7 +183,7 @@ impl<R: Read> Spool<R> {
 
 impl<R: Read> Read for Spool<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.at < self.kept {
+        if self.at < self.kept && (self.keeping || self.failed.is_none()) {
             return self.replay(buf);
         }
         if let Some((kind, why)) = &self.failed {
@@ -184,8 +192,6 @@ impl<R: Read> Read for Spool<R> {
         let n = self.source.read(buf)?;
         if self.keeping {
             self.keep(&buf[..n]);
-        } else {
-            self.kept += n as u64;
         }
         self.at += n as u64;
         Ok(n)
@@ -275,6 +281,25 @@ mod tests {
         assert!(e.to_string().contains("temporary file"), "{e}");
         spool.rewind();
         assert_eq!(read_some(&mut spool, 7, usize::MAX), input);
+    }
+
+    #[test]
+    fn a_second_rewind_fails_rather_than_skip() {
+        let input: Vec<u8> = (0..100u8).collect();
+        let mut spool = Spool::with(
+            Pipe {
+                bytes: &input,
+                step: 30,
+            },
+            1000,
+            no_file,
+        );
+        assert_eq!(read_some(&mut spool, 10, 40), &input[..40]);
+        spool.rewind();
+        assert_eq!(read_some(&mut spool, 10, 70), &input[..70]);
+        spool.rewind();
+        let e = spool.read(&mut [0; 10]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
     }
 
     #[test]
