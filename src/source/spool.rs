@@ -235,6 +235,18 @@ mod tests {
         Err(io::Error::new(io::ErrorKind::StorageFull, "no space"))
     }
 
+    /// `input` through a pipe of 30 bytes a read, `cap` bytes kept in memory and no file.
+    fn without_file(input: &[u8], cap: usize) -> Spool<Pipe<'_>> {
+        Spool::with(
+            Pipe {
+                bytes: input,
+                step: 30,
+            },
+            cap,
+            no_file,
+        )
+    }
+
     proptest! {
         /// Whatever was read first, and however the reads are cut, the second reading from
         /// the start gives the whole input, through memory, the file and the source.
@@ -266,14 +278,7 @@ mod tests {
     #[test]
     fn a_failed_file_keeps_the_bytes_and_stops_the_first_reading() {
         let input: Vec<u8> = (0..100u8).collect();
-        let mut spool = Spool::with(
-            Pipe {
-                bytes: &input,
-                step: 30,
-            },
-            10,
-            no_file,
-        );
+        let mut spool = without_file(&input, 10);
         let mut buf = [0; 30];
         assert_eq!(spool.read(&mut buf).unwrap(), 30);
         let e = spool.read(&mut buf).unwrap_err();
@@ -286,14 +291,7 @@ mod tests {
     #[test]
     fn a_second_rewind_fails_rather_than_skip() {
         let input: Vec<u8> = (0..100u8).collect();
-        let mut spool = Spool::with(
-            Pipe {
-                bytes: &input,
-                step: 30,
-            },
-            1000,
-            no_file,
-        );
+        let mut spool = without_file(&input, 1000);
         assert_eq!(read_some(&mut spool, 10, 40), &input[..40]);
         spool.rewind();
         assert_eq!(read_some(&mut spool, 10, 70), &input[..70]);
