@@ -321,7 +321,8 @@ pub struct NodePreflightArgs {
 
 #[derive(clap::Args)]
 pub struct PodSource {
-    /// Pods: a PodList/List or Pod file (JSON or YAML), a directory of them, or `-` for stdin.
+    /// Pods: a PodList/List or Pod file (JSON or YAML), a directory of them, or `-` for stdin
+    /// (`scan` keeps it while it is read, past its first 4 MiB in a temporary file in $TMPDIR).
     #[arg(
         short = 'i',
         long = "pods",
@@ -525,7 +526,8 @@ pub struct MatrixArgs {
 
 #[derive(clap::Args)]
 pub struct HashArgs {
-    /// Input file; `-` or nothing reads stdin.
+    /// Input file; `-` or nothing reads stdin (kept while it is read, past its first 4 MiB in a
+    /// temporary file in $TMPDIR).
     #[arg(short, long, value_name = "FILE")]
     pub input: Option<PathBuf>,
 
