@@ -30,13 +30,14 @@ pub struct Spool<R> {
     make_file: fn() -> io::Result<File>,
     /// What the file failed to take (the last read's bytes).
     overflow: Vec<u8>,
-    /// Bytes read from `source` so far, all kept until the rewind.
+    /// Bytes kept: every byte read from `source` before the rewind, none after.
     kept: u64,
     /// The offset of the next byte handed out.
     at: u64,
     /// How many bytes the first look read.
     head_len: usize,
-    /// Why keeping failed: the next read from `source` fails with it (until the rewind).
+    /// Why reading cannot go on: keeping failed (the next read from `source` fails with it,
+    /// until the rewind), or a second rewind (every read fails).
     failed: Option<(io::ErrorKind, String)>,
     /// False after the rewind: a second reading keeps nothing more.
     keeping: bool,
