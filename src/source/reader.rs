@@ -15,7 +15,7 @@
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::path::Path;
 use std::rc::Rc;
 
@@ -254,6 +254,29 @@ pub fn looks_like_yaml(head: &[u8]) -> bool {
         .is_some_and(|b| !b"{[\"".contains(b))
 }
 
+/// How far the first look at a stream of unknown kind reads for a byte other than white space.
+pub const FIRST_LOOK: usize = 1 << 20;
+
+/// Reads the start of a stream of unknown kind onto `head` until it holds a byte other than
+/// white space (what [`looks_like_yaml`] decides on), the stream ends, or it holds
+/// [`FIRST_LOOK`] bytes: the same decision however a pipe's writer cut its writes (white space
+/// first, then the rest). What was read stays in `head`, an error too.
+pub fn first_look(reader: &mut impl Read, head: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut buf = vec![0; 64 << 10];
+    let mut looked = 0;
+    while head.len() < FIRST_LOOK && head[looked..].iter().all(u8::is_ascii_whitespace) {
+        looked = head.len();
+        let want = (FIRST_LOOK - head.len()).min(buf.len());
+        match reader.read(&mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// `Some(true)` for `.yaml`/`.yml`, `Some(false)` for `.json`, `None` otherwise.
 pub fn extension_says(p: &Path) -> Option<bool> {
     match p.extension()?.to_str()? {
@@ -266,22 +289,23 @@ pub fn extension_says(p: &Path) -> Option<bool> {
 /// Every object in one stream: YAML if `yaml` says so, else (when unknown) when its first byte
 /// other than white space is not `{`, `[` or `"`.
 pub fn for_each_object_in_stream(
-    reader: impl Read,
+    mut reader: impl Read,
     source: &str,
     yaml: Option<bool>,
     each: &mut dyn FnMut(Value),
 ) -> Result<()> {
-    let mut reader = BufReader::with_capacity(1 << 20, reader);
+    let mut head = Vec::new();
     let yaml = match yaml {
         Some(y) => y,
         None => {
-            let head = reader.fill_buf().map_err(|e| Error::Io {
+            first_look(&mut reader, &mut head).map_err(|e| Error::Io {
                 source_name: source.to_string(),
                 source: e,
             })?;
-            looks_like_yaml(head)
+            looks_like_yaml(&head)
         }
     };
+    let reader = BufReader::with_capacity(1 << 20, std::io::Cursor::new(head).chain(reader));
     if yaml {
         for_each_yaml_object(reader, source, each)
     } else {
@@ -416,6 +440,37 @@ mod tests {
             "{err}"
         );
         assert!(for_each_object(&b"  "[..], "t", |_| {}).is_err());
+    }
+
+    /// A stream whose writer sent its leading white space in reads of its own (a script that
+    /// prints a blank line first) is told YAML from JSON by its first other byte, as a file is:
+    /// the first read alone said JSON, and the YAML was refused.
+    #[test]
+    fn a_pipe_is_told_yaml_from_json_past_its_leading_white_space() {
+        /// Reads of one byte at a time.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(1).min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        for (input, want) in [
+            (
+                &b"\n  \nname: a\nimage: b\n"[..],
+                serde_json::json!({"name":"a","image":"b"}),
+            ),
+            (b"\n \t{\"name\":\"a\"}", serde_json::json!({"name":"a"})),
+        ] {
+            let mut seen = Vec::new();
+            for_each_object_in_stream(Trickle(input), "t", None, &mut |v| seen.push(v)).unwrap();
+            assert_eq!(seen, [want]);
+        }
+        let mut head = Vec::new();
+        first_look(&mut Trickle(&b"   "[..]), &mut head).unwrap();
+        assert_eq!(head, b"   ");
     }
 
     /// How many objects the reader hands on before it refuses `input`, and its error.

@@ -10,11 +10,10 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 
+use crate::source::reader::first_look;
+
 /// Bytes kept in memory before the temporary file.
 pub const MEMORY: usize = 4 << 20;
-
-/// How much the first look at the input reads, as the one reader's buffer does.
-const HEAD: usize = 1 << 20;
 
 /// A reader over `source` that keeps every byte it reads; [`Spool::rewind`] reads them again.
 ///
@@ -66,21 +65,15 @@ impl<R: Read> Spool<R> {
         }
     }
 
-    /// The input's first bytes: one read of up to 1 MiB, as the one reader looks at a stream to
-    /// tell YAML from JSON (`reader::for_each_object_in_stream`). They are read again from the
-    /// start afterwards.
+    /// The input's first bytes, as the one reader looks at a stream to tell YAML from JSON
+    /// ([`first_look`]). They are read again from the start afterwards.
     pub fn head(&mut self) -> io::Result<Vec<u8>> {
         if self.kept == 0 {
-            let mut head = vec![0; HEAD];
-            let n = loop {
-                match self.source.read(&mut head) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    read => break read?,
-                }
-            };
-            head.truncate(n);
-            self.head_len = n;
+            let mut head = Vec::new();
+            let looked = first_look(&mut self.source, &mut head);
+            self.head_len = head.len();
             self.keep(&head);
+            looked?;
             return Ok(head);
         }
         let at = self.at;
@@ -302,16 +295,17 @@ mod tests {
     }
 
     #[test]
-    fn the_head_is_one_read_and_read_again() {
-        let input = b"  {\"a\":1}".repeat(10);
+    fn the_head_reads_past_white_space_and_is_read_again() {
+        let input = b"  \n {\"a\":1}".repeat(10);
+        // Reads of 2 bytes: two of white space, then one that holds the first other byte.
         let mut spool = Spool::new(Pipe {
             bytes: &input,
-            step: 5,
+            step: 2,
         });
-        assert_eq!(spool.head().unwrap(), b"  {\"a");
-        assert_eq!(spool.head().unwrap(), b"  {\"a");
+        assert_eq!(spool.head().unwrap(), b"  \n {\"");
+        assert_eq!(spool.head().unwrap(), b"  \n {\"");
         let mut read = read_some(&mut spool, 3, 6);
-        assert_eq!(spool.head().unwrap(), b"  {\"a");
+        assert_eq!(spool.head().unwrap(), b"  \n {\"");
         read.extend(read_some(&mut spool, 3, usize::MAX));
         assert_eq!(read, input);
     }
