@@ -2,7 +2,9 @@
 //! containers an in-place upgrade A → B would recreate (their hashes differ).
 //!
 //! Each container is hashed once for all versions; pairs are then compared. Containers that
-//! cannot be hashed are counted apart.
+//! cannot be hashed are counted apart. An input is read on every core ([`matrix_input`]): the
+//! workers split pods into containers and hash them, and the counts are added up in input order,
+//! so the matrix is the same whatever the core count.
 
 use std::collections::HashSet;
 
@@ -10,8 +12,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::analysis::cache::Memo;
+use crate::error::{Problem, Result};
 use crate::kubelet::hash::hash_container;
 use crate::kubelet::version::KubeletVersion;
+use crate::source::parallel::{for_each_object_on_cores, Input};
+use crate::source::pods::pod_containers;
+
+/// Pods travel to the workers in batches of this many.
+const BATCH: usize = 64;
 
 /// Changed-container counts for every ordered pair of versions.
 #[derive(Debug, Clone, Serialize)]
@@ -24,9 +32,37 @@ pub struct RestartMatrix {
     /// `changed[i][j]`: containers whose hash differs between `versions[i]` and `versions[j]`.
     pub changed: Vec<Vec<u64>>,
     #[serde(skip)]
-    seen: Memo<String, Option<Vec<u32>>>,
-    #[serde(skip)]
+    hasher: MatrixHasher,
+}
+
+/// A container's hashes for a matrix's versions, in their order, specs seen before answered
+/// from a memo: what each worker keeps.
+#[derive(Debug, Clone)]
+pub struct MatrixHasher {
     order: Vec<KubeletVersion>,
+    seen: Memo<String, Option<Vec<u32>>>,
+}
+
+impl MatrixHasher {
+    pub fn new(versions: &[KubeletVersion]) -> Self {
+        MatrixHasher {
+            order: versions.to_vec(),
+            seen: Default::default(),
+        }
+    }
+
+    /// `None` for a container that cannot be hashed.
+    pub fn hashes(&mut self, container: &Value) -> Option<Vec<u32>> {
+        let key = container.to_string();
+        if let Some(h) = self.seen.get(&key) {
+            return h.clone();
+        }
+        let h = hash_container(container, &self.order, "")
+            .ok()
+            .map(|h| h.hash.iter().map(|(_, x)| *x).collect::<Vec<u32>>());
+        self.seen.insert(key, h.clone());
+        h
+    }
 }
 
 impl RestartMatrix {
@@ -36,24 +72,18 @@ impl RestartMatrix {
             containers: 0,
             errors: 0,
             changed: vec![vec![0; versions.len()]; versions.len()],
-            seen: Default::default(),
-            order: versions.to_vec(),
+            hasher: MatrixHasher::new(versions),
         }
     }
 
     /// Adds one container spec.
     pub fn add(&mut self, container: &Value) {
-        let key = container.to_string();
-        let hashes = match self.seen.get(&key) {
-            Some(h) => h.clone(),
-            None => {
-                let h = hash_container(container, &self.order, "")
-                    .ok()
-                    .map(|h| h.hash.iter().map(|(_, x)| *x).collect::<Vec<u32>>());
-                self.seen.insert(key, h.clone());
-                h
-            }
-        };
+        let hashes = self.hasher.hashes(container);
+        self.count(hashes.as_deref());
+    }
+
+    /// Counts one container by its hashes ([`MatrixHasher::hashes`]; `None`: not hashed).
+    pub fn count(&mut self, hashes: Option<&[u32]>) {
         let Some(h) = hashes else {
             self.errors += 1;
             return;
@@ -90,6 +120,32 @@ impl RestartMatrix {
     }
 }
 
+/// The matrix of every container of the pods in `input`, read and hashed on `workers` threads
+/// (none: all on this thread), and the objects that are not pods, in input order.
+pub fn matrix_input(
+    input: &Input,
+    versions: &[KubeletVersion],
+    workers: usize,
+) -> Result<(RestartMatrix, Vec<Problem>)> {
+    let mut m = RestartMatrix::new(versions);
+    let mut problems = Vec::new();
+    let worker = || {
+        let mut hasher = MatrixHasher::new(versions);
+        move |_, pod: Value| {
+            pod_containers(pod).map(|cs| {
+                cs.iter()
+                    .map(|c| hasher.hashes(&c.json))
+                    .collect::<Vec<_>>()
+            })
+        }
+    };
+    for_each_object_on_cores(input, workers, BATCH, worker, |pod| match pod {
+        Ok(containers) => containers.iter().for_each(|h| m.count(h.as_deref())),
+        Err(e) => problems.push(e),
+    })?;
+    Ok((m, problems))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +164,31 @@ mod tests {
         assert_eq!(steps[0], ("1.15".into(), "1.16".into(), 2));
         assert_eq!(steps[2], ("1.30".into(), "1.31".into(), 2));
         assert_eq!(steps[3], ("1.15".into(), "1.31".into(), 2));
+    }
+
+    /// On every core, the matrix and the problems are the ones a single thread finds.
+    #[test]
+    fn the_same_matrix_on_every_core() {
+        let pods = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/pods.json");
+        let text = std::fs::read_to_string(pods).unwrap();
+        // The example's pods, many times, with objects that are not pods among them.
+        let many = format!("{} {{\"kind\":\"Node\"}} ", text).repeat(40);
+        let input = Input::Bytes {
+            name: "t",
+            bytes: many.as_bytes(),
+        };
+        let vs = parse_version_set("1.15,1.16,1.27..1.31").unwrap();
+        let one = matrix_input(&input, &vs, 0).unwrap();
+        for workers in [1, 3] {
+            let on_cores = matrix_input(&input, &vs, workers).unwrap();
+            assert_eq!(on_cores.0.changed, one.0.changed);
+            assert_eq!(
+                (on_cores.0.containers, on_cores.0.errors),
+                (one.0.containers, one.0.errors)
+            );
+            assert_eq!(on_cores.1, one.1);
+        }
+        assert_eq!(one.0.containers, 24 * 40);
+        assert_eq!(one.1.len(), 40);
     }
 }

@@ -2,22 +2,17 @@
 
 use anyhow::Result;
 
-use crate::analysis::matrix::RestartMatrix;
+use crate::analysis::matrix::matrix_input;
 use crate::cli::args::MatrixArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::support::print;
 use crate::kubelet::version::parse_version_set;
-use crate::source::pods::pod_containers;
-use crate::source::reader::for_each_object_in_path;
+use crate::source::parallel::Input;
+use crate::source::pool::cores;
 
 pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
     let versions = parse_version_set(&args.versions)?;
-    let mut m = RestartMatrix::new(&versions);
-    let mut problems = Vec::new();
-    for_each_object_in_path(&args.pods, |pod| match pod_containers(pod) {
-        Ok(cs) => cs.iter().for_each(|c| m.add(&c.json)),
-        Err(e) => problems.push(e),
-    })?;
+    let (m, problems) = matrix_input(&Input::Path(&args.pods), &versions, cores())?;
     print(args.output, &m)?;
     for p in &problems {
         eprintln!("kubehash: not counted: {p}");
