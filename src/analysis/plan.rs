@@ -22,7 +22,7 @@
 //! The *provenance* of C is the list of kubelet versions whose hash of S equals H. It is shown to
 //! people and never authorises a write: 29 formulas of 32 bits each are too easy to collide.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -106,14 +106,58 @@ pub struct PodIndex {
     pub problems: Vec<String>,
 }
 
+/// The pods a node's runtime has containers of: by UID, and by namespace/name (what
+/// [`PodIndex::find`] matches on). A node's index keeps only these pods' specs, so that reading a
+/// whole cluster's pods takes memory for this node's alone.
+#[derive(Debug, Default)]
+pub struct RuntimePods {
+    uids: HashSet<String>,
+    names: HashSet<(String, String)>,
+}
+
+impl RuntimePods {
+    /// The pods of `containers`, by their labels (as [`plan`] joins them).
+    pub fn of(containers: &[proto::Container]) -> Self {
+        let mut pods = RuntimePods::default();
+        for c in containers {
+            let label = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
+            pods.uids.insert(label(keys::POD_UID));
+            pods.names
+                .insert((label(keys::POD_NAMESPACE), label(keys::POD_NAME)));
+        }
+        pods
+    }
+
+    /// Whether a container of the pod `uid` (the UID it runs under; empty if the pod has none),
+    /// `namespace`/`name` can be one of the runtime's.
+    fn has(&self, uid: &str, namespace: &str, name: &str) -> bool {
+        match uid {
+            "" => self
+                .names
+                .contains(&(namespace.to_string(), name.to_string())),
+            uid => self.uids.contains(uid),
+        }
+    }
+}
+
 impl PodIndex {
     /// Adds one pod object (its containers of every kind).
     pub fn add_pod(&mut self, pod: Value) {
+        self.add_pod_of(pod, None);
+    }
+
+    /// [`PodIndex::add_pod`], keeping only the containers of pods the runtime has (all with
+    /// `None`). A pod that is not one is still read, and reported if it cannot be.
+    pub fn add_pod_of(&mut self, pod: Value, runtime: Option<&RuntimePods>) {
         match pod_containers(pod) {
             Err(e) => self.problems.push(e.0),
             Ok(cs) => {
                 for mut c in cs {
                     // A static pod runs under the kubelet's UID (config.hash), not the mirror's.
+                    let uid = c.static_uid.as_deref().unwrap_or(&c.pod_uid);
+                    if runtime.is_some_and(|r| !r.has(uid, &c.namespace, &c.pod)) {
+                        continue;
+                    }
                     if let Some(uid) = c.static_uid.take() {
                         self.statics.insert(
                             uid.clone(),
@@ -562,6 +606,54 @@ mod tests {
 
     fn hash_of(spec: &Value, ver: &str) -> String {
         format_hash(hash_container(spec, &[v(ver)], "").unwrap().hash[0].1)
+    }
+
+    /// A node's index keeps the specs of the pods its runtime has containers of, and finds
+    /// for each of those containers what an index of every pod finds.
+    #[test]
+    fn a_node_index_keeps_its_runtimes_pods_only() {
+        let spec = |image: &str| json!({"name":"app","image":image});
+        let pod = |name: &str, uid: Option<&str>, annotations: Value| {
+            let mut meta = json!({"namespace":"ns","name":name,"annotations":annotations});
+            if let Some(u) = uid {
+                meta["uid"] = json!(u);
+            }
+            json!({"metadata":meta,"spec":{"containers":[spec(name)]}})
+        };
+        let mirror = json!({"kubernetes.io/config.mirror":"h1","kubernetes.io/config.hash":"h1"});
+        let all = [
+            pod("p", Some("u1"), json!({})),
+            pod("q", Some("u2"), json!({})),
+            pod("p", None, json!({})),
+            pod("r", None, json!({})),
+            pod("m", Some("mirror-uid"), mirror),
+        ];
+        // The runtime's containers: of u1, of the static pod h1, and of a pod ns/p it knows by
+        // a UID no pod has (matched by name to the pod saved without one).
+        let running = [
+            container("a", "u1", "app", None),
+            container("b", "h1", "app", None),
+            container("c", "u9", "app", None),
+        ];
+        let (mut every, mut node) = (PodIndex::default(), PodIndex::default());
+        let runtime = RuntimePods::of(&running);
+        for p in &all {
+            every.add_pod(p.clone());
+            node.add_pod_of(p.clone(), Some(&runtime));
+        }
+        for uid in ["u1", "h1", "u9"] {
+            assert_eq!(
+                node.find(uid, "ns", "p", "app"),
+                every.find(uid, "ns", "p", "app")
+            );
+            assert!(node.find(uid, "ns", "p", "app").is_some(), "{uid}");
+        }
+        assert_eq!(node.static_pod("h1"), every.static_pod("h1"));
+        let mut kept: Vec<&String> = node.by_uid.keys().collect();
+        kept.sort();
+        assert_eq!(kept, ["h1", "u1"]);
+        assert_eq!(node.by_name.len(), 1);
+        assert_eq!((every.by_uid.len(), every.by_name.len()), (3, 2));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 
-use crate::analysis::plan::{plan_node, Verdict};
+use crate::analysis::plan::{plan_node, RuntimePods, Verdict};
 use crate::analysis::preflight::{check_node, worst, Status};
 use crate::cli::args::{
     FailOn, NodeApplyArgs, NodeCommand, NodeJournalArgs, NodePreflightArgs, PodSource,
@@ -62,7 +62,8 @@ pub fn print_plan(
     fail_on_restart: bool,
 ) -> Result<ExitStatus> {
     let rt = runtime()?;
-    let mut inputs = rt.block_on(node_pods::read(source))?;
+    let (mut cri, running) = rt.block_on(runtime_pods(endpoint))?;
+    let mut inputs = rt.block_on(node_pods::read(source, Some(&running)))?;
     let mut pods = std::mem::take(&mut inputs.index);
     let from = from.or(inputs.version);
     if let Some(f) = from {
@@ -71,7 +72,6 @@ pub fn print_plan(
     let manifests = node_pods::manifests(source)?;
     let node = node_pods::node_name(source);
     let (view, version, checks) = rt.block_on(async {
-        let mut cri = Cri::connect(endpoint).await?;
         let view = plan_node(&mut cri, &mut pods, &manifests, node.as_deref(), to, from).await?;
         let checks = preflight(&mut cri, host, &inputs, to, from).await?;
         Ok::<_, crate::Error>((view, cri.runtime_version().clone(), checks))
@@ -94,6 +94,14 @@ pub fn print_plan(
         return Ok(ExitStatus::Restarts);
     }
     Ok(ExitStatus::unless_incomplete(!any(Verdict::Error)))
+}
+
+/// The runtime at `endpoint`, and the pods it has containers of: only their specs are kept from
+/// the pods read (a container made after this is planned without a spec, and left alone).
+async fn runtime_pods(endpoint: &str) -> crate::Result<(Cri, RuntimePods)> {
+    let mut cri = Cri::connect(endpoint).await?;
+    let containers = cri.list_containers().await?;
+    Ok((cri, RuntimePods::of(&containers)))
 }
 
 /// The preflight checks for this node; problems reading its files are said on stderr.
@@ -123,7 +131,8 @@ async fn preflight(
 fn run_preflight(a: NodePreflightArgs) -> Result<ExitStatus> {
     let to = version_flag("--to", &a.to)?;
     let rt = runtime()?;
-    let inputs = rt.block_on(node_pods::read(&a.source))?;
+    // The checks read the pods scheduled here, not the index: it keeps no spec.
+    let inputs = rt.block_on(node_pods::read(&a.source, Some(&RuntimePods::default())))?;
     let from = optional_version("--from", a.from.as_deref())?.or(inputs.version);
     let checks = rt.block_on(async {
         let mut cri = Cri::connect(&a.cri).await?;
@@ -147,7 +156,8 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
     init_logs(a.log_format);
     let to = version_flag("--to", &a.plan.to)?;
     let rt = runtime()?;
-    let inputs = rt.block_on(node_pods::read(&a.plan.source))?;
+    let (mut cri, running) = rt.block_on(runtime_pods(&a.plan.cri))?;
+    let inputs = rt.block_on(node_pods::read(&a.plan.source, Some(&running)))?;
     let (mut pods, node_version) = (inputs.index, inputs.version);
     let node = node_pods::node_name(&a.plan.source);
     let from = node_pods::old_kubelet(a.plan.from.as_deref(), node_version)?;
@@ -168,7 +178,6 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
         .then(|| RestartCommand::systemd("containerd"))
         .transpose()?;
     let report = rt.block_on(async {
-        let mut cri = Cri::connect(&a.plan.cri).await?;
         let store = Store::connect(&a.containerd).await?;
         let target = Target {
             pods: &mut pods,

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 
-use crate::analysis::plan::PodIndex;
+use crate::analysis::plan::{PodIndex, RuntimePods};
 use crate::cli::args::PodSource;
 use crate::cli::support::optional_version;
 use crate::kubelet::version::KubeletVersion;
@@ -25,8 +25,9 @@ pub struct NodeInputs {
 
 /// This node's pods, from a file or from the API server (filtered to this node), and with
 /// `--cluster` the Node object and the kubelet version it reports (the old kubelet's, before the
-/// swap). Pods that cannot be used are said on stderr.
-pub async fn read(source: &PodSource) -> Result<NodeInputs> {
+/// swap). Pods that cannot be used are said on stderr. With `runtime`, the index keeps only the
+/// specs of the pods it names (a pods file may hold a whole cluster's).
+pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<NodeInputs> {
     let mut index = PodIndex::default();
     let mut objects = Vec::new();
     let mut node_object = None;
@@ -43,7 +44,7 @@ pub async fn read(source: &PodSource) -> Result<NodeInputs> {
         if here(&p) {
             objects.push(p.clone());
         }
-        index.add_pod(p);
+        index.add_pod_of(p, runtime);
     };
     match &source.pods {
         Some(path) => for_each_object_in_path(path, |p| keep(p, &mut objects))?,

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::plan::plan;
+use crate::analysis::plan::{plan, RuntimePods};
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
@@ -130,11 +130,12 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
 
 /// The shim's plan: this node's containers and pods, proven for `from` → `to`.
 async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<ShimState> {
-    let inputs = node_pods::read(&a.source).await?;
-    let (pods, node_version) = (inputs.index, inputs.version);
-    let from = node_pods::old_kubelet(a.from.as_deref(), node_version)?;
     let mut cri = Cri::connect(&a.runtime_endpoint).await?;
     let containers = cri.list_containers().await?;
+    // Only the specs of the pods these containers belong to are kept.
+    let inputs = node_pods::read(&a.source, Some(&RuntimePods::of(&containers))).await?;
+    let (pods, node_version) = (inputs.index, inputs.version);
+    let from = node_pods::old_kubelet(a.from.as_deref(), node_version)?;
     let manifests = node_pods::manifests(&a.source)?;
     let plans = plan(&containers, &pods, &manifests, to, from);
     Ok(ShimState::from_plans(&plans, &pods, to, from))
