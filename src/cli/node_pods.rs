@@ -9,7 +9,11 @@ use crate::cli::support::optional_version;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
 use crate::source::manifests::Manifests;
-use crate::source::reader::for_each_object_in_path;
+use crate::source::parallel::{for_each_object_on_cores, Input};
+use crate::source::pool::cores;
+
+/// Pods travel to the parsing threads in batches of this many.
+const BATCH: usize = 64;
 
 /// What a node command knows of this node from outside the runtime.
 pub struct NodeInputs {
@@ -47,7 +51,14 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
         index.add_pod_of(p, runtime);
     };
     match &source.pods {
-        Some(path) => for_each_object_in_path(path, |p| keep(p, &mut objects))?,
+        // Parsed on every core, handed on in input order.
+        Some(path) => for_each_object_on_cores(
+            &Input::Path(path),
+            cores(),
+            BATCH,
+            || |_, pod: serde_json::Value| pod,
+            |p| keep(p, &mut objects),
+        )?,
         None if source.from_cluster() => {
             let node = name
                 .clone()
