@@ -88,19 +88,19 @@ enum Framable<'a> {
     Again(Box<dyn Read + Send + 'a>),
     /// JSON from stdin, kept as it is read.
     Kept(Spool<Stream>),
-    /// stdin that is not JSON (YAML, or unknown after a failed first read, with what the one
-    /// reader makes of its first look): for the one reader, from what was kept.
-    KeptYaml(Spool<Stream>, Option<bool>),
+    /// stdin that is YAML (`Some(true)`), or unknown after a failed first look (`None`): for the
+    /// one reader, from what was kept.
+    KeptForOneReader(Spool<Stream>, Option<bool>),
 }
 
 impl Framable<'_> {
-    /// stdin (or any stream read once), kept; the one reader's first look at it (one read)
-    /// tells YAML from JSON.
+    /// stdin (or any stream read once), kept; the one reader's first look at it
+    /// ([`crate::source::reader::first_look`]) tells YAML from JSON.
     fn kept(mut kept: Spool<Stream>) -> Self {
         match kept.head() {
             Ok(head) if !looks_like_yaml(&head) => Framable::Kept(kept),
-            Ok(_) => Framable::KeptYaml(kept, Some(true)),
-            Err(_) => Framable::KeptYaml(kept, None),
+            Ok(_) => Framable::KeptForOneReader(kept, Some(true)),
+            Err(_) => Framable::KeptForOneReader(kept, None),
         }
     }
 }
@@ -203,10 +203,12 @@ where
     };
     // With no workers (everything on this thread), or an input that cannot be framed, the one
     // reader parses.
-    let (again, mut kept) = match framable {
-        Some(Framable::Again(bytes)) => (Some(bytes), None),
-        Some(Framable::Kept(kept)) => (None, Some(kept)),
-        Some(Framable::KeptYaml(mut kept, yaml)) => {
+    // stdin's spool, once the framer is done with it, for the one reader.
+    let mut kept = None;
+    let bytes: Box<dyn Read + Send + '_> = match framable {
+        Some(Framable::Again(bytes)) => bytes,
+        Some(Framable::Kept(spool)) => Box::new(kept.insert(spool)),
+        Some(Framable::KeptForOneReader(mut kept, yaml)) => {
             return map_batches_in_order(
                 &source,
                 workers,
@@ -226,11 +228,6 @@ where
                 each,
             );
         }
-    };
-    let bytes: Box<dyn Read + Send + '_> = match (again, kept.as_mut()) {
-        (Some(bytes), _) => bytes,
-        (None, Some(kept)) => Box::new(kept),
-        (None, None) => return Ok(()),
     };
     // Set when a frame does not parse: nothing after it is handed on.
     let broken = AtomicBool::new(false);
