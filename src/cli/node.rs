@@ -156,6 +156,11 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
     init_logs(a.log_format);
     let to = version_flag("--to", &a.plan.to)?;
     let rt = runtime()?;
+    // Checked before anything is read from the runtime, and again before every write.
+    let restart = a
+        .restart_containerd
+        .then(|| RestartCommand::systemd("containerd"))
+        .transpose()?;
     let (mut cri, running) = rt.block_on(runtime_pods(&a.plan.cri))?;
     let inputs = rt.block_on(node_pods::read(&a.plan.source, Some(&running)))?;
     let (mut pods, node_version) = (inputs.index, inputs.version);
@@ -172,11 +177,6 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
         )
     });
     let manifests = node_pods::manifests(&a.plan.source)?;
-    // Checked before anything is read from the runtime, and again before every write.
-    let restart = a
-        .restart_containerd
-        .then(|| RestartCommand::systemd("containerd"))
-        .transpose()?;
     let report = rt.block_on(async {
         let store = Store::connect(&a.containerd).await?;
         let target = Target {
