@@ -17,9 +17,7 @@ use crate::kubelet::hash::hash_container;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::parallel::{for_each_object_on_cores, Input};
 use crate::source::pods::pod_containers;
-
-/// Pods travel to the workers in batches of this many.
-const BATCH: usize = 64;
+use crate::source::pool::BATCH;
 
 /// Changed-container counts for every ordered pair of versions.
 #[derive(Debug, Clone, Serialize)]

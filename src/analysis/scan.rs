@@ -38,7 +38,7 @@ use crate::source::manifests::Manifests;
 use crate::source::nodes::NodeVersions;
 use crate::source::parallel::{for_each_object_on_cores, Input};
 use crate::source::pods::{pod_containers, ContainerKind, PodContainer, Workload};
-use crate::source::pool::{cores, map_in_order};
+use crate::source::pool::{cores, map_in_order, BATCH};
 
 /// Whether the upgrade recreates a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -339,10 +339,6 @@ impl ScanSetup {
         }
     }
 }
-
-/// Pods travel to the assessing threads in batches: a channel operation per pod costs more in
-/// thread wake-ups than assessing it.
-const BATCH: usize = 64;
 
 /// Scans the pods of `input` (a file, a directory, stdin); `source_name` names it in the report.
 ///

@@ -10,10 +10,7 @@ use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
 use crate::source::manifests::Manifests;
 use crate::source::parallel::{for_each_object_on_cores, Input};
-use crate::source::pool::cores;
-
-/// Pods travel to the parsing threads in batches of this many.
-const BATCH: usize = 64;
+use crate::source::pool::{cores, BATCH};
 
 /// What a node command knows of this node from outside the runtime.
 pub struct NodeInputs {

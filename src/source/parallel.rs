@@ -339,6 +339,7 @@ pub(crate) fn break_bytes(input: &mut Vec<u8>, edits: &[(proptest::sample::Index
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::spool::Pipe;
     use proptest::prelude::*;
 
     /// What the one reader hands over, or its error.
@@ -385,22 +386,6 @@ mod tests {
         (seen, err)
     }
 
-    /// A stream read once that hands out at most `step` bytes a read, as a pipe does.
-    struct Pipe {
-        bytes: Vec<u8>,
-        at: usize,
-        step: usize,
-    }
-
-    impl Read for Pipe {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = buf.len().min(self.step).min(self.bytes.len() - self.at);
-            buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
-            self.at += n;
-            Ok(n)
-        }
-    }
-
     /// `input` read as stdin is on cores: through a pipe, `step` bytes a read at most, kept
     /// past `memory` bytes in a temporary file (or, with `no_file`, in none: the first reading
     /// then stops there).
@@ -412,11 +397,7 @@ mod tests {
         workers: usize,
         batch: usize,
     ) -> (Vec<Value>, Option<String>) {
-        let pipe = Pipe {
-            bytes: input.to_vec(),
-            at: 0,
-            step,
-        };
+        let pipe = Pipe::new(input, step);
         let make: fn() -> std::io::Result<File> = match no_file {
             true => || Err(std::io::Error::other("no room")),
             false => tempfile::tempfile,
@@ -528,7 +509,7 @@ mod tests {
             break_bytes(&mut input, &edits);
             // The one reader reading the same pipe, as it read stdin before it was kept.
             let mut seen = Vec::new();
-            let pipe = Pipe { bytes: input.clone(), at: 0, step };
+            let pipe = Pipe::new(&input, step);
             let err = for_each_object_in_stream(pipe, "stdin", None, &mut |v| seen.push(v))
                 .err()
                 .map(|e| e.to_string());

@@ -10,6 +10,10 @@ use std::thread;
 
 use crate::error::{Error, Result};
 
+/// Objects travel to the workers in batches of this many: a channel operation per object costs
+/// more in thread wake-ups than the work on most objects.
+pub const BATCH: usize = 64;
+
 /// A worker per core.
 pub fn cores() -> usize {
     thread::available_parallelism().map_or(1, usize::from)

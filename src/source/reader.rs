@@ -423,6 +423,7 @@ impl<'de, F: FnMut(Value)> Visitor<'de> for Items<'_, F> {
 mod tests {
     use super::*;
     use crate::kubelet::spelling::{for_each_placed, pod_value_from_slice, Place};
+    use crate::source::spool::Pipe;
 
     #[test]
     fn streams_list_items_arrays_and_single_objects() {
@@ -447,16 +448,6 @@ mod tests {
     /// the first read alone said JSON, and the YAML was refused.
     #[test]
     fn a_pipe_is_told_yaml_from_json_past_its_leading_white_space() {
-        /// Reads of one byte at a time.
-        struct Trickle<'a>(&'a [u8]);
-        impl Read for Trickle<'_> {
-            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                let n = buf.len().min(1).min(self.0.len());
-                buf[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
-        }
         for (input, want) in [
             (
                 &b"\n  \nname: a\nimage: b\n"[..],
@@ -465,11 +456,12 @@ mod tests {
             (b"\n \t{\"name\":\"a\"}", serde_json::json!({"name":"a"})),
         ] {
             let mut seen = Vec::new();
-            for_each_object_in_stream(Trickle(input), "t", None, &mut |v| seen.push(v)).unwrap();
+            for_each_object_in_stream(Pipe::new(input, 1), "t", None, &mut |v| seen.push(v))
+                .unwrap();
             assert_eq!(seen, [want]);
         }
         let mut head = Vec::new();
-        first_look(&mut Trickle(&b"   "[..]), &mut head).unwrap();
+        first_look(&mut Pipe::new(b"   ", 1), &mut head).unwrap();
         assert_eq!(head, b"   ");
     }
 

@@ -192,25 +192,40 @@ impl<R: Read> Read for Spool<R> {
     }
 }
 
+/// Test support: a stream read once that hands out at most `step` bytes a read, as a pipe does
+/// when its writer cuts its writes that way.
+#[cfg(test)]
+pub(crate) struct Pipe {
+    bytes: Vec<u8>,
+    at: usize,
+    step: usize,
+}
+
+#[cfg(test)]
+impl Pipe {
+    pub(crate) fn new(bytes: &[u8], step: usize) -> Self {
+        Pipe {
+            bytes: bytes.to_vec(),
+            at: 0,
+            step,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Read for Pipe {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min(self.step).min(self.bytes.len() - self.at);
+        buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    /// A source that hands out at most `step` bytes a read, as a pipe does.
-    struct Pipe<'a> {
-        bytes: &'a [u8],
-        step: usize,
-    }
-
-    impl Read for Pipe<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            let n = buf.len().min(self.step).min(self.bytes.len());
-            buf[..n].copy_from_slice(&self.bytes[..n]);
-            self.bytes = &self.bytes[n..];
-            Ok(n)
-        }
-    }
 
     /// Reads `r` to its end in pieces of at most `piece` bytes, or up to `stop` bytes.
     fn read_some(r: &mut impl Read, piece: usize, stop: usize) -> Vec<u8> {
@@ -230,15 +245,8 @@ mod tests {
     }
 
     /// `input` through a pipe of 30 bytes a read, `cap` bytes kept in memory and no file.
-    fn without_file(input: &[u8], cap: usize) -> Spool<Pipe<'_>> {
-        Spool::with(
-            Pipe {
-                bytes: input,
-                step: 30,
-            },
-            cap,
-            no_file,
-        )
+    fn without_file(input: &[u8], cap: usize) -> Spool<Pipe> {
+        Spool::with(Pipe::new(input, 30), cap, no_file)
     }
 
     proptest! {
@@ -254,7 +262,7 @@ mod tests {
             look in any::<bool>(),
             file_fails in any::<bool>(),
         ) {
-            let source = Pipe { bytes: &input, step };
+            let source = Pipe::new(&input, step);
             let make: fn() -> io::Result<File> = if file_fails { no_file } else { tempfile::tempfile };
             let mut spool = Spool::with(source, cap, make);
             if look {
@@ -298,10 +306,7 @@ mod tests {
     fn the_head_reads_past_white_space_and_is_read_again() {
         let input = b"  \n {\"a\":1}".repeat(10);
         // Reads of 2 bytes: two of white space, then one that holds the first other byte.
-        let mut spool = Spool::new(Pipe {
-            bytes: &input,
-            step: 2,
-        });
+        let mut spool = Spool::new(Pipe::new(&input, 2));
         assert_eq!(spool.head().unwrap(), b"  \n {\"");
         assert_eq!(spool.head().unwrap(), b"  \n {\"");
         let mut read = read_some(&mut spool, 3, 6);
