@@ -274,10 +274,6 @@ impl ContainerStates {
 /// container values out of it. An object that is not a pod, or a pod without containers, is an
 /// error naming it.
 pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, Problem> {
-    let kind = pod.get("kind").and_then(Value::as_str).unwrap_or("Pod");
-    if kind != "Pod" {
-        return Err(format!("a {kind} is not a Pod").into());
-    }
     let meta = |k: &str| {
         pod.pointer(&format!("/metadata/{k}"))
             .and_then(Value::as_str)
@@ -285,6 +281,16 @@ pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, 
             .to_string()
     };
     let (namespace, name, uid) = (meta("namespace"), meta("name"), meta("uid"));
+    let kind = pod.get("kind").and_then(Value::as_str).unwrap_or("Pod");
+    if kind != "Pod" {
+        // Named as kubectl names it, where the object has a name.
+        return Err(match (namespace.as_str(), name.as_str()) {
+            (_, "") => format!("a {kind} is not a Pod"),
+            ("", name) => format!("{kind} {name} is not a Pod"),
+            (namespace, name) => format!("{kind} {namespace}/{name} is not a Pod"),
+        }
+        .into());
+    }
     if name.is_empty() {
         return Err("a pod without metadata.name".into());
     }
@@ -391,6 +397,18 @@ mod tests {
             ]
         );
         assert!(pod_containers(json!({"metadata":{"name":"p"},"spec":{}})).is_err());
+    }
+
+    #[test]
+    fn an_object_that_is_not_a_pod_is_named() {
+        use serde_json::json;
+        let why = |object: Value| pod_containers(object).err().map(|e| e.0);
+        let cm = json!({"kind":"ConfigMap","metadata":{"namespace":"ns","name":"c"}});
+        assert_eq!(why(cm).as_deref(), Some("ConfigMap ns/c is not a Pod"));
+        let node = json!({"kind":"Node","metadata":{"name":"n"}});
+        assert_eq!(why(node).as_deref(), Some("Node n is not a Pod"));
+        let service = json!({"kind":"Service"});
+        assert_eq!(why(service).as_deref(), Some("a Service is not a Pod"));
     }
 
     #[test]
