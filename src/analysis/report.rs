@@ -1,18 +1,21 @@
-//! A scan's report: totals, per node, per workload, and every container (kept in a
-//! [`Details`], which spills to disk past a size).
+//! A scan's report: totals, per node, per workload, and every container. What grows with the
+//! input stays in bounded memory: the containers are kept in a [`Details`] and the objects not
+//! scanned in a [`Spill`], which go to disk past a size, and the totals per workload in
+//! [`Totals`].
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analysis::plan::Verdict;
 use crate::analysis::preflight::Check;
 use crate::analysis::scan::{ContainerImpact, Impact};
-use crate::analysis::spill::Details;
+use crate::analysis::spill::{Details, Spill};
+use crate::analysis::totals::{Add, Totals};
 use crate::kubelet::version::KubeletVersion;
 
 /// Counts for a group of containers.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Counts {
     pub containers: u64,
     pub kept: u64,
@@ -35,6 +38,17 @@ impl Counts {
     }
 }
 
+impl Add for Counts {
+    fn add_part(&mut self, part: Counts) {
+        self.containers += part.containers;
+        self.kept += part.kept;
+        self.restart += part.restart;
+        self.not_running += part.not_running;
+        self.recreated += part.recreated;
+        self.error += part.error;
+    }
+}
+
 /// A scan's result: totals, groupings, and every container.
 #[derive(Debug, Default, Serialize)]
 pub struct ScanReport {
@@ -45,9 +59,9 @@ pub struct ScanReport {
     /// Node → its kubelet version (or the problem with it) and counts.
     pub nodes: BTreeMap<String, NodeSummary>,
     /// `namespace/Kind/name` → counts.
-    pub workloads: BTreeMap<String, Counts>,
-    /// Objects that could not be read as pods, with the reason.
-    pub problems: Vec<String>,
+    pub workloads: Totals<Counts>,
+    /// Objects that could not be read as pods, with the reason, in input order.
+    pub problems: Spill<String>,
     /// Every container, in input order (last, so that JSON output can stream it).
     pub containers: Details,
 }
@@ -125,8 +139,7 @@ impl ScanReport {
             node.problem = c.outcome.error.clone();
         }
         self.workloads
-            .entry(format!("{}/{}", c.namespace, c.workload))
-            .or_default()
+            .entry(format!("{}/{}", c.namespace, c.workload))?
             .add(c.outcome.impact);
         self.containers.push(c)
     }

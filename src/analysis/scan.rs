@@ -502,7 +502,7 @@ impl Tally {
                     self.report.add(c).map_err(details_error)?;
                 }
             }
-            Err(e) => self.report.problems.push(e.0),
+            Err(e) => self.report.problems.push(e.0).map_err(details_error)?,
         }
         Ok(())
     }
@@ -519,13 +519,14 @@ impl Tally {
             summary.upgrade = Some(summary.decide_upgrade());
         }
         self.report.containers.finish().map_err(details_error)?;
+        self.report.problems.finish().map_err(details_error)?;
         Ok(self.report)
     }
 }
 
 fn details_error(e: std::io::Error) -> Error {
     Error::Io {
-        source_name: "scan details (temporary file)".into(),
+        source_name: "scan report (temporary file)".into(),
         source: e,
     }
 }

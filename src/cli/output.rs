@@ -16,7 +16,9 @@ use crate::analysis::audit::{Audited, Fate};
 use crate::analysis::matrix::RestartMatrix;
 use crate::analysis::plan::{ContainerPlan, Verdict};
 use crate::analysis::preflight::{worst, Check, Status};
+use crate::analysis::runs::Sorter;
 use crate::analysis::scan::{ContainerImpact, Counts, Impact, NodeUpgrade, ScanReport};
+use crate::analysis::spill::SPILL_AFTER;
 use crate::analysis::statics::{PinAction, StaticPod};
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::outcome::{Applied, ApplyReport, CheckOutcome};
@@ -126,6 +128,13 @@ fn write_columns(rows: &[Vec<String>], out: &mut dyn Write) -> io::Result<()> {
         write_row(r, &widths, out)?;
     }
     Ok(())
+}
+
+/// A workload's row: its name, then [`counts_cells`].
+fn workload_row(name: &str, counts: &Counts) -> Vec<String> {
+    let mut row = vec![name.to_string()];
+    row.extend(counts_cells(counts));
+    row
 }
 
 /// The header of a table of counts: `first` columns, then the columns of [`counts_cells`].
@@ -305,15 +314,25 @@ fn write_scan_table(
     }
     writeln!(out)?;
 
-    let mut rows = vec![count_header(&["WORKLOAD"])];
-    let mut workloads: Vec<_> = r.workloads.iter().collect();
-    workloads.sort_by(|a, b| b.1.restart.cmp(&a.1.restart).then(a.0.cmp(b.0)));
-    for (w, c) in workloads {
-        let mut row = vec![w.clone()];
-        row.extend(counts_cells(c));
-        rows.push(row);
+    // Workloads by restarts, then name. A cluster of bare pods has a workload per pod, so the
+    // rows are sorted on disk past a size, their widths taken on the way.
+    let header = count_header(&["WORKLOAD"]);
+    let mut widths: Vec<usize> = header.iter().map(|h| visible_len(h)).collect();
+    let mut by_restarts = Sorter::new(SPILL_AFTER, |a: &(String, Counts), b: &(String, Counts)| {
+        b.1.restart.cmp(&a.1.restart).then_with(|| a.0.cmp(&b.0))
+    });
+    for w in r.workloads.iter() {
+        let (name, counts) = w?;
+        for (w, cell) in widths.iter_mut().zip(workload_row(&name, &counts)) {
+            *w = (*w).max(visible_len(&cell));
+        }
+        by_restarts.push((name, counts))?;
     }
-    write_columns(&rows, out)?;
+    write_row(&header, &widths, out)?;
+    for w in by_restarts.sorted()? {
+        let (name, counts) = w?;
+        write_row(&workload_row(&name, &counts), &widths, out)?;
+    }
     writeln!(out)?;
 
     // The containers that matter (every one with -o wide, or those --only names), sorted as
@@ -337,7 +356,18 @@ fn write_scan_table(
     // widths and one per verdict; another order needs the listed rows in memory.
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     let mut verdicts = std::collections::BTreeSet::new();
-    let mut sorted: Vec<Vec<String>> = Vec::new();
+    let column = match rows_wanted.sort_by {
+        SortBy::Node => 1,
+        SortBy::Container => 0,
+        SortBy::From => 3,
+        SortBy::Verdict => 4,
+    };
+    // In another order than by verdict, the rows listed are sorted (on disk past a size).
+    let mut sorted = (rows_wanted.sort_by != SortBy::Verdict).then(|| {
+        Sorter::new(SPILL_AFTER, move |a: &Vec<String>, b: &Vec<String>| {
+            a.get(column).cmp(&b.get(column))
+        })
+    });
     for c in r.containers.iter() {
         let c = c?;
         let row = detail_row(&c);
@@ -348,8 +378,8 @@ fn write_scan_table(
         for (w, cell) in widths.iter_mut().zip(&row) {
             *w = (*w).max(cell.chars().count());
         }
-        if rows_wanted.sort_by != SortBy::Verdict {
-            sorted.push(row);
+        if let Some(sorted) = &mut sorted {
+            sorted.push(row)?;
         }
     }
     if verdicts.is_empty() {
@@ -362,31 +392,27 @@ fn write_scan_table(
             )?;
         }
         write_row(&header, &widths, out)?;
-        if rows_wanted.sort_by == SortBy::Verdict {
-            for verdict in &verdicts {
-                for c in r.containers.iter() {
-                    let c = c?;
-                    let row = detail_row(&c);
-                    if &row[4] == verdict && shown(&c, &row[4]) {
-                        write_row(&row, &widths, out)?;
+        match sorted {
+            None => {
+                for verdict in &verdicts {
+                    for c in r.containers.iter() {
+                        let c = c?;
+                        let row = detail_row(&c);
+                        if &row[4] == verdict && shown(&c, &row[4]) {
+                            write_row(&row, &widths, out)?;
+                        }
                     }
                 }
             }
-        } else {
-            let column = match rows_wanted.sort_by {
-                SortBy::Node => 1,
-                SortBy::Container => 0,
-                SortBy::From => 3,
-                SortBy::Verdict => 4,
-            };
-            sorted.sort_by(|a, b| a[column].cmp(&b[column]));
-            for row in &sorted {
-                write_row(row, &widths, out)?;
+            Some(sorted) => {
+                for row in sorted.sorted()? {
+                    write_row(&row?, &widths, out)?;
+                }
             }
         }
     }
-    for p in &r.problems {
-        writeln!(out, "not scanned: {p}")?;
+    for p in r.problems.iter() {
+        writeln!(out, "not scanned: {}", p?)?;
     }
     write_next_steps(r, out)
 }
@@ -919,7 +945,91 @@ pub fn write_shim_status(s: &ShimStatus, out: &mut dyn Write) -> io::Result<()> 
 
 #[cfg(test)]
 mod tests {
-    use super::counted;
+    use super::*;
+    use crate::analysis::scan::{scan_input, FromVersions, ScanSetup};
+    use crate::analysis::spill::Spill;
+    use crate::analysis::totals::Totals;
+    use crate::source::manifests::Manifests;
+    use crate::source::parallel::Input;
+
+    /// A scan whose totals per workload, containers and objects not scanned went to disk
+    /// (memory kept to a few of each) prints, in every format, order and selection, what the
+    /// same scan held in memory prints.
+    #[test]
+    fn a_scan_kept_on_disk_prints_as_one_held_in_memory() {
+        let list: Value = serde_json::from_slice(
+            &std::fs::read(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/testdata/cluster/pods.json"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        let mut lines = Vec::new();
+        for (i, pod) in list["items"].as_array().unwrap().iter().enumerate() {
+            serde_json::to_writer(&mut lines, pod).unwrap();
+            writeln!(
+                lines,
+                "\n{{\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"c{i}\"}}}}"
+            )
+            .unwrap();
+        }
+        let to: KubeletVersion = "1.31".parse().unwrap();
+        let from = FromVersions::Fixed("1.29".parse().unwrap());
+        let setup = ScanSetup::new(to, from, Manifests::none());
+        let input = Input::Bytes {
+            name: "pods",
+            bytes: &lines,
+        };
+        let held = scan_input(setup, |_| {}, "pods".into(), &input).unwrap();
+        let mut kept = ScanReport {
+            workloads: Totals::with_keep(2),
+            containers: Spill::with_spill_after(3),
+            problems: Spill::with_spill_after(1),
+            ..ScanReport::new(to)
+        };
+        for c in held.containers.iter() {
+            kept.add(c.unwrap()).unwrap();
+        }
+        for p in held.problems.iter() {
+            kept.problems.push(p.unwrap()).unwrap();
+        }
+        kept.containers.finish().unwrap();
+        kept.problems.finish().unwrap();
+        kept.source = held.source.clone();
+        kept.nodes = held.nodes.clone();
+        assert!(kept.containers.spilled() && kept.problems.spilled());
+        assert!(held.workloads.iter().count() > 4);
+        for format in [
+            Format::Table,
+            Format::Wide,
+            Format::Json,
+            Format::Jsonl,
+            Format::Yaml,
+        ] {
+            for sort_by in [
+                SortBy::Verdict,
+                SortBy::Node,
+                SortBy::Container,
+                SortBy::From,
+            ] {
+                for only in [vec![], vec!["restart".to_string(), "kept".to_string()]] {
+                    let print = |report: &ScanReport| {
+                        let rows = ScanRows {
+                            only: only.clone(),
+                            sort_by,
+                        };
+                        let mut out = Vec::new();
+                        emit(format, &ScanView { report, rows }, &mut out).unwrap();
+                        String::from_utf8(out).unwrap()
+                    };
+                    let want = print(&held);
+                    assert!(want.contains("c3"), "{want}");
+                    assert_eq!(print(&kept), want, "{format:?} {sort_by:?} {only:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_count_of_one_is_singular() {

@@ -104,7 +104,8 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             Some(p) => p.display().to_string(),
             None => "the cluster".to_string(),
         };
-        let why = match report.problems.first() {
+        let first = report.problems.iter().next().transpose();
+        let why = match first.context("cannot read back the objects not scanned")? {
             Some(p) => format!(
                 " ({} objects not scanned, the first: {p})",
                 report.problems.len()
@@ -121,7 +122,8 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         },
     };
     print(args.output, &view)?;
-    for p in &report.problems {
+    for p in report.problems.iter() {
+        let p = p.context("cannot read back the objects not scanned")?;
         eprintln!("kubehash: not scanned: {p}");
     }
     let froms: BTreeSet<KubeletVersion> = report
