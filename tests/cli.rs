@@ -360,6 +360,56 @@ fn matrix_of_the_example_cluster() {
     assert!(s.contains("1.30 → 1.31  24         24  100.0%"), "{s}");
 }
 
+/// Objects that are not pods: `scan` lists every one in its output and the first ten on
+/// stderr with a count of the rest; `matrix`, whose output has no place for them, lists every
+/// one on stderr. Each is named.
+#[test]
+fn objects_not_scanned_are_all_listed_once_on_stderr_or_in_the_output() {
+    let mut input = String::from(
+        r#"{"kind":"Pod","metadata":{"namespace":"n","name":"p"},"spec":{"nodeName":"a","containers":[{"name":"c","image":"i"}]}}"#,
+    );
+    for i in 0..12 {
+        input.push_str(&format!(
+            "\n{{\"kind\":\"ConfigMap\",\"metadata\":{{\"namespace\":\"n\",\"name\":\"cm{i}\"}}}}"
+        ));
+    }
+    let scan = kubehash(
+        &["scan", "--to", "1.31", "--from", "1.29", "-i", "-"],
+        input.as_bytes(),
+    );
+    assert_eq!(scan.status.code(), Some(2), "{}", text(&scan.stderr));
+    let (out, err) = (text(&scan.stdout), text(&scan.stderr));
+    for i in 0..12 {
+        let line = format!("not scanned: ConfigMap n/cm{i} is not a Pod\n");
+        assert!(out.contains(&line), "{out}");
+        assert_eq!(err.contains(&line), i < 10, "{err}");
+    }
+    assert!(
+        err.contains("kubehash: … and 2 more not scanned (all are in the output)\n"),
+        "{err}"
+    );
+    let json = kubehash(
+        &[
+            "scan", "--to", "1.31", "--from", "1.29", "-i", "-", "-o", "json",
+        ],
+        input.as_bytes(),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["problems"].as_array().map(Vec::len), Some(12));
+    let matrix = kubehash(
+        &["matrix", "-i", "-", "--versions", "1.29..1.31"],
+        input.as_bytes(),
+    );
+    assert_eq!(matrix.status.code(), Some(2), "{}", text(&matrix.stderr));
+    let err = text(&matrix.stderr);
+    for i in 0..12 {
+        assert!(
+            err.contains(&format!("not counted: ConfigMap n/cm{i} is not a Pod\n")),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn scan_a_directory_of_json_and_yaml_pods() {
     let dir = std::env::temp_dir().join(format!("kubehash-dir-{}", std::process::id()));

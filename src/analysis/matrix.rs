@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::analysis::cache::Memo;
-use crate::error::{Problem, Result};
+use crate::analysis::spill::Spill;
+use crate::error::{Error, Result};
 use crate::kubelet::hash::hash_container;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::parallel::{for_each_object_on_cores, Input};
@@ -119,14 +120,16 @@ impl RestartMatrix {
 }
 
 /// The matrix of every container of the pods in `input`, read and hashed on `workers` threads
-/// (none: all on this thread), and the objects that are not pods, in input order.
+/// (none: all on this thread), and why each object that is not a pod was not counted, in input
+/// order (on disk past a size: a file may hold any number of them).
 pub fn matrix_input(
     input: &Input,
     versions: &[KubeletVersion],
     workers: usize,
-) -> Result<(RestartMatrix, Vec<Problem>)> {
+) -> Result<(RestartMatrix, Spill<String>)> {
     let mut m = RestartMatrix::new(versions);
-    let mut problems = Vec::new();
+    let mut problems = Spill::default();
+    let mut kept = Ok(());
     let worker = || {
         let mut hasher = MatrixHasher::new(versions);
         move |_, pod: Value| {
@@ -139,8 +142,17 @@ pub fn matrix_input(
     };
     for_each_object_on_cores(input, workers, BATCH, worker, |pod| match pod {
         Ok(containers) => containers.iter().for_each(|h| m.count(h.as_deref())),
-        Err(e) => problems.push(e),
+        Err(e) => {
+            if kept.is_ok() {
+                kept = problems.push(e.0);
+            }
+        }
     })?;
+    kept.and_then(|()| problems.finish())
+        .map_err(|source| Error::Io {
+            source_name: "the objects not counted (temporary file)".into(),
+            source,
+        })?;
     Ok((m, problems))
 }
 
@@ -184,7 +196,8 @@ mod tests {
                 (on_cores.0.containers, on_cores.0.errors),
                 (one.0.containers, one.0.errors)
             );
-            assert_eq!(on_cores.1, one.1);
+            let problems = |p: &Spill<String>| p.iter().map(Result::unwrap).collect::<Vec<_>>();
+            assert_eq!(problems(&on_cores.1), problems(&one.1));
         }
         assert_eq!(one.0.containers, 24 * 40);
         assert_eq!(one.1.len(), 40);

@@ -10,7 +10,7 @@ use crate::analysis::hashing::for_each_hashed;
 use crate::cli::args::HashArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::hash_output::{write_explained, Explained, HashRow, HashWriter};
-use crate::cli::support::{optional_version, stdout};
+use crate::cli::support::{optional_version, stdout, SHOWN_ON_STDERR};
 use crate::error::Problem;
 use crate::kubelet::hash::{hashed_text, marshalled_json, Annotation};
 use crate::kubelet::sink::{format_hash, Fnv32a};
@@ -52,7 +52,7 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
         rows += 1;
         if let Err(e) = &row.result {
             failed += 1;
-            if shown.len() < SHOWN {
+            if shown.len() < SHOWN_ON_STDERR {
                 shown.push(e.clone());
             }
         }
@@ -82,18 +82,15 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
     for e in &shown {
         eprintln!("kubehash: {e}");
     }
-    if failed > SHOWN {
+    if failed > SHOWN_ON_STDERR {
         eprintln!(
             "kubehash: … and {} more (all are in the output)",
-            failed - SHOWN
+            failed - SHOWN_ON_STDERR
         );
     }
     eprintln!("kubehash: {failed} of {rows} containers could not be hashed");
     Ok(ExitStatus::Failure)
 }
-
-/// How many failures are repeated on stderr (all are in the output).
-const SHOWN: usize = 10;
 
 /// `--explain`: the exact text kubelet `v` feeds to FNV-1a, with the hash and (1.16 – 1.30) the
 /// `json.Marshal` output it was made from.

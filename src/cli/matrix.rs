@@ -1,6 +1,6 @@
 //! `kubehash matrix`: the restart table for every upgrade step between the given versions.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::analysis::matrix::matrix_input;
 use crate::cli::args::MatrixArgs;
@@ -14,7 +14,8 @@ pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
     let versions = parse_version_set(&args.versions)?;
     let (m, problems) = matrix_input(&Input::Path(&args.pods), &versions, cores())?;
     print(args.output, &m)?;
-    for p in &problems {
+    for p in problems.iter() {
+        let p = p.context("cannot read back the objects not counted")?;
         eprintln!("kubehash: not counted: {p}");
     }
     Ok(ExitStatus::unless_incomplete(

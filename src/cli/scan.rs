@@ -11,7 +11,9 @@ use crate::cli::exit::ExitStatus;
 use crate::cli::node::print_plan;
 use crate::cli::node_pods;
 use crate::cli::output::{ScanRows, ScanView};
-use crate::cli::support::{optional_version, print, runtime, version_flag, warn_upgrade};
+use crate::cli::support::{
+    optional_version, print, runtime, version_flag, warn_upgrade, SHOWN_ON_STDERR,
+};
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
 use crate::source::nodes::NodeVersions;
@@ -122,9 +124,16 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         },
     };
     print(args.output, &view)?;
-    for p in report.problems.iter() {
+    // Every one is in the output too (a line each in a table, `problems` otherwise).
+    for p in report.problems.iter().take(SHOWN_ON_STDERR) {
         let p = p.context("cannot read back the objects not scanned")?;
         eprintln!("kubehash: not scanned: {p}");
+    }
+    if report.problems.len() > SHOWN_ON_STDERR {
+        eprintln!(
+            "kubehash: … and {} more not scanned (all are in the output)",
+            report.problems.len() - SHOWN_ON_STDERR
+        );
     }
     let froms: BTreeSet<KubeletVersion> = report
         .nodes

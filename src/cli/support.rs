@@ -17,6 +17,9 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// How many failures or objects not read are repeated on stderr when all are in the output.
+pub const SHOWN_ON_STDERR: usize = 10;
+
 /// Buffered standard output.
 pub fn stdout() -> BufWriter<StdoutLock<'static>> {
     BufWriter::new(io::stdout().lock())
