@@ -353,7 +353,7 @@ fn write_scan_table(
         .map(String::from)
         .to_vec();
     // The details may be on disk (a large scan): by verdict, they are streamed, one pass for the
-    // widths and one per verdict; another order needs the listed rows in memory.
+    // widths and one per verdict; in another order, the listed rows are sorted on the way.
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     let mut verdicts = std::collections::BTreeSet::new();
     let column = match rows_wanted.sort_by {
@@ -362,7 +362,7 @@ fn write_scan_table(
         SortBy::From => 3,
         SortBy::Verdict => 4,
     };
-    // In another order than by verdict, the rows listed are sorted (on disk past a size).
+    // Sorted past a size on disk, as the workloads are.
     let mut sorted = (rows_wanted.sort_by != SortBy::Verdict).then(|| {
         Sorter::new(SPILL_AFTER, move |a: &Vec<String>, b: &Vec<String>| {
             a.get(column).cmp(&b.get(column))
