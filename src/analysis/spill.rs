@@ -1,11 +1,13 @@
-//! Per-container results kept in bounded memory: in memory up to a count, then in an anonymous
-//! temporary file.
+//! Records kept in input order in bounded memory (a scan's containers, the objects it could not
+//! read as pods): in memory up to a count, then in an anonymous temporary file, written and
+//! read back as the runs of [`crate::analysis::runs`] are.
 
-use std::io::{BufRead, Seek, Write};
+use std::io::Write;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::analysis::runs::read_run;
 use crate::analysis::scan::ContainerImpact;
 
 /// How many records stay in memory before they go to a temporary file.
@@ -79,20 +81,7 @@ impl<T> Spill<T> {
     where
         T: Clone + DeserializeOwned,
     {
-        let spilled = self.spill.as_ref().map(|w| {
-            let reader = w
-                .get_ref()
-                .try_clone()
-                .and_then(|mut f| f.rewind().map(|_| f))
-                .map(std::io::BufReader::new);
-            let lines: Box<dyn Iterator<Item = std::io::Result<T>> + '_> = match reader {
-                Err(e) => Box::new(std::iter::once(Err(e))),
-                Ok(r) => Box::new(r.lines().map(|l| {
-                    l.and_then(|l| serde_json::from_str(&l).map_err(std::io::Error::other))
-                })),
-            };
-            lines
-        });
+        let spilled = self.spill.as_ref().map(|w| read_run(w.get_ref()));
         self.memory
             .iter()
             .cloned()
@@ -117,5 +106,28 @@ impl<T: Serialize + Clone + DeserializeOwned> Serialize for Spill<T> {
             seq.serialize_element(&c.map_err(S::Error::custom)?)?;
         }
         seq.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_come_back_in_order_from_memory_and_disk_to_each_reader() {
+        let mut s = Spill::with_spill_after(2);
+        for n in 0..5u32 {
+            s.push(n).unwrap();
+        }
+        s.finish().unwrap();
+        assert!(s.spilled());
+        assert_eq!(s.len(), 5);
+        // Two readers at once: each has its own place in the file.
+        let pairs: Vec<(u32, u32)> = s
+            .iter()
+            .zip(s.iter())
+            .map(|(a, b)| (a.unwrap(), b.unwrap()))
+            .collect();
+        assert_eq!(pairs, (0..5).map(|n| (n, n)).collect::<Vec<_>>());
     }
 }
