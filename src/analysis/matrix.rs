@@ -150,7 +150,10 @@ pub fn matrix_input(
     })?;
     kept.and_then(|()| problems.finish())
         .map_err(|source| Error::Io {
-            source_name: "the objects not counted (temporary file)".into(),
+            source_name: format!(
+                "the objects not counted (kept past a size in a temporary file in {})",
+                std::env::temp_dir().display()
+            ),
             source,
         })?;
     Ok((m, problems))

@@ -526,7 +526,10 @@ impl Tally {
 
 fn details_error(e: std::io::Error) -> Error {
     Error::Io {
-        source_name: "scan report (temporary file)".into(),
+        source_name: format!(
+            "the scan's report (kept past a size in a temporary file in {})",
+            std::env::temp_dir().display()
+        ),
         source: e,
     }
 }
