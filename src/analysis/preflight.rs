@@ -888,7 +888,10 @@ impl Eviction {
     }
 }
 
-fn running(pod: &Value) -> bool {
+/// Whether a pod is one the checks look at: not ended and not pending (a pod without a phase,
+/// as a hand-written file has it, counts as running). The admission, eviction and resize checks
+/// count only these.
+pub fn running(pod: &Value) -> bool {
     !matches!(
         pod.pointer("/status/phase").and_then(Value::as_str),
         Some("Succeeded" | "Failed" | "Pending")

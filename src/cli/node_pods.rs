@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 
 use crate::analysis::plan::{PodIndex, RuntimePods};
+use crate::analysis::preflight::running;
 use crate::cli::args::PodSource;
 use crate::cli::support::optional_version;
 use crate::kubelet::version::KubeletVersion;
@@ -34,12 +35,15 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
     let mut node_object = None;
     let mut version = None;
     let name = node_name(source);
-    // Only this node's pod objects are kept (a pods file may hold a whole cluster's).
+    // Only the pod objects the preflight checks may read are kept (a pods file may hold a whole
+    // cluster's): this node's, and those scheduled nowhere that may run (a file of pods written
+    // for this node). A pending pod, as every one the scheduler has not placed yet, counts in
+    // no check.
     let here = |p: &serde_json::Value| {
         let on = p
             .pointer("/spec/nodeName")
             .and_then(serde_json::Value::as_str);
-        name.is_none() || on.is_none() || on == name.as_deref()
+        name.is_none() || on == name.as_deref() || (on.is_none() && running(p))
     };
     let mut keep = |p: serde_json::Value, objects: &mut Vec<serde_json::Value>| {
         if here(&p) {
@@ -121,4 +125,67 @@ fn hostname() -> Result<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .context("cannot read the hostname; pass --node-name")?;
     Ok(name.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// From a whole cluster's pods file, a node keeps the pod objects of its own pods, whatever
+    /// their phase, and of pods scheduled nowhere that may run (a file written for this node);
+    /// never another node's, nor one the scheduler has not placed yet (pending).
+    #[test]
+    fn a_node_keeps_the_pod_objects_its_checks_may_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod = |name: &str, node: Option<&str>, phase: Option<&str>| {
+            let mut p = json!({"kind":"Pod","metadata":{"namespace":"n","name":name,"uid":name},
+                "spec":{"containers":[{"name":"c","image":"i"}]}});
+            if let Some(node) = node {
+                p["spec"]["nodeName"] = node.into();
+            }
+            if let Some(phase) = phase {
+                p["status"] = json!({ "phase": phase });
+            }
+            p
+        };
+        let pods = [
+            pod("here-running", Some("a"), Some("Running")),
+            pod("here-succeeded", Some("a"), Some("Succeeded")),
+            pod("there", Some("b"), Some("Running")),
+            pod("nowhere-pending", None, Some("Pending")),
+            pod("nowhere-written", None, None),
+            pod("nowhere-running", None, Some("Running")),
+        ];
+        let file = dir.path().join("pods.json");
+        let lines: Vec<String> = pods.iter().map(Value::to_string).collect();
+        std::fs::write(&file, lines.join("\n")).unwrap();
+        let source = PodSource {
+            pods: Some(file),
+            cluster: false,
+            kubeconfig: None,
+            context: None,
+            node_name: Some("a".into()),
+            manifests: dir.path().join("manifests"),
+        };
+        let rt = crate::cli::support::runtime().unwrap();
+        let inputs = rt
+            .block_on(read(&source, Some(&RuntimePods::default())))
+            .unwrap();
+        let kept: Vec<&str> = inputs
+            .pods
+            .iter()
+            .flatten()
+            .filter_map(|p| p.pointer("/metadata/name")?.as_str())
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "here-running",
+                "here-succeeded",
+                "nowhere-written",
+                "nowhere-running"
+            ]
+        );
+    }
 }
