@@ -329,7 +329,7 @@ fn write_scan_table(
         by_restarts.push((name, counts))?;
     }
     write_row(&header, &widths, out)?;
-    for w in by_restarts.sorted()? {
+    for w in by_restarts.sorted() {
         let (name, counts) = w?;
         write_row(&workload_row(&name, &counts), &widths, out)?;
     }
@@ -405,7 +405,7 @@ fn write_scan_table(
                 }
             }
             Some(sorted) => {
-                for row in sorted.sorted()? {
+                for row in sorted.sorted() {
                     write_row(&row?, &widths, out)?;
                 }
             }
