@@ -16,7 +16,7 @@ use crate::analysis::audit::{Audited, Fate};
 use crate::analysis::matrix::RestartMatrix;
 use crate::analysis::plan::{ContainerPlan, Verdict};
 use crate::analysis::preflight::{worst, Check, Status};
-use crate::analysis::runs::Sorter;
+use crate::analysis::runs::{Items, Sorter};
 use crate::analysis::scan::{ContainerImpact, Counts, Impact, NodeUpgrade, ScanReport};
 use crate::analysis::spill::SPILL_AFTER;
 use crate::analysis::statics::{PinAction, StaticPod};
@@ -128,6 +128,47 @@ fn write_columns(rows: &[Vec<String>], out: &mut dyn Write) -> io::Result<()> {
         write_row(r, &widths, out)?;
     }
     Ok(())
+}
+
+/// A failure to write the runs a table's rows are sorted in, with where they were written.
+fn sorting(e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!(
+            "cannot sort the table's rows in a temporary file in {}: {e}",
+            std::env::temp_dir().display()
+        ),
+    )
+}
+
+/// A table's rows in the order they are printed, and its columns' widths.
+struct Sorted<T> {
+    widths: Vec<usize>,
+    rows: Items<'static, T>,
+}
+
+/// The workloads by restarts, then name, and the widths of their table's columns (`header`'s
+/// included). A cluster of bare pods has a workload per pod, so they are sorted on disk past a
+/// size.
+fn workloads_by_restarts(
+    r: &ScanReport,
+    header: &[String],
+) -> io::Result<Sorted<(String, Counts)>> {
+    let mut widths: Vec<usize> = header.iter().map(|h| visible_len(h)).collect();
+    let mut by_restarts = Sorter::new(SPILL_AFTER, |a: &(String, Counts), b: &(String, Counts)| {
+        b.1.restart.cmp(&a.1.restart).then_with(|| a.0.cmp(&b.0))
+    });
+    for w in r.workloads.iter() {
+        let (name, counts) = w?;
+        for (w, cell) in widths.iter_mut().zip(workload_row(&name, &counts)) {
+            *w = (*w).max(visible_len(&cell));
+        }
+        by_restarts.push((name, counts)).map_err(sorting)?;
+    }
+    Ok(Sorted {
+        widths,
+        rows: Box::new(by_restarts.sorted()),
+    })
 }
 
 /// A workload's row: its name, then [`counts_cells`].
@@ -250,6 +291,58 @@ fn write_scan_table(
     rows_wanted: &ScanRows,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    // Everything a large scan sorts on disk is sorted before the first line is written, so that
+    // a temporary file that cannot be written (a full $TMPDIR) leaves nothing half-way.
+    let workload_header = count_header(&["WORKLOAD"]);
+    let workloads = workloads_by_restarts(r, &workload_header)?;
+    // The containers that matter (every one with -o wide, or those --only names), sorted as
+    // --sort-by says (by verdict: grouped).
+    let shown = |c: &ContainerImpact, verdict: &str| {
+        if !rows_wanted.only.is_empty() {
+            return rows_wanted
+                .only
+                .iter()
+                .any(|o| o.eq_ignore_ascii_case(verdict));
+        }
+        wide || matches!(
+            c.outcome.impact,
+            Impact::Restart | Impact::Recreated | Impact::Error
+        )
+    };
+    let header: Vec<String> = ["CONTAINER", "NODE", "KIND", "FROM", "VERDICT", "WHY"]
+        .map(String::from)
+        .to_vec();
+    // The details may be on disk (a large scan): by verdict, they are streamed, one pass for the
+    // widths and one per verdict; in another order, the listed rows are sorted on the way.
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut verdicts = std::collections::BTreeSet::new();
+    let column = match rows_wanted.sort_by {
+        SortBy::Node => 1,
+        SortBy::Container => 0,
+        SortBy::From => 3,
+        SortBy::Verdict => 4,
+    };
+    // Sorted past a size on disk, as the workloads are.
+    let mut sorted = (rows_wanted.sort_by != SortBy::Verdict).then(|| {
+        Sorter::new(SPILL_AFTER, move |a: &Vec<String>, b: &Vec<String>| {
+            a.get(column).cmp(&b.get(column))
+        })
+    });
+    for c in r.containers.iter() {
+        let c = c?;
+        let row = detail_row(&c);
+        if !shown(&c, &row[4]) {
+            continue;
+        }
+        verdicts.insert(row[4].clone());
+        for (w, cell) in widths.iter_mut().zip(&row) {
+            *w = (*w).max(cell.chars().count());
+        }
+        if let Some(sorted) = &mut sorted {
+            sorted.push(row).map_err(sorting)?;
+        }
+    }
+
     let t = &r.total;
     writeln!(
         out,
@@ -314,74 +407,13 @@ fn write_scan_table(
     }
     writeln!(out)?;
 
-    // Workloads by restarts, then name. A cluster of bare pods has a workload per pod, so the
-    // rows are sorted on disk past a size, their widths taken on the way.
-    let header = count_header(&["WORKLOAD"]);
-    let mut widths: Vec<usize> = header.iter().map(|h| visible_len(h)).collect();
-    let mut by_restarts = Sorter::new(SPILL_AFTER, |a: &(String, Counts), b: &(String, Counts)| {
-        b.1.restart.cmp(&a.1.restart).then_with(|| a.0.cmp(&b.0))
-    });
-    for w in r.workloads.iter() {
+    write_row(&workload_header, &workloads.widths, out)?;
+    for w in workloads.rows {
         let (name, counts) = w?;
-        for (w, cell) in widths.iter_mut().zip(workload_row(&name, &counts)) {
-            *w = (*w).max(visible_len(&cell));
-        }
-        by_restarts.push((name, counts))?;
-    }
-    write_row(&header, &widths, out)?;
-    for w in by_restarts.sorted() {
-        let (name, counts) = w?;
-        write_row(&workload_row(&name, &counts), &widths, out)?;
+        write_row(&workload_row(&name, &counts), &workloads.widths, out)?;
     }
     writeln!(out)?;
 
-    // The containers that matter (every one with -o wide, or those --only names), sorted as
-    // --sort-by says (by verdict: grouped).
-    let shown = |c: &ContainerImpact, verdict: &str| {
-        if !rows_wanted.only.is_empty() {
-            return rows_wanted
-                .only
-                .iter()
-                .any(|o| o.eq_ignore_ascii_case(verdict));
-        }
-        wide || matches!(
-            c.outcome.impact,
-            Impact::Restart | Impact::Recreated | Impact::Error
-        )
-    };
-    let header: Vec<String> = ["CONTAINER", "NODE", "KIND", "FROM", "VERDICT", "WHY"]
-        .map(String::from)
-        .to_vec();
-    // The details may be on disk (a large scan): by verdict, they are streamed, one pass for the
-    // widths and one per verdict; in another order, the listed rows are sorted on the way.
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    let mut verdicts = std::collections::BTreeSet::new();
-    let column = match rows_wanted.sort_by {
-        SortBy::Node => 1,
-        SortBy::Container => 0,
-        SortBy::From => 3,
-        SortBy::Verdict => 4,
-    };
-    // Sorted past a size on disk, as the workloads are.
-    let mut sorted = (rows_wanted.sort_by != SortBy::Verdict).then(|| {
-        Sorter::new(SPILL_AFTER, move |a: &Vec<String>, b: &Vec<String>| {
-            a.get(column).cmp(&b.get(column))
-        })
-    });
-    for c in r.containers.iter() {
-        let c = c?;
-        let row = detail_row(&c);
-        if !shown(&c, &row[4]) {
-            continue;
-        }
-        verdicts.insert(row[4].clone());
-        for (w, cell) in widths.iter_mut().zip(&row) {
-            *w = (*w).max(cell.chars().count());
-        }
-        if let Some(sorted) = &mut sorted {
-            sorted.push(row)?;
-        }
-    }
     if verdicts.is_empty() {
         writeln!(out, "No container restarts.")?;
     } else {
@@ -951,6 +983,78 @@ mod tests {
     use crate::analysis::totals::Totals;
     use crate::source::manifests::Manifests;
     use crate::source::parallel::Input;
+
+    /// A table too large to sort in memory, where the temporary files it sorts in cannot be
+    /// made, is an error naming their directory, and nothing of it is written: not the
+    /// workloads (one per namespace here), nor the rows in `--sort-by` order (one workload).
+    /// Run in a child process of its own, whose `$TMPDIR` is missing.
+    #[test]
+    fn a_table_that_cannot_be_sorted_writes_nothing() {
+        const CHILD: &str = "KUBEHASH_TEST_UNSORTABLE";
+        if std::env::var_os(CHILD).is_none() {
+            let name = "cli::output::tests::a_table_that_cannot_be_sorted_writes_nothing";
+            let child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+                .env(CHILD, "1")
+                .env("TMPDIR", "/nonexistent/kubehash-tmp")
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&child.stdout);
+            assert!(child.status.success(), "{said}");
+            assert!(said.contains("1 passed"), "{said}");
+            return;
+        }
+        let to: KubeletVersion = "1.31".parse().unwrap();
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/pods.json");
+        let setup = ScanSetup::new(
+            to,
+            FromVersions::Fixed("1.29".parse().unwrap()),
+            Manifests::none(),
+        );
+        let input = Input::Path(std::path::Path::new(example));
+        let scanned = scan_input(setup, |_| {}, "pods".into(), &input).unwrap();
+        let one = scanned.containers.iter().next().unwrap().unwrap();
+        for (sort_by, namespaces) in [(SortBy::Verdict, SPILL_AFTER + 1), (SortBy::Container, 1)] {
+            // Held in memory, so that only the table's sorting needs a temporary file.
+            let mut report = ScanReport {
+                workloads: Totals::with_keep(usize::MAX),
+                containers: Spill::with_spill_after(usize::MAX),
+                ..ScanReport::new(to)
+            };
+            for i in 0..=SPILL_AFTER {
+                let mut c = one.clone();
+                c.namespace = format!("ns{}", i % namespaces);
+                c.outcome.impact = Impact::Restart;
+                report.add(c).unwrap();
+            }
+            let rows = ScanRows {
+                only: Vec::new(),
+                sort_by,
+            };
+            let mut out = Vec::new();
+            let failed = emit(
+                Format::Table,
+                &ScanView {
+                    report: &report,
+                    rows,
+                },
+                &mut out,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                failed.starts_with(
+                    "cannot sort the table's rows in a temporary file in /nonexistent/kubehash-tmp:"
+                ),
+                "{failed}"
+            );
+            assert!(
+                out.is_empty(),
+                "{sort_by:?}: {}",
+                String::from_utf8_lossy(&out)
+            );
+        }
+    }
 
     /// A scan whose totals per workload, containers and objects not scanned went to disk
     /// (memory kept to a few of each) prints, in every format, order and selection, what the
