@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::kubelet::spelling::pod_value_from_slice;
 use crate::source::frames::{frame_objects, Framed};
-use crate::source::pool::map_batches_in_order;
+use crate::source::pool::{map_batches_in_order, map_weighed_batches_in_order};
 use crate::source::reader::{
     extension_says, for_each_object_in_path, for_each_object_in_stream, looks_like_yaml,
 };
@@ -235,10 +235,11 @@ where
     // and names what it finds). What it framed before stopping is handed on.
     let stopped = AtomicBool::new(false);
     let mut handed_on = 0usize;
-    let framed = map_batches_in_order(
+    let framed = map_weighed_batches_in_order(
         &source,
         workers,
         batch,
+        |(_, frame): &(usize, Vec<u8>)| frame.len(),
         |emit| {
             let mut n = 0;
             let framed = frame_objects(bytes, &mut |frame| {

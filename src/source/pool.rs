@@ -14,6 +14,11 @@ use crate::error::{Error, Result};
 /// more in thread wake-ups than the work on most objects.
 pub const BATCH: usize = 64;
 
+/// A batch also ends once its items weigh this many bytes (where the items are weighed: frames,
+/// by their length), so that a few batches of large objects (a container spec can be 100 KB)
+/// hold what a few batches of ordinary ones do.
+pub const BATCH_BYTES: usize = 1 << 20;
+
 /// A worker per core.
 pub fn cores() -> usize {
     thread::available_parallelism().map_or(1, usize::from)
@@ -65,6 +70,25 @@ pub fn map_batches_in_order<T, U, F>(
     batch: usize,
     produce: impl FnOnce(&mut dyn FnMut(T)) -> Result<()> + Send,
     worker: impl Fn() -> F + Sync,
+    each: impl FnMut(U),
+) -> Result<()>
+where
+    T: Send,
+    U: Send,
+    F: FnMut(Vec<T>) -> Vec<U>,
+{
+    map_weighed_batches_in_order(source, workers, batch, |_| 0, produce, worker, each)
+}
+
+/// [`map_batches_in_order`] where a batch also ends once its items weigh [`BATCH_BYTES`] by
+/// `weigh` (an item heavier than that is a batch of its own).
+pub fn map_weighed_batches_in_order<T, U, F>(
+    source: &str,
+    workers: usize,
+    batch: usize,
+    weigh: impl Fn(&T) -> usize + Send,
+    produce: impl FnOnce(&mut dyn FnMut(T)) -> Result<()> + Send,
+    worker: impl Fn() -> F + Sync,
     mut each: impl FnMut(U),
 ) -> Result<()>
 where
@@ -73,12 +97,23 @@ where
     F: FnMut(Vec<T>) -> Vec<U>,
 {
     let batch = batch.max(1);
+    // The batch being filled, and what its items weigh.
+    let mut full = Vec::with_capacity(batch);
+    let mut weight = 0;
+    // Whether the batch is full once `item` is in it.
+    let mut add = move |item: T, full: &mut Vec<T>| {
+        weight += weigh(&item);
+        full.push(item);
+        let done = full.len() == batch || weight >= BATCH_BYTES;
+        if done {
+            weight = 0;
+        }
+        done
+    };
     if workers == 0 {
         let mut work = worker();
-        let mut full = Vec::with_capacity(batch);
         let read = produce(&mut |item| {
-            full.push(item);
-            if full.len() == batch {
+            if add(item, &mut full) {
                 work(std::mem::take(&mut full))
                     .into_iter()
                     .for_each(&mut each);
@@ -105,14 +140,12 @@ where
             let _ = permit_tx.send(());
         }
         let reader = s.spawn(move || {
-            let mut full = Vec::with_capacity(batch);
             let mut seq = 0;
             let read = produce(&mut |item| {
                 if stop.load(Ordering::Relaxed) {
                     return;
                 }
-                full.push(item);
-                if full.len() == batch {
+                if add(item, &mut full) {
                     let items = std::mem::replace(&mut full, Vec::with_capacity(batch));
                     // Both fail only once the other side is gone; the error comes from there.
                     let _ = permit_rx.recv();
@@ -254,6 +287,44 @@ mod tests {
                     }
                 },
                 |(i, _)| out.push(i),
+            )
+            .unwrap();
+            assert_eq!(out, (0..1000).collect::<Vec<_>>(), "{workers} workers");
+        }
+    }
+
+    /// Items weighed: a batch ends at `batch` items or once they weigh `BATCH_BYTES`, a heavy
+    /// item is a batch of its own, and the results still come in input order.
+    #[test]
+    fn weighed_batches_end_at_their_bytes() {
+        // Item i weighs a third of a batch's bytes, or all of them for every tenth item.
+        let weigh = |&i: &u32| match i % 10 {
+            0 => BATCH_BYTES,
+            _ => BATCH_BYTES / 3,
+        };
+        for workers in [0, 1, 2, 5] {
+            let mut out = Vec::new();
+            map_weighed_batches_in_order(
+                "t",
+                workers,
+                64,
+                weigh,
+                items(1000),
+                || {
+                    move |items: Vec<u32>| {
+                        let bytes: usize = items.iter().map(weigh).sum();
+                        let without_last: usize = items[..items.len() - 1].iter().map(weigh).sum();
+                        assert!(without_last < BATCH_BYTES, "{items:?}");
+                        items
+                            .iter()
+                            .map(|&i| (i, bytes >= BATCH_BYTES || i == 999))
+                            .collect::<Vec<_>>()
+                    }
+                },
+                |(i, ended_by_bytes)| {
+                    assert!(ended_by_bytes, "the batch of {i} ended before its bytes");
+                    out.push(i);
+                },
             )
             .unwrap();
             assert_eq!(out, (0..1000).collect::<Vec<_>>(), "{workers} workers");
