@@ -12,8 +12,8 @@ use std::hash::Hash;
 /// How many answers a memo keeps before it starts over.
 pub const MEMO_ENTRIES: usize = 4_096;
 
-/// How many bytes of keys a memo keeps before it starts over: 4,096 containers of 2 KB, or 400
-/// of 20 KB.
+/// How many bytes of keys a memo keeps before it starts over: about 4,000 containers of 2 KB, or
+/// 400 of 20 KB.
 pub const MEMO_BYTES: usize = 8 << 20;
 
 /// What keeping a key costs, in bytes: its text, and a little for the entry around it.
