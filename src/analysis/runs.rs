@@ -66,6 +66,27 @@ impl Read for At {
     }
 }
 
+/// Adds `run` to `runs`, all sorted by `order`; once there are [`FAN_IN`], they are merged into
+/// one, through `combine` (which may add up equal items, or hand them on as they are).
+pub fn add_run<T, C, I>(
+    runs: &mut Vec<File>,
+    run: File,
+    order: C,
+    combine: impl FnOnce(Merged<'static, T, C>) -> I,
+) -> io::Result<()>
+where
+    T: Serialize + DeserializeOwned + 'static,
+    C: Fn(&T, &T) -> Ordering,
+    I: Iterator<Item = io::Result<T>>,
+{
+    runs.push(run);
+    if runs.len() >= FAN_IN {
+        let sources = runs.iter().map(read_run).collect();
+        *runs = vec![write_run(combine(Merged::new(sources, order)))?];
+    }
+    Ok(())
+}
+
 /// Sorted sources merged into one sorted sequence. Ties come from the earlier source first, so
 /// the runs of a stable sort, merged in the order they were written, stay stable. The first
 /// error of any source is handed on, and nothing after it.
@@ -147,7 +168,7 @@ pub struct Sorter<T, C> {
 
 impl<T, C> Sorter<T, C>
 where
-    T: Serialize + DeserializeOwned,
+    T: Serialize + DeserializeOwned + 'static,
     C: Fn(&T, &T) -> Ordering + Copy,
 {
     /// A sorter that keeps at most `keep` items (at least one) in memory.
@@ -165,20 +186,13 @@ where
         if self.memory.len() >= self.keep {
             self.memory.sort_by(self.order);
             let run = write_run(self.memory.drain(..).map(Ok))?;
-            self.runs.push(run);
-            if self.runs.len() >= FAN_IN {
-                let sources = self.runs.iter().map(read_run).collect();
-                self.runs = vec![write_run(Merged::new(sources, self.order))?];
-            }
+            add_run(&mut self.runs, run, self.order, |merged| merged)?;
         }
         Ok(())
     }
 
     /// Every item pushed, in order (reading the runs back can fail: I/O).
-    pub fn sorted(mut self) -> Merged<'static, T, C>
-    where
-        T: 'static,
-    {
+    pub fn sorted(mut self) -> Merged<'static, T, C> {
         self.memory.sort_by(self.order);
         let mut sources: Vec<Items<'static, T>> = self.runs.iter().map(read_run).collect();
         sources.push(Box::new(self.memory.into_iter().map(Ok)));

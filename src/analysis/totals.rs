@@ -14,7 +14,7 @@ use std::io;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::analysis::runs::{read_run, write_run, Items, Merged, FAN_IN};
+use crate::analysis::runs::{add_run, read_run, write_run, Items, Merged};
 
 /// How many groups' totals stay in memory (about 130 bytes each for a workload's counts).
 pub const KEEP: usize = 50_000;
@@ -51,17 +51,14 @@ impl<V> Totals<V> {
 
 impl<V> Totals<V>
 where
-    V: Add + Default + Clone + Serialize + DeserializeOwned,
+    V: Add + Default + Clone + Serialize + DeserializeOwned + 'static,
 {
     /// The total of `key`, to add to; it may first write the totals held so far to disk.
     pub fn entry(&mut self, key: String) -> io::Result<&mut V> {
         if self.memory.len() >= self.keep && !self.memory.contains_key(&key) {
             let held = std::mem::take(&mut self.memory);
-            self.runs.push(write_run(held.into_iter().map(Ok))?);
-            if self.runs.len() >= FAN_IN {
-                let sources: Vec<Items<'_, (String, V)>> = self.runs.iter().map(read_run).collect();
-                self.runs = vec![write_run(Summed::new(Merged::new(sources, by_key)))?];
-            }
+            let run = write_run(held.into_iter().map(Ok))?;
+            add_run(&mut self.runs, run, by_key::<V>, Summed::new)?;
         }
         Ok(self.memory.entry(key).or_default())
     }
@@ -119,7 +116,7 @@ impl<V: Add, I: Iterator<Item = io::Result<(String, V)>>> Iterator for Summed<I>
 /// the serializing.
 impl<V> Serialize for Totals<V>
 where
-    V: Add + Default + Clone + Serialize + DeserializeOwned,
+    V: Add + Default + Clone + Serialize + DeserializeOwned + 'static,
 {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::{Error as _, SerializeMap};
