@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::analysis::cache::Memo;
+use crate::analysis::runs::a_temporary_file;
 use crate::analysis::spill::Spill;
 use crate::error::{Error, Result};
 use crate::kubelet::hash::hash_container;
@@ -151,8 +152,8 @@ pub fn matrix_input(
     kept.and_then(|()| problems.finish())
         .map_err(|source| Error::Io {
             source_name: format!(
-                "the objects not counted (kept past a size in a temporary file in {})",
-                std::env::temp_dir().display()
+                "the objects not counted (kept past a size in {})",
+                a_temporary_file()
             ),
             source,
         })?;

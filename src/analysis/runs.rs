@@ -24,6 +24,12 @@ use serde::Serialize;
 /// into one, so that picking the next item compares at most this many heads.
 pub const FAN_IN: usize = 16;
 
+/// Where the temporary files of runs and spills are made, for messages: "a temporary file in
+/// DIR" (`$TMPDIR`, else `/tmp`).
+pub fn a_temporary_file() -> String {
+    format!("a temporary file in {}", std::env::temp_dir().display())
+}
+
 /// Items read one at a time, or the error that stopped reading them.
 pub type Items<'a, T> = Box<dyn Iterator<Item = io::Result<T>> + 'a>;
 

@@ -28,6 +28,7 @@ use crate::analysis::coverage::{coverage, Coverage};
 use crate::analysis::plan::Verdict;
 use crate::analysis::preflight::{Admission, Eviction, PodAdmission};
 pub use crate::analysis::report::{Counts, NodeSummary, NodeUpgrade, ScanReport};
+use crate::analysis::runs::a_temporary_file;
 pub use crate::analysis::spill::{Details, SPILL_AFTER};
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::diff::why_changed;
@@ -527,8 +528,8 @@ impl Tally {
 fn details_error(e: std::io::Error) -> Error {
     Error::Io {
         source_name: format!(
-            "the scan's report (kept past a size in a temporary file in {})",
-            std::env::temp_dir().display()
+            "the scan's report (kept past a size in {})",
+            a_temporary_file()
         ),
         source: e,
     }

@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 use serde_json::Value;
 
 use crate::analysis::hashing::for_each_hashed;
+use crate::analysis::runs::a_temporary_file;
 use crate::cli::args::HashArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::hash_output::{write_explained, Explained, HashRow, HashWriter};
@@ -63,8 +64,8 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
     // The rows' spool names where it is when it fails (`$TMPDIR` missing or full).
     let spooled = |e: std::io::Error| {
         anyhow::anyhow!(
-            "the rows kept before printing (a temporary file in {}): {e}",
-            std::env::temp_dir().display()
+            "the rows kept before printing ({}): {e}",
+            a_temporary_file()
         )
     };
     written.map_err(spooled)?;

@@ -16,7 +16,7 @@ use crate::analysis::audit::{Audited, Fate};
 use crate::analysis::matrix::RestartMatrix;
 use crate::analysis::plan::{ContainerPlan, Verdict};
 use crate::analysis::preflight::{worst, Check, Status};
-use crate::analysis::runs::{Items, Sorter};
+use crate::analysis::runs::{a_temporary_file, Items, Sorter};
 use crate::analysis::scan::{ContainerImpact, Counts, Impact, NodeUpgrade, ScanReport};
 use crate::analysis::spill::SPILL_AFTER;
 use crate::analysis::statics::{PinAction, StaticPod};
@@ -135,8 +135,8 @@ fn sorting(e: io::Error) -> io::Error {
     io::Error::new(
         e.kind(),
         format!(
-            "cannot sort the table's rows in a temporary file in {}: {e}",
-            std::env::temp_dir().display()
+            "cannot sort the table's rows in {}: {e}",
+            a_temporary_file()
         ),
     )
 }
