@@ -1,6 +1,6 @@
 //! Version-specific kubelet behaviour that decides whether a new kubelet keeps running pods,
 //! other than the container hash: one row per fact, each citing where upstream it lives. The
-//! preflight checks (`analysis/preflight.rs`) read only this table for version facts.
+//! preflight checks (`analysis/preflight/`) read only this table for version facts.
 
 use crate::kubelet::version::KubeletVersion;
 

@@ -1,0 +1,132 @@
+//! The `checkpoints` check: checkpoint files under the kubelet's root in a format the new
+//! kubelet does not read (CPU, device and DRA managers).
+
+use serde_json::Value;
+
+use crate::kubelet::facts::{crosses, fact, holds, FactId};
+use crate::kubelet::version::KubeletVersion;
+
+use super::{check, Check, Facts, Status};
+
+/// Checkpoints under the kubelet's root whose format the new kubelet does not read: the CPU and
+/// DRA managers refuse to start, the device manager starts empty.
+pub(super) fn checkpoints(f: &Facts, to: KubeletVersion) -> Check {
+    let mut c = check(
+        "checkpoints",
+        "a checkpoint the new kubelet cannot read stops it (CPU, DRA managers) or empties it (device manager: double allocation, rejected pods)",
+    );
+    let mut fail = Vec::new();
+    let mut warn = Vec::new();
+    for (name, parsed) in &f.host.checkpoints {
+        let v = match parsed {
+            Ok(v) => v,
+            Err(e) => {
+                fail.push(format!("{name} is not JSON ({e})"));
+                continue;
+            }
+        };
+        match name.as_str() {
+            "cpu_manager_state" if holds(FactId::CpuManagerCheckpointByPod, to) => {
+                // v1 (≤ 1.17): entries container ID → cpuset; v2: pod UID → container → cpuset.
+                let old = v["entries"]
+                    .as_object()
+                    .is_some_and(|e| e.values().any(Value::is_string));
+                if old {
+                    fail.push(format!(
+                        "{name} keys entries by container ID, the format before 1.{} ({})",
+                        fact(FactId::CpuManagerCheckpointByPod).since,
+                        fact(FactId::CpuManagerCheckpointByPod).source
+                    ));
+                }
+            }
+            "device-plugins/kubelet_internal_checkpoint"
+                if holds(FactId::DeviceCheckpointByNuma, to) =>
+            {
+                let old = v
+                    .pointer("/Data/PodDeviceEntries")
+                    .and_then(Value::as_array)
+                    .is_some_and(|e| e.iter().any(|d| d["DeviceIDs"].is_array()));
+                if old {
+                    warn.push(format!(
+                        "{name} lists device IDs without NUMA nodes, the format before 1.{}: the device manager starts empty",
+                        fact(FactId::DeviceCheckpointByNuma).since
+                    ));
+                }
+            }
+            "dra_manager_state" if crosses(FactId::DraCheckpointV2, f.from, to) => {
+                fail.push(format!(
+                    "{name} was written before 1.{} ({})",
+                    fact(FactId::DraCheckpointV2).since,
+                    fact(FactId::DraCheckpointV2).source
+                ));
+            }
+            _ => {}
+        }
+    }
+    c.evidence = format!(
+        "checkpoints read: {}",
+        if f.host.checkpoints.is_empty() {
+            "none".to_string()
+        } else {
+            f.host
+                .checkpoints
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    if !fail.is_empty() {
+        c.set(Status::Fail, fail.join("; "), "drain the node (the manager's state cannot carry over), remove the checkpoint, then upgrade");
+    } else if !warn.is_empty() {
+        c.set(
+            Status::Warn,
+            warn.join("; "),
+            "check that device-plugin pods are re-admitted after the swap",
+        );
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::preflight::fixtures::{v, Files};
+
+    #[test]
+    fn checkpoints_in_each_upstream_format() {
+        let old_cpu =
+            r#"{"policyName":"static","defaultCpuSet":"0-3","entries":{"3f1e…":"1"},"checksum":1}"#;
+        let new_cpu = r#"{"policyName":"static","defaultCpuSet":"0-3","entries":{"uid":{"c":"1"}},"checksum":1}"#;
+        let f = Files::new();
+        f.put("kubelet/cpu_manager_state", old_cpu);
+        assert_eq!(checkpoints(&f.facts(), v("1.18")).status, Status::Fail);
+        assert_eq!(checkpoints(&f.facts(), v("1.17")).status, Status::Pass);
+        f.put("kubelet/cpu_manager_state", new_cpu);
+        assert_eq!(checkpoints(&f.facts(), v("1.30")).status, Status::Pass);
+
+        let old_dev = r#"{"Data":{"PodDeviceEntries":[{"PodUID":"u","ContainerName":"c","ResourceName":"r","DeviceIDs":["d0"],"AllocResp":""}],"RegisteredDevices":{}},"Checksum":1}"#;
+        let new_dev = r#"{"Data":{"PodDeviceEntries":[{"PodUID":"u","ContainerName":"c","ResourceName":"r","DeviceIDs":{"0":["d0"]},"AllocResp":""}],"RegisteredDevices":{}},"Checksum":1}"#;
+        let g = Files::new();
+        g.put(
+            "kubelet/device-plugins/kubelet_internal_checkpoint",
+            old_dev,
+        );
+        assert_eq!(checkpoints(&g.facts(), v("1.20")).status, Status::Warn);
+        g.put(
+            "kubelet/device-plugins/kubelet_internal_checkpoint",
+            new_dev,
+        );
+        assert_eq!(checkpoints(&g.facts(), v("1.20")).status, Status::Pass);
+
+        let h = Files::new();
+        h.put("kubelet/dra_manager_state", r#"{"Data":"{}","Checksum":1}"#);
+        let mut facts = h.facts();
+        facts.from = Some(v("1.30"));
+        assert_eq!(checkpoints(&facts, v("1.31")).status, Status::Fail);
+        facts.from = Some(v("1.31"));
+        assert_eq!(checkpoints(&facts, v("1.32")).status, Status::Pass);
+        h.put("kubelet/cpu_manager_state", "{not json");
+        assert_eq!(checkpoints(&h.facts(), v("1.30")).status, Status::Fail);
+    }
+}
