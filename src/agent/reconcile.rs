@@ -30,23 +30,18 @@
 //! for `--stuck-seconds`. With `--dry-run` it publishes what it would do and writes nothing.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
 use crate::agent::kubelet_health::binary_version;
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
+use crate::agent::metrics::Metrics;
+use crate::agent::phase::{load_phase, lock_state_dir, state_path, Phase};
 use crate::analysis::plan::{plan_node, PodIndex, Verdict};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::apply::{apply, Target};
 use crate::rewrite::gate::{Open, Unsafe, WriteGate};
@@ -87,200 +82,6 @@ pub struct AgentConfig {
     /// `/healthz` answers 503 when the loop has not turned for this long.
     pub stuck_after: Duration,
     pub dry_run: bool,
-}
-
-/// Where the agent is in an upgrade.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "phase", rename_all = "kebab-case")]
-pub enum Phase {
-    Idle,
-    Planned {
-        to: String,
-        from: Option<String>,
-        rewrite: usize,
-        /// The kubelet's healthz answered 200 and its process was visible, since planning.
-        #[serde(default)]
-        seen_up: bool,
-    },
-    Applying {
-        to: String,
-        from: Option<String>,
-        journal: String,
-        /// The Node's last heartbeat while the old kubelet was down (unix seconds): a newer one
-        /// comes from whichever kubelet started since.
-        #[serde(default)]
-        down_heartbeat: Option<u64>,
-    },
-    Applied {
-        to: String,
-        #[serde(default)]
-        from: Option<String>,
-        journal: String,
-        written: usize,
-        #[serde(default)]
-        down_heartbeat: Option<u64>,
-    },
-    Done {
-        to: String,
-        detail: String,
-    },
-    RolledBack {
-        to: String,
-        reason: String,
-    },
-    Failed {
-        to: String,
-        reason: String,
-    },
-}
-
-const PHASES: [&str; 7] = [
-    "idle",
-    "planned",
-    "applying",
-    "applied",
-    "done",
-    "rolled-back",
-    "failed",
-];
-
-impl Phase {
-    fn name(&self) -> &'static str {
-        match self {
-            Phase::Idle => "idle",
-            Phase::Planned { .. } => "planned",
-            Phase::Applying { .. } => "applying",
-            Phase::Applied { .. } => "applied",
-            Phase::Done { .. } => "done",
-            Phase::RolledBack { .. } => "rolled-back",
-            Phase::Failed { .. } => "failed",
-        }
-    }
-
-    fn target(&self) -> Option<&str> {
-        match self {
-            Phase::Idle => None,
-            Phase::Planned { to, .. }
-            | Phase::Applying { to, .. }
-            | Phase::Applied { to, .. }
-            | Phase::Done { to, .. }
-            | Phase::RolledBack { to, .. }
-            | Phase::Failed { to, .. } => Some(to),
-        }
-    }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct VerdictLabel {
-    verdict: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PhaseLabel {
-    phase: String,
-}
-
-/// The agent's Prometheus metrics.
-#[derive(Clone)]
-pub struct Metrics {
-    registry: Arc<Mutex<Registry>>,
-    plan: Family<VerdictLabel, Gauge<i64, AtomicI64>>,
-    phase: Family<PhaseLabel, Gauge<i64, AtomicI64>>,
-    kubelet_up: Gauge<i64, AtomicI64>,
-    written: Counter<u64, AtomicU64>,
-    verify_failures: Counter<u64, AtomicU64>,
-    /// When the agent's loop last turned (unix seconds), and how long it may stand still.
-    last_tick: Arc<AtomicU64>,
-    stuck_after: Arc<AtomicU64>,
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        let mut r = Registry::with_prefix("kubehash");
-        let m = Metrics {
-            registry: Arc::new(Mutex::new(Registry::default())),
-            plan: Family::default(),
-            phase: Family::default(),
-            kubelet_up: Gauge::default(),
-            written: Counter::default(),
-            verify_failures: Counter::default(),
-            last_tick: Arc::new(AtomicU64::new(crate::rewrite::journal::now_unix())),
-            stuck_after: Arc::new(AtomicU64::new(u64::MAX)),
-        };
-        r.register(
-            "plan_containers",
-            "Containers of the current plan, by verdict",
-            m.plan.clone(),
-        );
-        r.register(
-            "agent_phase",
-            "1 for the agent's current phase",
-            m.phase.clone(),
-        );
-        r.register(
-            "kubelet_up",
-            "1 when the kubelet's healthz answers",
-            m.kubelet_up.clone(),
-        );
-        r.register("rewrites", "Container records rewritten", m.written.clone());
-        r.register(
-            "verify_failures",
-            "Containers that failed verification",
-            m.verify_failures.clone(),
-        );
-        *m.registry.lock().unwrap_or_else(|p| p.into_inner()) = r;
-        m
-    }
-}
-
-impl Metrics {
-    /// The metrics in Prometheus text format.
-    pub fn encode(&self) -> String {
-        let mut s = String::new();
-        let r = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = prometheus_client::encoding::text::encode(&mut s, &r);
-        s
-    }
-
-    /// The loop turned.
-    fn tick(&self) {
-        self.last_tick
-            .store(crate::rewrite::journal::now_unix(), Ordering::Relaxed);
-    }
-
-    /// `None` when the loop turns; otherwise how long it has stood still.
-    pub fn stuck_for(&self) -> Option<u64> {
-        let idle = crate::rewrite::journal::now_unix()
-            .saturating_sub(self.last_tick.load(Ordering::Relaxed));
-        (idle > self.stuck_after.load(Ordering::Relaxed)).then_some(idle)
-    }
-
-    fn set_phase(&self, p: &Phase) {
-        for name in PHASES {
-            self.phase
-                .get_or_create(&PhaseLabel { phase: name.into() })
-                .set(i64::from(name == p.name()));
-        }
-    }
-}
-
-fn state_path(dir: &Path) -> PathBuf {
-    dir.join("agent-state.json")
-}
-
-/// The saved phase (Idle when there is none).
-pub fn load_phase(dir: &Path) -> Result<Phase> {
-    match std::fs::read(state_path(dir)) {
-        Ok(b) => serde_json::from_slice(&b).map_err(|e| Error::Input {
-            source_name: state_path(dir).display().to_string(),
-            reason: format!("unreadable agent state: {e}"),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Phase::Idle),
-        Err(e) => Err(Error::Io {
-            source_name: state_path(dir).display().to_string(),
-            source: e,
-        }),
-    }
 }
 
 /// How long one attempt to publish an Event may take.
@@ -332,36 +133,6 @@ pub struct Agent {
     _lock: std::fs::File,
 }
 
-fn lock_state_dir(dir: &Path) -> Result<std::fs::File> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
-        source_name: dir.display().to_string(),
-        source: e,
-    })?;
-    let path = dir.join("agent.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::Io {
-            source_name: path.display().to_string(),
-            source: e,
-        })?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Input {
-            source_name: path.display().to_string(),
-            reason: "another kubehash agent runs on this node (it holds this lock); \
-                     one agent per node"
-                .into(),
-        }),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::Io {
-            source_name: path.display().to_string(),
-            source: e,
-        }),
-    }
-}
-
 /// Parses a Node's `status.nodeInfo.kubeletVersion`.
 fn reported_version(node: &Value) -> Option<KubeletVersion> {
     node.pointer("/status/nodeInfo/kubeletVersion")
@@ -410,9 +181,7 @@ impl Agent {
         let cluster = Cluster::connect(cfg.kubeconfig.as_deref(), None).await?;
         let phase = load_phase(&cfg.state_dir)?;
         metrics.set_phase(&phase);
-        metrics
-            .stuck_after
-            .store(cfg.stuck_after.as_secs(), Ordering::Relaxed);
+        metrics.set_stuck_after(cfg.stuck_after.as_secs());
         info!(node = %cfg.node_name, phase = phase.name(), "agent starting");
         let node = Arc::new(Mutex::new(None));
         let watch = {
@@ -536,9 +305,7 @@ impl Agent {
     pub async fn step(&mut self) -> Result<()> {
         self.flush_events().await;
         let seen = self.look().await;
-        self.metrics
-            .kubelet_up
-            .set(i64::from(seen.health == Health::Up));
+        self.metrics.set_kubelet_up(seen.health == Health::Up);
         if seen.health == Health::Up {
             self.up_since.get_or_insert_with(std::time::SystemTime::now);
         } else {
@@ -789,12 +556,7 @@ impl Agent {
         )?;
         let counts = crate::analysis::plan::plan_counts(&plans);
         for (v, n) in &counts {
-            self.metrics
-                .plan
-                .get_or_create(&VerdictLabel {
-                    verdict: v.to_string(),
-                })
-                .set(*n as i64);
+            self.metrics.set_plan(v, *n);
         }
         let rewrite = plans
             .iter()
@@ -890,7 +652,7 @@ impl Agent {
             }
         };
         let written = report.count(Applied::Written);
-        self.metrics.written.inc_by(written as u64);
+        self.metrics.wrote(written);
         let errors = report.count(Applied::Error);
         let total = self.journaled_writes(journal);
         let msg = format!(
@@ -1036,7 +798,7 @@ impl Agent {
         match result {
             Ok(results) => {
                 let bad: Vec<_> = results.iter().filter(|r| !r.ok).collect();
-                self.metrics.verify_failures.inc_by(bad.len() as u64);
+                self.metrics.verify_failed(bad.len());
                 if bad.is_empty() {
                     let msg = format!(
                         "kubelet {to} is up (the Node reports it); verified {} rewritten containers",
@@ -1135,66 +897,5 @@ impl Evidence<'_> {
                 self.cfg.annotation, self.to
             )),
         }
-    }
-}
-
-/// Binds the address for `/metrics` and `/healthz`; a failure is the caller's to report.
-pub async fn bind_metrics(addr: &str) -> Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::Io {
-            source_name: format!("metrics address {addr}"),
-            source: e,
-        })
-}
-
-/// Serves `/metrics` (Prometheus text) and `/healthz` (503 while the agent is stuck) until the
-/// process ends.
-pub async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Metrics) {
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    info!(%addr, "serving /metrics and /healthz");
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let service =
-                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let metrics = metrics.clone();
-                    async move {
-                        let (status, ctype, body) = match req.uri().path() {
-                            "/metrics" => (
-                                200,
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                                metrics.encode(),
-                            ),
-                            "/healthz" => match metrics.stuck_for() {
-                                None => (200, "text/plain", "ok\n".to_string()),
-                                Some(s) => (
-                                    503,
-                                    "text/plain",
-                                    format!("stuck: the agent's loop has not turned for {s} s\n"),
-                                ),
-                            },
-                            _ => (404, "text/plain", "not found\n".to_string()),
-                        };
-                        let mut r = http::Response::new(http_body_util::Full::new(
-                            bytes::Bytes::from(body),
-                        ));
-                        *r.status_mut() =
-                            http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
-                        r.headers_mut()
-                            .insert("content-type", http::HeaderValue::from_static(ctype));
-                        Ok::<_, std::convert::Infallible>(r)
-                    }
-                });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .await;
-        });
     }
 }

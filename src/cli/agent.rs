@@ -2,7 +2,8 @@
 
 use anyhow::{Context, Result};
 
-use crate::agent::reconcile::{bind_metrics, serve_metrics, Agent, AgentConfig, Metrics};
+use crate::agent::metrics::{bind_metrics, serve_metrics, Metrics};
+use crate::agent::reconcile::{Agent, AgentConfig};
 use crate::cli::args::AgentArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::support::{init_logs, stop_requested};
