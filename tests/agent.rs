@@ -295,6 +295,13 @@ async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() 
         Some(hash(web, "1.31"))
     );
     assert_eq!(rig.rewritten().await, 1, "a changed spec is never touched");
+    // The metrics say what the agent did: its phase and the records it wrote.
+    wait("metrics after apply", Duration::from_secs(10), || {
+        let m = http_get(rig.metrics_port, "/metrics");
+        m.contains("kubehash_agent_phase{phase=\"applied\"} 1")
+            && m.contains("kubehash_agent_phase{phase=\"planned\"} 0")
+            && m.contains("kubehash_rewrites_total 1")
+    });
 
     // Killed while applied, started again: no second write.
     Rig::stop_agent(&mut agent);
@@ -307,6 +314,11 @@ async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() 
     let sd = rig.state_dir.clone();
     rig.kubelet_returns_until("v1.31.0", "verify", || phase(&sd) == "done");
     assert!(rig.api.reasons().contains(&"KubehashVerified".to_string()));
+    wait("metrics after verify", Duration::from_secs(10), || {
+        let m = http_get(rig.metrics_port, "/metrics");
+        m.contains("kubehash_agent_phase{phase=\"done\"} 1")
+            && m.contains("kubehash_verify_failures_total 0")
+    });
     Rig::stop_agent(&mut agent);
 
     // One journal for the upgrade, one write, completed.
