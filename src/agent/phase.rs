@@ -89,8 +89,13 @@ impl Phase {
 }
 
 /// The file the phase is saved in.
-pub(super) fn state_path(dir: &Path) -> PathBuf {
+fn state_path(dir: &Path) -> PathBuf {
     dir.join("agent-state.json")
+}
+
+/// Saves `phase` atomically (a killed agent finds the old phase or the new one, whole).
+pub(super) fn save_phase(dir: &Path, phase: &Phase) -> Result<()> {
+    crate::rewrite::durable::write_json(&state_path(dir), phase)
 }
 
 /// The saved phase (Idle when there is none).

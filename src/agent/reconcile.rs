@@ -39,7 +39,7 @@ use tracing::{error, info, warn};
 use crate::agent::kubelet_health::binary_version;
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::agent::metrics::Metrics;
-use crate::agent::phase::{load_phase, lock_state_dir, state_path, Phase};
+use crate::agent::phase::{load_phase, lock_state_dir, save_phase, Phase};
 use crate::analysis::plan::{plan_node, PodIndex, Verdict};
 use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
@@ -210,7 +210,7 @@ impl Agent {
     }
 
     fn set(&mut self, p: Phase) -> Result<()> {
-        crate::rewrite::durable::write_json(&state_path(&self.cfg.state_dir), &p)?;
+        save_phase(&self.cfg.state_dir, &p)?;
         self.metrics.set_phase(&p);
         info!(phase = p.name(), "phase");
         if p.name() != self.phase.name() || p.target() != self.phase.target() {
