@@ -308,6 +308,66 @@ pub async fn plan_node(
     })
 }
 
+/// Each container's current spec on this node, by container id, found as [`plan_node`] finds
+/// it (a static pod's from its manifest where no mirror pod is listed).
+#[derive(Debug, Default)]
+pub struct NodeSpecs(HashMap<String, Value>);
+
+impl NodeSpecs {
+    /// The current spec of the container `id`.
+    pub fn get(&self, id: &str) -> Option<&Value> {
+        self.0.get(id)
+    }
+}
+
+/// Reads this node's containers and sandboxes over CRI, joins the static pods to their manifests
+/// (adding their specs to `pods`), and finds each container's spec in `pods`.
+pub async fn node_specs(
+    cri: &mut Cri,
+    pods: &mut PodIndex,
+    manifests: &Manifests,
+    node: Option<&str>,
+) -> Result<NodeSpecs> {
+    let sandboxes = cri.list_pod_sandboxes().await?;
+    pods.add_static_pods(&static_pods(&sandboxes, manifests, node), manifests);
+    let containers = cri.list_containers().await?;
+    Ok(NodeSpecs(
+        containers
+            .iter()
+            .filter_map(|c| {
+                let k = ContainerKey::of(c);
+                let spec = pods.find(&k.uid, &k.namespace, &k.pod, &k.name)?;
+                Some((c.id.clone(), spec.clone()))
+            })
+            .collect(),
+    ))
+}
+
+/// Which pod and container a runtime container is, from the labels the kubelet gave it.
+struct ContainerKey {
+    namespace: String,
+    pod: String,
+    uid: String,
+    name: String,
+}
+
+impl ContainerKey {
+    fn of(c: &proto::Container) -> ContainerKey {
+        let label = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
+        ContainerKey {
+            namespace: label(keys::POD_NAMESPACE),
+            pod: label(keys::POD_NAME),
+            uid: label(keys::POD_UID),
+            name: c
+                .labels
+                .get(keys::CONTAINER_NAME)
+                .cloned()
+                .or_else(|| c.metadata.as_ref().map(|m| m.name.clone()))
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// Why the containers of the pod running under `uid` do not show that its manifest is what runs.
 fn unverified(plans: &[ContainerPlan], uid: &str) -> Option<String> {
     let mine: Vec<&ContainerPlan> = plans.iter().filter(|p| p.pod_uid == uid).collect();
@@ -343,18 +403,12 @@ pub fn plan(
     containers
         .iter()
         .map(|c| {
-            let label = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
-            let (namespace, pod, uid) = (
-                label(keys::POD_NAMESPACE),
-                label(keys::POD_NAME),
-                label(keys::POD_UID),
-            );
-            let name = c
-                .labels
-                .get(keys::CONTAINER_NAME)
-                .cloned()
-                .or_else(|| c.metadata.as_ref().map(|m| m.name.clone()))
-                .unwrap_or_default();
+            let ContainerKey {
+                namespace,
+                pod,
+                uid,
+                name,
+            } = ContainerKey::of(c);
             let mut p = ContainerPlan {
                 id: c.id.clone(),
                 sandbox_id: c.pod_sandbox_id.clone(),

@@ -269,7 +269,13 @@ impl Contents {
     /// value of its last one (both validated when read).
     pub fn writes(&self) -> Vec<JournaledWrite> {
         let mut out: Vec<JournaledWrite> = Vec::new();
+        // The upgrade of the run each write belongs to: the begin record before it.
+        let mut upgrade: (Option<&String>, &str) = (None, "");
         for (line, r) in &self.records {
+            if let Record::Begin { from, to, .. } = r {
+                upgrade = (from.as_ref(), to);
+                continue;
+            }
             let Record::Write {
                 container_id,
                 pod,
@@ -292,6 +298,7 @@ impl Contents {
                     j.written = written;
                     j.new_hash = new_hash.clone();
                     j.last_line = *line;
+                    j.to = upgrade.1.to_string();
                 }
                 None => out.push(JournaledWrite {
                     id: container_id.clone(),
@@ -301,6 +308,8 @@ impl Contents {
                     new_hash: new_hash.clone(),
                     first_line: *line,
                     last_line: *line,
+                    from: upgrade.0.cloned(),
+                    to: upgrade.1.to_string(),
                 }),
             }
         }
@@ -364,6 +373,11 @@ pub struct JournaledWrite {
     /// Journal lines of the first and last `write` record.
     pub first_line: usize,
     pub last_line: usize,
+    /// The old kubelet of the run that made the first write, whose hash the original holds
+    /// (`None`: that run did not name it).
+    pub from: Option<String>,
+    /// The new kubelet of the run that made the last write, whose hash the written value holds.
+    pub to: String,
 }
 
 /// Reads and validates a whole journal (see the module notes). Any error names the line.
