@@ -197,6 +197,10 @@ async fn applied() -> (Scenario, Vec<Vec<u8>>, PathBuf) {
 }
 
 fn rollback(sc: &Scenario, journal: Option<&Path>) -> Output {
+    rollback_with(sc, journal, &[])
+}
+
+fn rollback_with(sc: &Scenario, journal: Option<&Path>, extra: &[&str]) -> Output {
     let ep = sc.ctrd.endpoint();
     let dir = s(&sc.ctrd.dir.join("journals"));
     let mut args = vec![
@@ -212,6 +216,7 @@ fn rollback(sc: &Scenario, journal: Option<&Path>) -> Output {
     if let Some(j) = journal {
         args.extend(["--journal".into(), s(j)]);
     }
+    args.extend(extra.iter().map(|a| a.to_string()));
     Command::new(env!("CARGO_BIN_EXE_kubehash"))
         .args(&args)
         .output()
@@ -301,6 +306,131 @@ async fn rollback_refuses_forged_and_corrupt_journals() {
     // The genuine journal still restores every byte.
     std::fs::write(&journal, &genuine).unwrap();
     let out = rollback(&sc, Some(&journal));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(extensions(&ep, &sc.ids).await, originals);
+}
+
+/// A journal whose original holds a hash the forger chose passes every check the journal and the
+/// record allow: the two values still differ in the hash annotations alone. The one such hash
+/// that masks a spec change is the old kubelet's hash of a *new* spec (an image updated while
+/// the kubelet was down): restored, the old kubelet takes the running container for the new
+/// spec. Given the pods, rollback proves each original against its container's spec, as apply
+/// proved it: kubelet TO's hash of the spec must be the written hash, FROM's the original's.
+/// Tried here: a forged original hash, and the old kubelet's hash of an updated spec put in the
+/// original, with the pods as they were and with the updated spec (the masking attack), and the
+/// genuine journal after the spec changed; each leaves the record as written, exit 2. The
+/// genuine journal with unchanged pods restores every byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
+    let (sc, originals, journal) = applied().await;
+    let ep = sc.ctrd.endpoint();
+    let genuine = std::fs::read_to_string(&journal).unwrap();
+    let written = extensions(&ep, &sc.ids).await;
+    let pods = s(&sc.pods_file);
+    let orig = String::from_utf8(originals[0].clone()).unwrap();
+    let stored = stored_hashes(&parse_metadata(orig.as_bytes(), &sc.ids[0]).unwrap())
+        .0
+        .unwrap();
+    // The spec of container "a" as the pods file has it, and with its image updated.
+    let list: Value = serde_json::from_slice(&std::fs::read(&sc.pods_file).unwrap()).unwrap();
+    let name = parse_metadata(orig.as_bytes(), &sc.ids[0]).unwrap()["Metadata"]["Config"]
+        ["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let spec = list["items"][0]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name.as_str())
+        .unwrap()
+        .clone();
+    let mut updated = spec.clone();
+    updated["image"] = json!("registry.example/app:2");
+    let forge = |hash: &str| {
+        let forged = orig.replace(&stored, hash);
+        assert_ne!(forged, orig);
+        genuine
+            .replace(&b64(orig.as_bytes()), &b64(forged.as_bytes()))
+            .replace(
+                &format!("\"old_hash\":\"{stored}\""),
+                &format!("\"old_hash\":\"{hash}\""),
+            )
+    };
+    let masking = hash(&updated, "1.30");
+    for (what, forged) in [
+        ("a chosen hash", forge("0badc0de")),
+        ("the old kubelet's hash of an updated spec", forge(&masking)),
+    ] {
+        std::fs::write(&journal, &forged).unwrap();
+        // The journal alone cannot tell: it validates.
+        assert!(kubehash::rewrite::journal::read(&journal).is_ok(), "{what}");
+        let out = rollback_with(&sc, Some(&journal), &["-i", &pods]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{what}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stdout).contains("not the journaled original's"),
+            "{what}: {}",
+            text(&out.stdout)
+        );
+        let now = extensions(&ep, &sc.ids).await;
+        assert_eq!(
+            now[0], written[0],
+            "{what}: the forged original is not written"
+        );
+        assert_eq!(
+            now[1], originals[1],
+            "{what}: the other container is restored"
+        );
+    }
+
+    // After the spec changed since apply (its image updated while the kubelet was down), the
+    // written hash is no longer kubelet 1.31's hash of the spec: nothing is restored, and kubelet
+    // 1.30, back, restarts the container for its new spec, as it should. Tried with the genuine
+    // journal, and with the attack itself: the forged original holds kubelet 1.30's hash of the
+    // updated spec, so it matches the pods given; the written hash does not.
+    let mut changed = list.clone();
+    for c in changed["items"][0]["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+    {
+        if c["name"] == name.as_str() {
+            *c = updated.clone();
+        }
+    }
+    let changed_file = sc.ctrd.dir.join("changed-pods.json");
+    std::fs::write(&changed_file, changed.to_string()).unwrap();
+    for (what, journal_text) in [
+        ("the genuine journal", genuine.clone()),
+        (
+            "the old kubelet's hash of the updated spec",
+            forge(&masking),
+        ),
+    ] {
+        std::fs::write(&journal, &journal_text).unwrap();
+        let out = rollback_with(&sc, Some(&journal), &["-i", &s(&changed_file)]);
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", text(&out.stdout));
+        assert!(
+            text(&out.stdout).contains("the spec changed since apply"),
+            "{what}: {}",
+            text(&out.stdout)
+        );
+        assert_eq!(extensions(&ep, &sc.ids).await[0], written[0], "{what}");
+    }
+    std::fs::write(&journal, &genuine).unwrap();
+
+    // The genuine journal with the pods as they are: every byte restored.
+    let out = rollback_with(&sc, Some(&journal), &["-i", &pods]);
     assert!(
         out.status.success(),
         "{}{}",

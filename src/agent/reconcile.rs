@@ -40,7 +40,7 @@ use crate::agent::kubelet_health::binary_version;
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::agent::metrics::Metrics;
 use crate::agent::phase::{load_phase, lock_state_dir, save_phase, Phase};
-use crate::analysis::plan::{plan_node, PodIndex, Verdict};
+use crate::analysis::plan::{node_specs, plan_node, PodIndex, Verdict};
 use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::apply::{apply, Target};
@@ -606,8 +606,7 @@ impl Agent {
     ) -> Result<()> {
         let to_v: KubeletVersion = to.parse()?;
         let from_v: Option<KubeletVersion> = from.map(str::parse).transpose()?;
-        let mut pods = PodIndex::default();
-        crate::source::reader::for_each_object_in_path(&self.pods_file(to), |p| pods.add_pod(p))?;
+        let mut pods = self.saved_pods(to)?;
         let mut gate = Evidence {
             cfg: &self.cfg,
             cluster: &self.cluster,
@@ -750,6 +749,36 @@ impl Agent {
         ))
     }
 
+    /// The pod specs saved when the plan for `to` was made.
+    fn saved_pods(&self, to: &str) -> Result<PodIndex> {
+        let mut pods = PodIndex::default();
+        crate::source::reader::for_each_object_in_path(&self.pods_file(to), |p| pods.add_pod(p))?;
+        Ok(pods)
+    }
+
+    /// Rolls back `journal`, each original proved against the specs apply wrote from (saved
+    /// with the plan): what is restored is the old kubelet's hash of what runs.
+    async fn rollback_proved(
+        &self,
+        to: &str,
+        journal: &str,
+        contents: crate::rewrite::journal::Contents,
+    ) -> Result<Vec<crate::rewrite::outcome::CheckOutcome>> {
+        let (mut cri, store) = self.connect().await?;
+        let mut pods = self.saved_pods(to)?;
+        let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
+        let node = Some(self.cfg.node_name.as_str());
+        let specs = node_specs(&mut cri, &mut pods, &manifests, node).await?;
+        rollback(
+            &store,
+            Path::new(journal),
+            contents,
+            &mut Open,
+            Some(&specs),
+        )
+        .await
+    }
+
     async fn roll_back(
         &mut self,
         to: String,
@@ -760,10 +789,7 @@ impl Agent {
         // The old kubelet may be running again: undoing at once limits the damage, so the gate
         // is open.
         let result = match crate::rewrite::journal::read(Path::new(&journal)) {
-            Ok(contents) => match Store::connect(&self.cfg.containerd).await {
-                Ok(store) => rollback(&store, Path::new(&journal), contents, &mut Open).await,
-                Err(e) => Err(e),
-            },
+            Ok(contents) => self.rollback_proved(&to, &journal, contents).await,
             Err(e) => Err(e),
         };
         let (ok, detail) = match &result {

@@ -201,7 +201,10 @@ pub enum NodeCommand {
     /// Check a journal's containers: record as written, and CRI reporting the new hash.
     Verify(NodeJournalArgs),
     /// Restore the original values from a journal (only records still holding kubehash's value).
-    Rollback(NodeJournalArgs),
+    ///
+    /// With the pods (`-i` or `--cluster`, as for apply), each original is also proved against its
+    /// container's spec: kubelet TO's hash of it is the written hash, kubelet FROM's the original's.
+    Rollback(NodeRollbackArgs),
     /// Read-only: every other reason kubelet TO would kill or recreate this node's pods (cgroups,
     /// admission, sandboxes, resize, checkpoints, refusing to start, eviction), one check each.
     ///
@@ -449,6 +452,23 @@ pub struct NodeJournalArgs {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+#[derive(clap::Args)]
+pub struct NodeRollbackArgs {
+    #[command(flatten)]
+    pub journal: NodeJournalArgs,
+    /// The pods, to prove each original against its container's spec (optional; without them
+    /// an original is checked against the journal and the record only).
+    #[command(flatten)]
+    pub source: PodSource,
+}
+
+impl PodSource {
+    /// Whether pods were given (a file, or the API server).
+    pub fn given(&self) -> bool {
+        self.pods.is_some() || self.cluster || self.kubeconfig.is_some() || self.context.is_some()
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

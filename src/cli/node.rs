@@ -3,10 +3,13 @@
 
 use anyhow::{Context, Result};
 
-use crate::analysis::plan::{plan_node, RuntimePods, Verdict};
+use std::path::PathBuf;
+
+use crate::analysis::plan::{node_specs, plan_node, RuntimePods, Verdict};
 use crate::analysis::preflight::{check_node, worst, Status};
 use crate::cli::args::{
-    FailOn, NodeApplyArgs, NodeCommand, NodeJournalArgs, NodePreflightArgs, PodSource,
+    FailOn, NodeApplyArgs, NodeCommand, NodeJournalArgs, NodePreflightArgs, NodeRollbackArgs,
+    PodSource,
 };
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
@@ -18,7 +21,7 @@ use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::apply::{apply, Target};
 use crate::rewrite::gate::Open;
 use crate::rewrite::journal;
-use crate::rewrite::outcome::Applied;
+use crate::rewrite::outcome::{Applied, CheckOutcome};
 use crate::rewrite::restart::RestartCommand;
 use crate::rewrite::rollback::rollback;
 use crate::rewrite::verify::verify;
@@ -46,8 +49,8 @@ pub fn run(command: NodeCommand) -> Result<ExitStatus> {
         }
         NodeCommand::Preflight(a) => run_preflight(a),
         NodeCommand::Apply(a) => run_apply(a),
-        NodeCommand::Verify(a) => run_check(a, true),
-        NodeCommand::Rollback(a) => run_check(a, false),
+        NodeCommand::Verify(a) => run_verify(a),
+        NodeCommand::Rollback(a) => run_rollback(a),
     }
 }
 
@@ -217,33 +220,66 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
     ))
 }
 
-fn run_check(a: NodeJournalArgs, verifying: bool) -> Result<ExitStatus> {
+fn run_verify(a: NodeJournalArgs) -> Result<ExitStatus> {
     init_logs(a.log_format);
+    let (_, contents) = journal_of(&a)?;
+    let rt = runtime()?;
+    let outcomes = rt.block_on(async {
+        let store = Store::connect(&a.containerd).await?;
+        let mut cri = Cri::connect(&a.cri).await?;
+        verify(&mut cri, &store, contents).await
+    })?;
+    print_checks(&a, "verified", outcomes)
+}
+
+fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
+    let a = &r.journal;
+    init_logs(a.log_format);
+    let (journal, contents) = journal_of(a)?;
+    let rt = runtime()?;
+    let specs = match r.source.given() {
+        true => Some(rt.block_on(async {
+            let (mut cri, running) = runtime_pods(&a.cri).await?;
+            let mut pods = node_pods::read(&r.source, Some(&running)).await?.index;
+            let manifests = node_pods::manifests(&r.source)?;
+            let node = node_pods::node_name(&r.source);
+            Ok::<_, anyhow::Error>(
+                node_specs(&mut cri, &mut pods, &manifests, node.as_deref()).await?,
+            )
+        })?),
+        false => None,
+    };
+    let outcomes = rt.block_on(async {
+        let store = Store::connect(&a.containerd).await?;
+        rollback(
+            &store,
+            &journal,
+            contents,
+            &mut a.kubelet.guard(),
+            specs.as_ref(),
+        )
+        .await
+    })?;
+    print_checks(a, "restored or already original", outcomes)
+}
+
+/// The journal named, or the latest; one that does not validate stops the command before the
+/// runtime is asked anything.
+fn journal_of(a: &NodeJournalArgs) -> Result<(PathBuf, journal::Contents)> {
     let journal = match &a.journal {
         Some(j) => j.clone(),
         None => journal::latest(&a.journal_dir)?,
     };
-    // A journal that does not validate stops the command before the runtime is asked anything.
     let contents = journal::read(&journal)?;
-    let rt = runtime()?;
-    let outcomes = rt.block_on(async {
-        let store = Store::connect(&a.containerd).await?;
-        if verifying {
-            let mut cri = Cri::connect(&a.cri).await?;
-            verify(&mut cri, &store, contents).await
-        } else {
-            rollback(&store, &journal, contents, &mut a.kubelet.guard()).await
-        }
-    })?;
+    Ok((journal, contents))
+}
+
+fn print_checks(
+    a: &NodeJournalArgs,
+    done: &'static str,
+    outcomes: Vec<CheckOutcome>,
+) -> Result<ExitStatus> {
     let all_ok = outcomes.iter().all(|r| r.ok);
-    let report = Checks {
-        done: if verifying {
-            "verified"
-        } else {
-            "restored or already original"
-        },
-        outcomes,
-    };
-    print(a.output, &report)?;
+    print(a.output, &Checks { done, outcomes })?;
     Ok(ExitStatus::unless_incomplete(all_ok))
 }

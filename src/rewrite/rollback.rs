@@ -4,12 +4,21 @@
 //! written value with the hash annotations set back to the original's. The whole journal is read
 //! and validated first; a line that does not decode or validate stops rollback before any write.
 //! Pinned static pod manifests are restored last, byte for byte, on the same terms.
+//!
+//! Given the pods' specs ([`NodeSpecs`]), an original is also proved against the container's
+//! spec, as apply proved it: kubelet T's hash of the spec must be the written hash (the container
+//! runs the spec apply proved) and kubelet F's hash of it the original's. A journal's values prove
+//! only each other; without the specs, an original whose hash a forger chose would be written back.
 
 use std::path::Path;
 
 use tracing::{info, warn};
 
+use crate::analysis::plan::NodeSpecs;
 use crate::error::{Error, Problem, Result};
+use crate::kubelet::hash::hash_container;
+use crate::kubelet::sink::format_hash;
+use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::durable::write_atomically;
 use crate::rewrite::gate::WriteGate;
 use crate::rewrite::journal::{Contents, Journal, JournaledPin, JournaledWrite, Record};
@@ -17,12 +26,14 @@ use crate::rewrite::outcome::CheckOutcome;
 use crate::rewrite::pin::check_pin;
 use crate::runtime::record::{RecordFormat, RecordStore};
 
-/// Undoes the writes of one journal, newest first.
+/// Undoes the writes of one journal, newest first; with `specs`, only originals proved against
+/// them (see the module).
 pub async fn rollback(
     store: &impl RecordStore,
     journal_path: &Path,
     contents: Contents,
     gate: &mut impl WriteGate,
+    specs: Option<&NodeSpecs>,
 ) -> Result<Vec<CheckOutcome>> {
     gate.check().await.map_err(|e| Error::Unsafe {
         what: "rollback".into(),
@@ -46,9 +57,12 @@ pub async fn rollback(
                         w.first_line
                     ),
                 ),
-                Ok(()) => match store.replace(&w.id, &w.written, &w.original).await {
-                    Ok(()) => (true, "restored".to_string()),
+                Ok(()) => match specs.map_or(Ok(()), |s| proven(s, store.format(), &w)) {
                     Err(e) => (false, format!("not restored: {e}")),
+                    Ok(()) => match store.replace(&w.id, &w.written, &w.original).await {
+                        Ok(()) => (true, "restored".to_string()),
+                        Err(e) => (false, format!("not restored: {e}")),
+                    },
                 },
             },
             Ok(_) => (
@@ -138,4 +152,57 @@ fn restorable(format: &dyn RecordFormat, w: &JournaledWrite) -> Result<(), Probl
         return Err("differs from the written value in more than the hash annotations".into());
     }
     format.check_edit(&w.id, &w.written, &w.original)
+}
+
+/// Proves the journaled original of `w` against the container's current spec: kubelet T's hash
+/// of it is the written hash, and kubelet F's hash of it is the original's (and F's
+/// hashWithoutResources, where F writes one and the original holds one).
+fn proven(specs: &NodeSpecs, format: &dyn RecordFormat, w: &JournaledWrite) -> Result<(), Problem> {
+    let version = |v: &str, which: &str| {
+        v.parse::<KubeletVersion>()
+            .map_err(|e| Problem(format!("the journal's {which} kubelet: {e}")))
+    };
+    let from = version(
+        w.from
+            .as_deref()
+            .ok_or("the journal does not name the kubelet whose hash the original holds")?,
+        "old",
+    )?;
+    let to = version(&w.to, "new")?;
+    let spec = specs
+        .get(&w.id)
+        .ok_or("no spec of the container's pod in the pods given, to prove the original against")?;
+    let hashes = hash_container(spec, &[from, to], &w.name)
+        .map_err(|e| Problem(format!("the pod's spec does not hash: {e}")))?;
+    let original = format.stored_hashes(&w.id, &w.original)?;
+    let written = format.stored_hashes(&w.id, &w.written)?;
+    let spec_hash = |v| hashes.get(v).map(format_hash).unwrap_or_default();
+    if written.hash.as_deref() != Some(spec_hash(to).as_str()) {
+        return Err(Problem(format!(
+            "kubelet {to}'s hash of the pod's spec is {}, not the written {} (line {}): the spec changed since apply",
+            spec_hash(to),
+            written.hash.unwrap_or_default(),
+            w.last_line
+        )));
+    }
+    if original.hash.as_deref() != Some(spec_hash(from).as_str()) {
+        return Err(Problem(format!(
+            "kubelet {from}'s hash of the pod's spec is {}, not the journaled original's {} (line {})",
+            spec_hash(from),
+            original.hash.unwrap_or_default(),
+            w.first_line
+        )));
+    }
+    if let (Some(want), Some(held)) = (
+        hashes.get_without_resources(from).map(format_hash),
+        original.without_resources,
+    ) {
+        if want != held {
+            return Err(Problem(format!(
+                "kubelet {from}'s hashWithoutResources of the pod's spec is {want}, not the journaled original's {held} (line {})",
+                w.first_line
+            )));
+        }
+    }
+    Ok(())
 }
