@@ -417,6 +417,70 @@ async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
     assert!(msg.contains("up to 2 containers may restart"), "{msg}");
 }
 
+/// The agent's rollback proves each original against the specs it saved with the plan: a
+/// journal whose original holds a hash someone chose (which passes every check the journal and
+/// the record allow) is not written back, the other container is, and the agent says it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_rolls_back_only_originals_its_saved_specs_prove() {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut rig = Rig::new(2).await;
+    let mut agent = rig.start_agent(&[]);
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+    rig.swap_and_stop("v1.31.0");
+    wait("apply", Duration::from_secs(30), || {
+        phase(&rig.state_dir) == "applied"
+    });
+    Rig::stop_agent(&mut agent);
+    let written = rig.extensions().await;
+    // Forge the first write's original: its hash annotation, and the line's old_hash with it.
+    let path = rig.state_dir.join("journal/1.30-to-1.31.jsonl");
+    let mut forged_id = String::new();
+    let lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut r: Value = serde_json::from_str(l).unwrap();
+            if r["kind"] == "write" && forged_id.is_empty() {
+                forged_id = r["container_id"].as_str().unwrap().to_string();
+                let old = r["old_hash"].as_str().unwrap().to_string();
+                let value =
+                    String::from_utf8(b64.decode(r["old_value"].as_str().unwrap()).unwrap())
+                        .unwrap()
+                        .replace(&old, "0badc0de");
+                r["old_value"] = json!(b64.encode(value));
+                r["old_hash"] = json!("0badc0de");
+            }
+            r.to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    assert!(
+        kubehash::rewrite::journal::read(&path).is_ok(),
+        "the forgery validates"
+    );
+
+    let mut agent = rig.start_agent(&[]);
+    rig.kubelet.set_binary("v1.30.2");
+    let sd = rig.state_dir.clone();
+    rig.kubelet_returns_until("v1.30.2", "rollback", || phase(&sd) == "failed");
+    Rig::stop_agent(&mut agent);
+    let now = rig.extensions().await;
+    for (i, (_, id)) in rig.current.iter().enumerate() {
+        if *id == forged_id {
+            assert_eq!(now[i], written[i], "the forged original is not written");
+        } else {
+            assert_eq!(now[i], rig.originals[i], "the other container is restored");
+        }
+    }
+    let msg = rig.api.event("KubehashRolledBack").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("rolled back 1 of 2 containers"), "{msg}");
+}
+
 /// 2. "Kubelet stopped" needs positive evidence: a healthz on another port, a slow healthz, or a
 ///    kubelet process the agent cannot see (its own PID namespace) never lead to a write; a 200
 ///    whose status line arrives in two TCP segments is up.
