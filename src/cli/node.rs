@@ -1,9 +1,9 @@
 //! `kubehash node plan|apply|verify|rollback`: this node's containers over CRI, and the write
 //! path with its journal.
 
-use anyhow::{Context, Result};
-
 use std::path::PathBuf;
+
+use anyhow::{Context, Result};
 
 use crate::analysis::plan::{node_specs, plan_node, RuntimePods, Verdict};
 use crate::analysis::preflight::{check_node, worst, Status};
