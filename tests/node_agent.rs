@@ -748,27 +748,26 @@ async fn malformed_metadata_is_reported_and_never_written() {
 async fn apply_refuses_while_a_kubelet_runs() {
     let ctrd = Containerd::start();
     let ep = ctrd.endpoint();
-    // A process named kubelet.
-    let bin = ctrd.dir.join("kubelet");
-    std::fs::copy("/bin/sleep", &bin).unwrap();
-    let mut kubelet = Command::new(&bin).arg("60").spawn().unwrap();
+    // A process named kubelet, seen by this apply only (its own PID namespace).
     std::fs::write(ctrd.dir.join("pods.json"), r#"{"kind":"List","items":[]}"#).unwrap();
-    let out = kubehash(&[
-        "node",
-        "apply",
-        "--cri",
-        &ep,
-        "--containerd",
-        &ep,
-        "--to",
-        "1.31",
-        "-i",
-        &ctrd.dir.join("pods.json").display().to_string(),
-        "--journal",
-        &ctrd.dir.join("j.jsonl").display().to_string(),
-    ]);
-    let _ = kubelet.kill();
-    let _ = kubelet.wait();
+    let out = harness::kubehash_beside_process(
+        "kubelet",
+        &ctrd.dir,
+        &[
+            "node",
+            "apply",
+            "--cri",
+            &ep,
+            "--containerd",
+            &ep,
+            "--to",
+            "1.31",
+            "-i",
+            &ctrd.dir.join("pods.json").display().to_string(),
+            "--journal",
+            &ctrd.dir.join("j.jsonl").display().to_string(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(

@@ -370,14 +370,15 @@ async fn pins_only_runs_beside_a_kubelet_and_writes_no_record() {
     let manifest = n.write("etcd.yaml", ETCD_YAML);
     let ids = n.run("etcd", UID, &[etcd()]).await;
     let record = extension(&ep, &ids[0]).await;
-    let bin = n.ctrd.dir.join("kubelet-1.30");
-    std::fs::copy("/bin/sleep", &bin).unwrap();
-    let mut kubelet = Command::new(&bin).arg("60").spawn().unwrap();
-
-    let refused = n.node("apply", &[]);
-    let pinned = n.node("apply", &["--pins-only"]);
-    let _ = kubelet.kill();
-    let _ = kubelet.wait();
+    // Each run beside a process named kubelet-1.30, seen by that run only (its own PID
+    // namespace), so that the tests beside this one are not stopped by it.
+    let beside_kubelet = |extra: &[&str]| {
+        let args = n.args("apply", extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        harness::kubehash_beside_process("kubelet-1.30", &n.ctrd.dir, &args)
+    };
+    let refused = beside_kubelet(&[]);
+    let pinned = beside_kubelet(&["--pins-only"]);
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
     assert!(pinned.status.success(), "{}", text(&pinned.stderr));
     let report: Value = serde_json::from_slice(&pinned.stdout).unwrap();

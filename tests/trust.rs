@@ -575,13 +575,24 @@ async fn a_running_kubelet_is_found_by_name_prefix_and_by_its_healthz_port() {
     let ep = sc.ctrd.endpoint();
     let written = extensions(&ep, &sc.ids).await;
 
-    // A process named kubelet-1.30.
-    let bin = sc.ctrd.dir.join("kubelet-1.30");
-    std::fs::copy("/bin/sleep", &bin).unwrap();
-    let mut kubelet = Command::new(&bin).arg("60").spawn().unwrap();
-    let out = rollback(&sc, Some(&journal));
-    let _ = kubelet.kill();
-    let _ = kubelet.wait();
+    // A process named kubelet-1.30, seen by this rollback only (its own PID namespace).
+    let dir = s(&sc.ctrd.dir.join("journals"));
+    let out = harness::kubehash_beside_process(
+        "kubelet-1.30",
+        &sc.ctrd.dir,
+        &[
+            "node",
+            "rollback",
+            "--containerd",
+            &ep,
+            "--cri",
+            &ep,
+            "--journal-dir",
+            &dir,
+            "--journal",
+            &s(&journal),
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("process kubelet-1.30"),

@@ -745,6 +745,33 @@ pub fn kubehash(args: &[&str]) -> std::process::Output {
         .expect("kubehash runs")
 }
 
+/// Runs kubehash with `args` in a PID namespace of its own, beside a process named `name` (a copy
+/// of `sleep` in `dir`) that is running when kubehash starts. Only this kubehash sees that
+/// "kubelet": the tests that run beside it in the same test binary, whose writes a kubelet on the
+/// machine would stop, never do.
+pub fn kubehash_beside_process(name: &str, dir: &Path, args: &[&str]) -> std::process::Output {
+    let bin = dir.join(name);
+    std::fs::copy("/bin/sleep", &bin).expect("copy of sleep");
+    // $0 is the process to start; the rest is the command. The loop waits until the process
+    // has its name, so that kubehash always finds it.
+    let script = r#"p="$0"; n=$(basename "$p"); "$p" 60 & until [ "$(cat /proc/$!/comm 2>/dev/null)" = "$n" ]; do :; done; exec "$@""#;
+    Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "sh",
+            "-c",
+            script,
+        ])
+        .arg(&bin)
+        .arg(env!("CARGO_BIN_EXE_kubehash"))
+        .args(args)
+        .output()
+        .expect("kubehash runs in its own PID namespace")
+}
+
 /// A process's output as text.
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
