@@ -140,7 +140,7 @@ const UID: &str = "2f8c5e0b7a1d4c3e9f6a5b4c3d2e1f00";
 
 /// plan → apply → containerd restart → verify → rollback, for one static pod: the manifest gains
 /// only `metadata.uid`, the container keeps its id and PID, CRI reports kubelet 1.31's hash, and
-/// rollback restores the manifest and the record byte for byte.
+/// rollback restores the manifest (and its modification time) and the record byte for byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_static_pod_is_pinned_rewritten_verified_and_rolled_back() {
     let mut n = Node::new();
@@ -149,6 +149,8 @@ async fn a_static_pod_is_pinned_rewritten_verified_and_rolled_back() {
     let ids = n.run("etcd", UID, &[etcd()]).await;
     let id = &ids[0];
     let (record_before, pid_before) = (extension(&ep, id).await, n.ctrd.task_pid(id));
+    let modified = || std::fs::metadata(&manifest).unwrap().modified().unwrap();
+    let modified_before = modified();
 
     let plan = n.json("plan");
     assert_eq!(plan["static_pods"][0]["action"], "pin", "{plan}");
@@ -194,11 +196,16 @@ async fn a_static_pod_is_pinned_rewritten_verified_and_rolled_back() {
     );
     assert_eq!(std::fs::read_to_string(&manifest).unwrap(), ETCD_YAML);
     assert_eq!(extension(&ep, id).await, record_before);
+    // Dated as before the pin: it still reads as the file its pod started from, so the upgrade
+    // can be planned again.
+    assert_eq!(modified(), modified_before);
+    assert_eq!(n.json("plan")["static_pods"][0]["action"], "pin");
 }
 
 /// Each manifest kubehash must not pin is reported and left byte for byte, and its containers are
-/// not rewritten: several documents, already pinned, not parsable, no running sandbox, and a spec
-/// that no longer verifies against what runs.
+/// not rewritten: several documents, already pinned, not parsable, no running sandbox, a spec
+/// that no longer verifies against what runs, and a file rewritten after its pod started with a
+/// change outside the containers (which, pinned, the new kubelet would never apply).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifests_that_cannot_be_pinned_are_left_alone() {
     let n = Node::new();
@@ -244,9 +251,20 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
     let changed = n
         .run("changed", "33333333333333333333333333333333", &[c("a:1")])
         .await;
+    // Runs a:1 as its manifest says, but the manifest was rewritten since its pod started, with
+    // a change outside the containers (a priority class), which no container's hash shows.
+    let rewritten = n
+        .run("rewritten", "44444444444444444444444444444444", &[c("a:1")])
+        .await;
+    let rewritten_text = format!(
+        "{}  priorityClassName: system-node-critical\n",
+        pod("rewritten", "", "a:1")
+    );
+    before.push((n.write("rewritten.yaml", &rewritten_text), rewritten_text));
     let records = [
         extension(&ep, &several[0]).await,
         extension(&ep, &changed[0]).await,
+        extension(&ep, &rewritten[0]).await,
     ];
 
     let plan = n.json("plan");
@@ -281,6 +299,15 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
         "{plan}"
     );
     assert!(
+        action("rewritten")
+            .unwrap()
+            .1
+            .as_str()
+            .unwrap()
+            .contains("after its pod's sandbox was created"),
+        "{plan}"
+    );
+    assert!(
         action("junk").is_none(),
         "an unparsable manifest is not a static pod"
     );
@@ -295,6 +322,7 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
     };
     assert_eq!(verdict(&several[0]), "recreated");
     assert_eq!(verdict(&changed[0]), "recreated");
+    assert_eq!(verdict(&rewritten[0]), "recreated");
     assert_eq!(
         verdict(&pinned[0]),
         "rewrite",
@@ -316,6 +344,7 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
     }
     assert_eq!(extension(&ep, &several[0]).await, records[0]);
     assert_eq!(extension(&ep, &changed[0]).await, records[1]);
+    assert_eq!(extension(&ep, &rewritten[0]).await, records[2]);
 }
 
 /// A crash between journaling a pin and putting it in place leaves the manifest as it was; the

@@ -6,7 +6,13 @@
 //! `kubernetes.io/config.hash` (the UID it derived). A manifest that already sets `metadata.uid`
 //! keeps its pod across kubelet versions; one that does not is pinned to the UID its running
 //! sandbox has ([`crate::rewrite::pin`]). A manifest that does not parse, holds several documents,
-//! or has no ready sandbox is reported and left alone, and its pod is recreated by a new kubelet.
+//! has no ready sandbox, or was modified after that sandbox was created is reported and left
+//! alone, and its pod is recreated by a new kubelet. The last because a pin keeps the pod that
+//! runs: a manifest changed since may say another pod, and a change outside the containers (a
+//! volume, the pod's security context) shows in no container's hash. Rollback gives an unpinned
+//! manifest back its modification time, so that it can be pinned again.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -67,6 +73,14 @@ pub fn static_pods(
                         }
                 })
                 .collect();
+            // Pinning keeps the pod its sandbox runs; a manifest changed since may say another
+            // pod, and a change outside the containers (volumes, pod security context) shows in
+            // no container's hash.
+            let changed_since = ready.as_slice().first().and_then(|s| {
+                let started = UNIX_EPOCH + Duration::from_nanos(u64::try_from(s.created_at).ok()?);
+                let modified = m.modified?;
+                (modified > started).then_some((modified, started))
+            });
             let uid = match ready.as_slice() {
                 [one] => one
                     .metadata
@@ -87,12 +101,17 @@ pub fn static_pods(
             } else if uid.is_empty() {
                 PinAction::Refused("no ready sandbox runs it".into())
             } else {
-                match &m.uid {
-                    Some(u) if *u == uid => PinAction::AlreadyPinned,
-                    Some(u) => PinAction::Refused(format!(
+                match (&m.uid, changed_since) {
+                    (Some(u), _) if *u == uid => PinAction::AlreadyPinned,
+                    (Some(u), _) => PinAction::Refused(format!(
                         "it pins metadata.uid {u}, but the pod runs as {uid}"
                     )),
-                    None => PinAction::Pin,
+                    (None, Some((modified, started))) => PinAction::Refused(format!(
+                        "the file was modified ({}) after its pod's sandbox was created ({}): it may not say the pod that runs",
+                        timestamp(modified),
+                        timestamp(started)
+                    )),
+                    (None, None) => PinAction::Pin,
                 }
             };
             StaticPod {
@@ -104,4 +123,11 @@ pub fn static_pods(
             }
         })
         .collect()
+}
+
+/// A time as RFC 3339, UTC.
+fn timestamp(t: SystemTime) -> String {
+    k8s_openapi::jiff::Timestamp::try_from(t)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| format!("{t:?}"))
 }

@@ -189,12 +189,18 @@ fn pin_one(journal: &mut Journal, s: &StaticPod, manifests: &Manifests) -> Resul
         return Err(refuse("the manifest changed since kubehash read it".into()));
     }
     let new = pin_text(&now, &s.uid).map_err(|e| refuse(e.0))?;
+    let modified = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|d| u64::try_from(d.as_nanos()).ok());
     journal.append(&Record::Pin {
         at_unix: journal::now_unix(),
         path: s.path.clone(),
         uid: s.uid.clone(),
         old_value: encode(&now),
         new_value: encode(&new),
+        old_modified_ns: modified,
     })?;
     if let Some(ms) = std::env::var(PIN_PAUSE_ENV)
         .ok()

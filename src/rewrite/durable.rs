@@ -11,6 +11,16 @@ use crate::error::{Error, Result};
 
 /// Replaces `path` with `bytes` atomically and durably (creating its directory if needed).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomically_dated(path, bytes, None)
+}
+
+/// [`write_atomically`], the file dated `modified` when given (set before the rename, so the file
+/// appears with its date).
+pub fn write_atomically_dated(
+    path: &Path,
+    bytes: &[u8],
+    modified: Option<std::time::SystemTime>,
+) -> Result<()> {
     let io = |e| Error::Io {
         source_name: path.display().to_string(),
         source: e,
@@ -38,6 +48,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
             .map_err(io)?;
         f.set_permissions(std::fs::Permissions::from_mode(mode))
             .and_then(|_| f.write_all(bytes))
+            .and_then(|_| modified.map_or(Ok(()), |m| f.set_modified(m)))
             .and_then(|_| f.sync_all())
             .map_err(io)?;
     }

@@ -79,6 +79,11 @@ pub enum Record {
         /// base64 of the manifest before and after.
         old_value: String,
         new_value: String,
+        /// When the manifest was last modified before the pin (nanoseconds since the epoch),
+        /// which rollback gives it back: a manifest newer than its pod's sandbox is not pinned.
+        /// Journals before 2026-11-28 do not hold it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        old_modified_ns: Option<u64>,
     },
     /// The pinned manifest is in place (renamed and synced).
     Pinned {
@@ -328,6 +333,7 @@ impl Contents {
                 uid,
                 old_value,
                 new_value,
+                old_modified_ns,
                 ..
             } = r
             else {
@@ -342,6 +348,8 @@ impl Contents {
                 original: decode(old_value).unwrap_or_default(),
                 written: decode(new_value).unwrap_or_default(),
                 line: *line,
+                original_modified: old_modified_ns
+                    .map(|ns| std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns)),
             });
         }
         out
@@ -357,6 +365,8 @@ pub struct JournaledPin {
     pub written: Vec<u8>,
     /// The journal line of its `pin` record.
     pub line: usize,
+    /// When the original was last modified, where the journal says.
+    pub original_modified: Option<std::time::SystemTime>,
 }
 
 /// What a journal says about one container.

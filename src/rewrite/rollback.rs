@@ -19,7 +19,7 @@ use crate::error::{Error, Problem, Result};
 use crate::kubelet::hash::hash_container;
 use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
-use crate::rewrite::durable::write_atomically;
+use crate::rewrite::durable::write_atomically_dated;
 use crate::rewrite::gate::WriteGate;
 use crate::rewrite::journal::{Contents, Journal, JournaledPin, JournaledWrite, Record};
 use crate::rewrite::outcome::CheckOutcome;
@@ -118,7 +118,8 @@ fn unpin(pin: &JournaledPin) -> (bool, String) {
                     ),
                 );
             }
-            match write_atomically(path, &pin.original) {
+            // Dated as it was before the pin, so that it reads as the file its pod started from.
+            match write_atomically_dated(path, &pin.original, pin.original_modified) {
                 Ok(()) => (true, "restored".into()),
                 Err(e) => (false, format!("not restored: {e}")),
             }

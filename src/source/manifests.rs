@@ -36,6 +36,8 @@ pub struct Manifest {
     pub bytes: Vec<u8>,
     /// The pod of its first document.
     pub pod: Value,
+    /// When the file was last modified, if the file system says.
+    pub modified: Option<std::time::SystemTime>,
 }
 
 /// The static pod manifests of a node, by (namespace, name).
@@ -189,6 +191,7 @@ fn read_manifest(path: &Path) -> std::result::Result<Manifest, String> {
         several,
         bytes,
         pod: first,
+        modified: std::fs::metadata(path).and_then(|m| m.modified()).ok(),
     })
 }
 
