@@ -211,6 +211,19 @@ impl Rig {
         self.kubelet.stop();
     }
 
+    /// An agent started, told to upgrade to 1.31, planned with the kubelet up, and applied once
+    /// the kubelet was swapped and stopped; the agent still runs.
+    fn applied_by_an_agent(&mut self) -> Child {
+        let agent = self.start_agent(&[]);
+        self.api.set_target(Some("v1.31.0"));
+        self.wait_planned("1.31");
+        self.swap_and_stop("v1.31.0");
+        wait("apply", Duration::from_secs(30), || {
+            phase(&self.state_dir) == "applied"
+        });
+        agent
+    }
+
     /// A kubelet of `version` starts and posts its status (again and again, as it does), until
     /// `done`.
     fn kubelet_returns_until(&mut self, version: &str, what: &str, mut done: impl FnMut() -> bool) {
@@ -389,13 +402,7 @@ async fn the_agent_pins_static_pods_when_it_rewrites() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
     let mut rig = Rig::new(2).await;
-    let mut agent = rig.start_agent(&[]);
-    rig.api.set_target(Some("v1.31.0"));
-    rig.wait_planned("1.31");
-    rig.swap_and_stop("v1.31.0");
-    wait("apply", Duration::from_secs(30), || {
-        phase(&rig.state_dir) == "applied"
-    });
+    let mut agent = rig.applied_by_an_agent();
     assert_eq!(rig.rewritten().await, 2);
     // The swap is aborted: the old binary is back, and kubelet 1.30 starts.
     rig.kubelet.set_binary("v1.30.2");
@@ -425,13 +432,7 @@ async fn the_agent_rolls_back_only_originals_its_saved_specs_prove() {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut rig = Rig::new(2).await;
-    let mut agent = rig.start_agent(&[]);
-    rig.api.set_target(Some("v1.31.0"));
-    rig.wait_planned("1.31");
-    rig.swap_and_stop("v1.31.0");
-    wait("apply", Duration::from_secs(30), || {
-        phase(&rig.state_dir) == "applied"
-    });
+    let mut agent = rig.applied_by_an_agent();
     Rig::stop_agent(&mut agent);
     let written = rig.extensions().await;
     // Forge the first write's original: its hash annotation, and the line's old_hash with it.
