@@ -1,5 +1,6 @@
-//! A journal file of any bytes: `journal::read` accepts it or names the line it refuses; it
-//! never panics.
+//! A journal file of any bytes: `journal::read` accepts it or names the line it refuses, and what
+//! it accepts gives its writes and pins (with the upgrade and the dates rollback uses); it never
+//! panics.
 #![no_main]
 
 use kubehash::rewrite::journal;
@@ -13,5 +14,8 @@ fuzz_target!(|data: &[u8]| {
     if std::fs::write(&path, data).is_err() {
         return;
     }
-    let _ = journal::read(&path);
+    if let Ok(contents) = journal::read(&path) {
+        let _ = contents.writes();
+        let _ = contents.pins();
+    }
 });

@@ -11,9 +11,10 @@
 //!   base64, exactly as stored);
 //! * `{"kind":"written", "container_id"}` once the record was read back holding the new value;
 //! * `{"kind":"rollback", "container_id", "result"}` for each container `rollback` handled;
-//! * `{"kind":"pin", "path", "uid", "old_value", "new_value"}` just before a static pod's
-//!   manifest is replaced with its pinned text, `{"kind":"pinned", "path"}` once it is in place,
-//!   and `{"kind":"unpinned", "path", "result"}` for each manifest `rollback` handled.
+//! * `{"kind":"pin", "path", "uid", "old_value", "new_value", "old_modified_ns"}` just before a
+//!   static pod's manifest is replaced with its pinned text (the last, the file's modification
+//!   time, absent from journals before 2026-11-28), `{"kind":"pinned", "path"}` once it is in
+//!   place, and `{"kind":"unpinned", "path", "result"}` for each manifest `rollback` handled.
 //!
 //! Reading is strict, because rollback writes what the journal says: a file whose first line is
 //! not a `begin` record is not a journal; a complete line that does not parse, bad base64, or a
@@ -602,6 +603,53 @@ mod tests {
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
+    }
+
+    /// Each write knows the upgrade whose proof it carries: the original the old kubelet of the
+    /// run that first wrote it, the written value the new kubelet of the run that last did. A
+    /// pin's modification time is read back, and a pin without one (older journals) reads too.
+    #[test]
+    fn writes_know_their_upgrade_and_pins_their_date() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let (old, new) = good();
+        let later = Record::Begin {
+            at_unix: 8,
+            to: "1.32".into(),
+            from: Some("1.31".into()),
+            runtime: "containerd 1.7.0".into(),
+        };
+        let pin = |modified: Option<u64>| Record::Pin {
+            at_unix: 9,
+            path: "/m/etcd.yaml".into(),
+            uid: "u".into(),
+            old_value: encode(b"kind: Pod\nmetadata:\n  name: etcd\n"),
+            new_value: encode(b"kind: Pod\nmetadata:\n  uid: \"u\"\n  name: etcd\n"),
+            old_modified_ns: modified,
+        };
+        let records = [
+            begin(),
+            write_record(&old, &new),
+            later,
+            write_record(&new, &new),
+            pin(Some(1_795_827_775_535_005_840)),
+        ];
+        std::fs::write(&path, lines(&records)).unwrap();
+        let got = read(&path).unwrap();
+        let w = &got.writes()[0];
+        assert_eq!((w.from.as_deref(), w.to.as_str()), (Some("1.30"), "1.32"));
+        assert_eq!((w.first_line, w.last_line), (2, 4));
+        let p = &got.pins()[0];
+        assert_eq!(
+            p.original_modified,
+            Some(
+                std::time::UNIX_EPOCH + std::time::Duration::from_nanos(1_795_827_775_535_005_840)
+            )
+        );
+        std::fs::write(&path, lines(&[begin(), pin(None)])).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("old_modified_ns"), "{text}");
+        assert_eq!(read(&path).unwrap().pins()[0].original_modified, None);
     }
 
     #[test]
