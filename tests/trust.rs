@@ -303,13 +303,19 @@ async fn rollback_refuses_forged_and_corrupt_journals() {
         text(&out.stderr)
     );
 
-    // The genuine journal still restores every byte.
+    // The genuine journal still restores every byte; without the pods, rollback says that it
+    // proved no original against its pod's spec.
     std::fs::write(&journal, &genuine).unwrap();
     let out = rollback(&sc, Some(&journal));
     assert!(
         out.status.success(),
         "{}{}",
         text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("without the pods"),
+        "{}",
         text(&out.stderr)
     );
     assert_eq!(extensions(&ep, &sc.ids).await, originals);
@@ -437,6 +443,7 @@ async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
         text(&out.stdout),
         text(&out.stderr)
     );
+    assert!(!text(&out.stderr).contains("without the pods"));
     assert_eq!(extensions(&ep, &sc.ids).await, originals);
 }
 

@@ -249,6 +249,11 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
         })?),
         false => None,
     };
+    if specs.is_none() && !contents.writes().is_empty() {
+        eprintln!(
+            "kubehash: without the pods (--cluster or -i PODS), each original is checked against the journal and the record only, not proved against its pod's spec"
+        );
+    }
     let outcomes = rt.block_on(async {
         let store = Store::connect(&a.containerd).await?;
         rollback(
