@@ -202,6 +202,19 @@ async fn a_static_pod_is_pinned_rewritten_verified_and_rolled_back() {
     assert_eq!(n.json("plan")["static_pods"][0]["action"], "pin");
 }
 
+/// A manifest written just after its pod started (as a test lays out a node, or a copy made as
+/// the pod started) is pinned: the kubelet that had just started the pod was running then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_written_just_after_its_pod_started_is_pinned() {
+    let n = Node::new();
+    let ids = n.run("etcd", UID, &[etcd()]).await;
+    n.write("etcd.yaml", ETCD_YAML);
+    let plan = n.json("plan");
+    assert_eq!(plan["static_pods"][0]["action"], "pin", "{plan}");
+    assert_eq!(plan["containers"][0]["id"], ids[0].as_str(), "{plan}");
+    assert_eq!(plan["containers"][0]["verdict"], "rewrite", "{plan}");
+}
+
 /// Each manifest kubehash must not pin is reported and left byte for byte, and its containers are
 /// not rewritten: several documents, already pinned, not parsable, no running sandbox, a spec
 /// that no longer verifies against what runs, and a file rewritten after its pod started with a
@@ -260,7 +273,15 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
         "{}  priorityClassName: system-node-critical\n",
         pod("rewritten", "", "a:1")
     );
-    before.push((n.write("rewritten.yaml", &rewritten_text), rewritten_text));
+    let rewritten_file = n.write("rewritten.yaml", &rewritten_text);
+    // Rewritten an hour after its pod started, as while a kubelet was down for its upgrade.
+    std::fs::File::options()
+        .write(true)
+        .open(&rewritten_file)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(3600))
+        .unwrap();
+    before.push((rewritten_file, rewritten_text));
     let records = [
         extension(&ep, &several[0]).await,
         extension(&ep, &changed[0]).await,

@@ -6,11 +6,11 @@
 //! `kubernetes.io/config.hash` (the UID it derived). A manifest that already sets `metadata.uid`
 //! keeps its pod across kubelet versions; one that does not is pinned to the UID its running
 //! sandbox has ([`crate::rewrite::pin`]). A manifest that does not parse, holds several documents,
-//! has no ready sandbox, or was modified after that sandbox was created is reported and left
-//! alone, and its pod is recreated by a new kubelet. The last because a pin keeps the pod that
-//! runs: a manifest changed since may say another pod, and a change outside the containers (a
-//! volume, the pod's security context) shows in no container's hash. Rollback gives an unpinned
-//! manifest back its modification time, so that it can be pinned again.
+//! has no ready sandbox, or was modified well after that sandbox was created (two minutes) is
+//! reported and left alone, and its pod is recreated by a new kubelet. The last because a pin
+//! keeps the pod that runs: a manifest changed since may say another pod, and a change outside
+//! the containers (a volume, the pod's security context) shows in no container's hash. Rollback
+//! gives an unpinned manifest back its modification time, so that it can be pinned again.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -79,7 +79,7 @@ pub fn static_pods(
             let changed_since = ready.as_slice().first().and_then(|s| {
                 let started = UNIX_EPOCH + Duration::from_nanos(u64::try_from(s.created_at).ok()?);
                 let modified = m.modified?;
-                (modified > started).then_some((modified, started))
+                (modified > started + CHANGED_AFTER).then_some((modified, started))
             });
             let uid = match ready.as_slice() {
                 [one] => one
@@ -107,7 +107,7 @@ pub fn static_pods(
                         "it pins metadata.uid {u}, but the pod runs as {uid}"
                     )),
                     (None, Some((modified, started))) => PinAction::Refused(format!(
-                        "the file was modified ({}) after its pod's sandbox was created ({}): it may not say the pod that runs",
+                        "the file was modified ({}) well after its pod's sandbox was created ({}): it may not say the pod that runs",
                         timestamp(modified),
                         timestamp(started)
                     )),
@@ -124,6 +124,13 @@ pub fn static_pods(
         })
         .collect()
 }
+
+/// How long after its pod's sandbox was created a manifest counts as changed since. The kubelet
+/// reads the file before it creates the sandbox, so in a node's life the file is older. A file
+/// written just after (a node laid out for a test, a copy made as the pod started) was written
+/// while the kubelet that had just started the pod ran, which would have recreated the pod for a
+/// change; one written long after may have been changed while no kubelet ran.
+const CHANGED_AFTER: Duration = Duration::from_secs(120);
 
 /// A time as RFC 3339, UTC.
 fn timestamp(t: SystemTime) -> String {
