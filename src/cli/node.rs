@@ -249,7 +249,7 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
         })?),
         false => None,
     };
-    if specs.is_none() && !contents.writes().is_empty() {
+    if specs.is_none() && contents.has_writes() {
         eprintln!(
             "kubehash: without the pods (--cluster or -i PODS), each original is checked against the journal and the record only, not proved against its pod's spec"
         );

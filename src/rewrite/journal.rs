@@ -81,7 +81,8 @@ pub enum Record {
         old_value: String,
         new_value: String,
         /// When the manifest was last modified before the pin (nanoseconds since the epoch),
-        /// which rollback gives it back: a manifest newer than its pod's sandbox is not pinned.
+        /// which rollback gives it back: a manifest modified well after its pod's sandbox was
+        /// created is not pinned.
         /// Journals before 2026-11-28 do not hold it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         old_modified_ns: Option<u64>,
@@ -263,6 +264,13 @@ pub struct Contents {
 }
 
 impl Contents {
+    /// Whether any container record was written (values not decoded).
+    pub fn has_writes(&self) -> bool {
+        self.records
+            .iter()
+            .any(|(_, r)| matches!(r, Record::Write { .. }))
+    }
+
     /// The time of the last `begin` record (the last `apply` run).
     pub fn last_begin(&self) -> Option<u64> {
         self.records.iter().rev().find_map(|(_, r)| match r {
