@@ -201,6 +201,14 @@ fn rollback(sc: &Scenario, journal: Option<&Path>) -> Output {
 }
 
 fn rollback_with(sc: &Scenario, journal: Option<&Path>, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(rollback_args(sc, journal, extra))
+        .output()
+        .unwrap()
+}
+
+/// The arguments of `kubehash node rollback` on the scenario's node.
+fn rollback_args(sc: &Scenario, journal: Option<&Path>, extra: &[&str]) -> Vec<String> {
     let ep = sc.ctrd.endpoint();
     let dir = s(&sc.ctrd.dir.join("journals"));
     let mut args = vec![
@@ -217,10 +225,7 @@ fn rollback_with(sc: &Scenario, journal: Option<&Path>, extra: &[&str]) -> Outpu
         args.extend(["--journal".into(), s(j)]);
     }
     args.extend(extra.iter().map(|a| a.to_string()));
-    Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args(&args)
-        .output()
-        .unwrap()
+    args
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -339,24 +344,21 @@ async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
     let written = extensions(&ep, &sc.ids).await;
     let pods = s(&sc.pods_file);
     let orig = String::from_utf8(originals[0].clone()).unwrap();
-    let stored = stored_hashes(&parse_metadata(orig.as_bytes(), &sc.ids[0]).unwrap())
-        .0
-        .unwrap();
-    // The spec of container "a" as the pods file has it, and with its image updated.
+    let meta = parse_metadata(orig.as_bytes(), &sc.ids[0]).unwrap();
+    let stored = stored_hashes(&meta).0.unwrap();
+    // The spec of this container as the pods file has it, with its image updated.
     let list: Value = serde_json::from_slice(&std::fs::read(&sc.pods_file).unwrap()).unwrap();
-    let name = parse_metadata(orig.as_bytes(), &sc.ids[0]).unwrap()["Metadata"]["Config"]
-        ["metadata"]["name"]
+    let name = meta["Metadata"]["Config"]["metadata"]["name"]
         .as_str()
         .unwrap()
         .to_string();
-    let spec = list["items"][0]["spec"]["containers"]
+    let mut updated = list["items"][0]["spec"]["containers"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == name.as_str())
         .unwrap()
         .clone();
-    let mut updated = spec.clone();
     updated["image"] = json!("registry.example/app:2");
     let forge = |hash: &str| {
         let forged = orig.replace(&stored, hash);
@@ -583,23 +585,9 @@ async fn a_running_kubelet_is_found_by_name_prefix_and_by_its_healthz_port() {
     let written = extensions(&ep, &sc.ids).await;
 
     // A process named kubelet-1.30, seen by this rollback only (its own PID namespace).
-    let dir = s(&sc.ctrd.dir.join("journals"));
-    let out = harness::kubehash_beside_process(
-        "kubelet-1.30",
-        &sc.ctrd.dir,
-        &[
-            "node",
-            "rollback",
-            "--containerd",
-            &ep,
-            "--cri",
-            &ep,
-            "--journal-dir",
-            &dir,
-            "--journal",
-            &s(&journal),
-        ],
-    );
+    let args = rollback_args(&sc, Some(&journal), &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = harness::kubehash_beside_process("kubelet-1.30", &sc.ctrd.dir, &args);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("process kubelet-1.30"),
