@@ -283,10 +283,7 @@ pub async fn plan_node(
     to: KubeletVersion,
     from: Option<KubeletVersion>,
 ) -> Result<NodeView> {
-    let sandboxes = cri.list_pod_sandboxes().await?;
-    let mut statics = static_pods(&sandboxes, manifests, node);
-    pods.add_static_pods(&statics, manifests);
-    let containers = cri.list_containers().await?;
+    let (mut statics, containers) = read_node(cri, pods, manifests, node).await?;
     let mut plans = plan(&containers, pods, manifests, to, from);
     // Pinning keeps the running pod only if the manifest is what runs: every running container
     // of the pod must hash, under the old kubelet, to what it stored. Otherwise the manifest
@@ -328,9 +325,7 @@ pub async fn node_specs(
     manifests: &Manifests,
     node: Option<&str>,
 ) -> Result<NodeSpecs> {
-    let sandboxes = cri.list_pod_sandboxes().await?;
-    pods.add_static_pods(&static_pods(&sandboxes, manifests, node), manifests);
-    let containers = cri.list_containers().await?;
+    let (_, containers) = read_node(cri, pods, manifests, node).await?;
     Ok(NodeSpecs(
         containers
             .iter()
@@ -341,6 +336,20 @@ pub async fn node_specs(
             })
             .collect(),
     ))
+}
+
+/// This node's static pods (joined to their manifests, their specs added to `pods`) and its
+/// containers, over CRI.
+async fn read_node(
+    cri: &mut Cri,
+    pods: &mut PodIndex,
+    manifests: &Manifests,
+    node: Option<&str>,
+) -> Result<(Vec<StaticPod>, Vec<proto::Container>)> {
+    let sandboxes = cri.list_pod_sandboxes().await?;
+    let statics = static_pods(&sandboxes, manifests, node);
+    pods.add_static_pods(&statics, manifests);
+    Ok((statics, cri.list_containers().await?))
 }
 
 /// Which pod and container a runtime container is, from the labels the kubelet gave it.
