@@ -308,6 +308,106 @@ fn a_collision_with_another_versions_hash_proves_nothing() {
     assert_eq!(p.verdict, Verdict::Rewrite, "{}", p.reason);
 }
 
+/// The container as a runtime lists it after kubelet ≥ 1.29 made it on a runtime that keeps
+/// `ImageSpec.user_specified_image` (containerd 2.x): the image the spec named then.
+fn created_for(hash: &str, image: &str) -> proto::Container {
+    let mut c = container(hash);
+    c.image = Some(proto::ImageSpec {
+        image: "sha256:0123".into(),
+        user_specified_image: image.into(),
+        ..Default::default()
+    });
+    c
+}
+
+/// The adversary's best case: an image tag crafted so that kubelet F's *own* hash of the new spec
+/// equals the stored hash of the old one. The hashes alone cannot tell (F itself keeps the
+/// container), but where the runtime records the image the container was created for, that
+/// record contradicts the spec, and the rewrite that would keep the old image under kubelet T is
+/// refused. (The collision is simulated by storing F's hash of the new spec; containerd 1.6 on
+/// this machine drops the field, so the end-to-end path cannot run here.)
+#[test]
+fn a_collision_in_the_old_kubelets_own_hash_is_caught_by_the_image_the_runtime_records() {
+    let new = json!({"name":"app","image":"registry/app:2.0"});
+    let collided = format_hash(hash_container(&new, &[version(30)], "").unwrap().hash[0].1);
+    let mut pods = PodIndex::default();
+    pods.add_pod(
+        json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[new]}}),
+    );
+    let verdict = |c: proto::Container| {
+        let p = plan(
+            &[c],
+            &pods,
+            &Manifests::none(),
+            version(31),
+            Some(version(30)),
+        )
+        .remove(0);
+        (p.verdict, p.reason)
+    };
+    let (v, why) = verdict(created_for(&collided, "registry/app:1.0"));
+    assert_eq!(v, Verdict::WillRestart, "{why}");
+    assert!(
+        why.contains("\"registry/app:1.0\"") && why.contains("collide"),
+        "{why}"
+    );
+    // The same record created for the image the spec names proves itself, and so does a record
+    // without the field (no evidence either way: the hashes decide, as before).
+    assert_eq!(
+        verdict(created_for(&collided, "registry/app:2.0")).0,
+        Verdict::Rewrite
+    );
+    assert_eq!(verdict(container(&collided)).0, Verdict::Rewrite);
+    // Only a rewrite is refused: a container the new kubelet keeps as it is stays unchanged.
+    let kept = format_hash(
+        hash_container(
+            &json!({"name":"app","image":"registry/app:2.0"}),
+            &[version(31)],
+            "",
+        )
+        .unwrap()
+        .hash[0]
+            .1,
+    );
+    assert_eq!(
+        verdict(created_for(&kept, "registry/app:1.0")).0,
+        Verdict::Unchanged
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// Over random specs, mutations and version pairs, with the collision made certain (the
+    /// stored hash is kubelet F's hash of the *current* spec) and the record naming the image the
+    /// container was created for: no rewrite ever keeps a container on an image its spec no
+    /// longer names.
+    #[test]
+    fn a_recorded_image_the_spec_no_longer_names_is_never_rewritten(
+        (choices, field, value, f, t, _g, _) in case()
+    ) {
+        let (f, t) = (version(f), version(t));
+        let s0 = spec_of(&choices);
+        let mut mutated = choices.clone();
+        mutated[field] = value;
+        let s = spec_of(&mutated);
+        let collided = format_hash(hash_container(&s, &[f], "").unwrap().hash[0].1);
+        let mut pods = PodIndex::default();
+        pods.add_pod(json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},"spec":{"containers":[s.clone()]}}));
+        let image0 = s0["image"].as_str().unwrap();
+        let p = plan(&[created_for(&collided, image0)], &pods, &Manifests::none(), t, Some(f)).remove(0);
+        if s["image"] != s0["image"] {
+            prop_assert_ne!(p.verdict, Verdict::Rewrite, "{} → {}: {} created for {}", f, t, s, image0);
+            // Not vacuous: without the record's image, the hashes alone prove this rewrite
+            // wherever coverage allows it.
+            let blind = plan(&[container(&collided)], &pods, &Manifests::none(), t, Some(f)).remove(0);
+            if blind.verdict == Verdict::Rewrite {
+                prop_assert_eq!(p.verdict, Verdict::WillRestart, "{}", p.reason);
+            }
+        }
+    }
+}
+
 /// Downgrades out of the name+image epoch prove nothing about the rest of the spec.
 #[test]
 fn a_name_image_hash_never_proves_a_whole_spec_hash() {

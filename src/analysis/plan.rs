@@ -9,7 +9,8 @@
 //!   ([`crate::analysis::coverage`]). C provably runs the current spec and only the hash format changes, so
 //!   H may be replaced by `hash_T(S)`;
 //! * `will-restart`: H is not kubelet F's hash of S (the spec really changed), or S sets a field
-//!   that T hashes and F dropped (C never applied it). Never masked;
+//!   that T hashes and F dropped (C never applied it), or the runtime records that C was created
+//!   for another image than S names (the hashes collide). Never masked;
 //! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
 //! * `not-running`: C is created or exited: the kubelet restarts a container for a hash change
 //!   only while it runs (`computePodActions`), so nothing to do;
@@ -437,7 +438,12 @@ pub fn plan(
                 new_hash_without_resources: None,
                 reason: String::new(),
             };
-            decide(&mut p, pods, manifests, to, from, &all);
+            let created_for = c
+                .image
+                .as_ref()
+                .map(|i| i.user_specified_image.as_str())
+                .filter(|i| !i.is_empty());
+            decide(&mut p, created_for, pods, manifests, to, from, &all);
             p
         })
         .collect()
@@ -445,6 +451,7 @@ pub fn plan(
 
 fn decide(
     p: &mut ContainerPlan,
+    created_for: Option<&str>,
     pods: &PodIndex,
     manifests: &Manifests,
     to: KubeletVersion,
@@ -534,11 +541,34 @@ fn decide(
     let (verdict, reason) = prove(spec, &stored, &p.provenance, &hashes, from, to, &path);
     p.verdict = verdict;
     p.reason = reason;
+    // A rewrite is proven only with F known.
+    if let (Verdict::Rewrite, Some(f), Some(created_for)) = (p.verdict, from, created_for) {
+        if let Some(why) = another_image(spec, created_for) {
+            p.verdict = Verdict::WillRestart;
+            p.reason = format!(
+                "{why}, though the stored hash {stored} is kubelet {f}'s hash of the spec (the two collide): kubelet {to} restarts it, and should"
+            );
+            return;
+        }
+    }
     if pin == Some(&PinAction::Pin) {
         p.reason.push_str(
             "; apply first pins metadata.uid in the pod's manifest, so that it keeps its UID",
         );
     }
+}
+
+/// Why the runtime's record contradicts the spec, if it does: the image the kubelet created the
+/// container for (`ImageSpec.user_specified_image`, which kuberuntime_container.go
+/// `generateContainerConfig` sets to `container.Image` where kubelet and runtime know the field)
+/// is not the image the spec names now. The spec then changed whatever the hashes say: a stored
+/// hash that still proves it is a collision, crafted or not, and is never acted on.
+fn another_image(spec: &Value, created_for: &str) -> Option<String> {
+    // A spec without an image decodes to Go's "" (a non-string one does not decode at all).
+    let named = spec.get("image").and_then(Value::as_str).unwrap_or("");
+    (named != created_for).then(|| {
+        format!("the runtime's record shows the container was created for image {created_for:?} and the spec now names {named:?}")
+    })
 }
 
 /// The proof rule for one spec and stored hash, alone (the shim proves a saved plan again with

@@ -635,9 +635,14 @@ async fn create_pod_from(
                 name: cname.clone(),
                 attempt: 0,
             }),
+            // kubelet ≥ 1.28 (kubernetes#118652): `UserSpecifiedImage: container.Image`.
             image: Some(proto::ImageSpec {
                 image: IMAGE.into(),
-                annotations: HashMap::new(),
+                user_specified_image: match version.minor() >= 28 {
+                    true => tc.spec["image"].as_str().unwrap_or_default().into(),
+                    false => String::new(),
+                },
+                ..Default::default()
             }),
             labels: clabels,
             annotations,
