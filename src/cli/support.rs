@@ -1,7 +1,7 @@
 //! What every subcommand needs around its work: the async runtime, logs, signals, standard
 //! output, and upgrade warnings.
 
-use std::io::{self, BufWriter, StdoutLock};
+use std::io::{self, BufWriter, IsTerminal, StdoutLock};
 
 use anyhow::{Context, Result};
 
@@ -35,8 +35,10 @@ pub fn print(format: Format, report: &dyn Render) -> Result<()> {
 pub fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a person at a terminal: journald, `kubectl logs` and files get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(io::stderr().is_terminal())
         .with_writer(io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
