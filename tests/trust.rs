@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use harness::{hash, kubehash, text, Containerd};
 use kubehash::runtime::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
+use kubehash::runtime::record::RecordStore;
 use serde_json::{json, Value};
 
 fn s(p: &Path) -> String {
@@ -308,8 +309,8 @@ async fn rollback_refuses_forged_and_corrupt_journals() {
         text(&out.stderr)
     );
 
-    // The genuine journal still restores every byte; without the pods, rollback says that it
-    // proved no original against its pod's spec.
+    // The genuine journal still restores every byte, each original proved against the spec
+    // apply journaled with it (so rollback has nothing to warn about).
     std::fs::write(&journal, &genuine).unwrap();
     let out = rollback(&sc, Some(&journal));
     assert!(
@@ -319,7 +320,141 @@ async fn rollback_refuses_forged_and_corrupt_journals() {
         text(&out.stderr)
     );
     assert!(
-        text(&out.stderr).contains("without the pods"),
+        !text(&out.stderr).contains("predates"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(extensions(&ep, &sc.ids).await, originals);
+}
+
+/// The journal with each line of container `id`'s write edited by `edit` (as JSON).
+fn edit_write(journal: &str, id: &str, edit: impl Fn(&mut Value)) -> String {
+    journal
+        .lines()
+        .map(|l| {
+            let mut r: Value = serde_json::from_str(l).unwrap();
+            if r["kind"] == "write" && r["container_id"] == id {
+                edit(&mut r);
+            }
+            r.to_string() + "\n"
+        })
+        .collect()
+}
+
+/// Without the pods, rollback had only the journal and the record: an original whose hash was
+/// forged (or corrupted into another valid hash) was written back, and kubelet 1.30 would then
+/// take the container for a spec it never ran. Apply now journals the spec it proved each write
+/// against, and rollback proves the original against it as strictly as apply did: kubelet 1.31's
+/// hash of that spec must be the hash in the record (which the journal does not hold), 1.30's the
+/// original's.
+///
+/// Tried here: a forged original hash (and its `old_hash`), the journaled spec alone changed
+/// (another image), and both forged together to agree with each other; each leaves the record as
+/// written, exit 2, and the other container restored. A journal of the older format (no specs)
+/// still restores, and says what it could not prove.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_without_the_pods_proves_originals_against_the_journaled_specs() {
+    let (sc, originals, journal) = applied().await;
+    let ep = sc.ctrd.endpoint();
+    let genuine = std::fs::read_to_string(&journal).unwrap();
+    let written = extensions(&ep, &sc.ids).await;
+    let id = sc.ids[0].clone();
+    let orig = String::from_utf8(originals[0].clone()).unwrap();
+    let stored = stored_hashes(&parse_metadata(orig.as_bytes(), &id).unwrap())
+        .0
+        .unwrap();
+    let forge_original = |r: &mut Value, hash: &str| {
+        let forged = orig.replace(&stored, hash);
+        assert_ne!(forged, orig);
+        r["old_value"] = json!(b64(forged.as_bytes()));
+        r["old_hash"] = json!(hash);
+    };
+    let spec: Value = serde_json::from_str::<Value>(
+        genuine
+            .lines()
+            .find(|l| l.contains(&id) && l.contains("\"kind\":\"write\""))
+            .unwrap(),
+    )
+    .unwrap()["spec"]
+        .clone();
+    assert!(spec.is_object(), "apply journals the spec: {genuine}");
+    let mut updated = spec.clone();
+    updated["image"] = json!("registry.example/app:2");
+    let masking = hash(&updated, "1.30");
+    let cases = [
+        (
+            "a forged original hash",
+            edit_write(&genuine, &id, |r| forge_original(r, "0badc0de")),
+            "not the journaled original's",
+        ),
+        (
+            "the journaled spec changed",
+            edit_write(&genuine, &id, |r| r["spec"] = updated.clone()),
+            "the journal does not hold the spec apply wrote from",
+        ),
+        (
+            "the original and the spec forged to agree",
+            edit_write(&genuine, &id, |r| {
+                forge_original(r, &masking);
+                r["spec"] = updated.clone();
+            }),
+            "the journal does not hold the spec apply wrote from",
+        ),
+    ];
+    for (what, forged, why) in cases {
+        std::fs::write(&journal, &forged).unwrap();
+        assert!(
+            kubehash::rewrite::journal::read(&journal).is_ok(),
+            "{what}: it validates"
+        );
+        let out = rollback(&sc, Some(&journal));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{what}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stdout).contains(why),
+            "{what}: {}",
+            text(&out.stdout)
+        );
+        let now = extensions(&ep, &sc.ids).await;
+        assert_eq!(
+            now[0], written[0],
+            "{what}: the forged original is not written"
+        );
+        assert_eq!(
+            now[1], originals[1],
+            "{what}: the other container is restored"
+        );
+        // Written again for the next case, as apply wrote it.
+        let store = Store::connect(&ep).await.unwrap();
+        store
+            .replace(&sc.ids[1], &originals[1], &written[1])
+            .await
+            .unwrap();
+    }
+
+    // A journal from before specs were kept: restored on the journal's and the record's word,
+    // and rollback says so.
+    std::fs::write(
+        &journal,
+        edit_write(&genuine, &id, |r| {
+            r.as_object_mut().unwrap().remove("spec");
+        }),
+    )
+    .unwrap();
+    let out = rollback(&sc, Some(&journal));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("predates journaled specs"),
         "{}",
         text(&out.stderr)
     );

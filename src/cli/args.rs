@@ -458,8 +458,8 @@ pub struct NodeJournalArgs {
 pub struct NodeRollbackArgs {
     #[command(flatten)]
     pub journal: NodeJournalArgs,
-    /// The pods, to prove each original against its container's spec (optional; without them
-    /// an original is checked against the journal and the record only).
+    /// The pods, to prove each original against its container's spec as it is now (optional;
+    /// without them, against the spec apply journaled with the write).
     #[command(flatten)]
     pub source: PodSource,
 }

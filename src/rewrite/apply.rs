@@ -145,7 +145,8 @@ pub async fn apply(
                 out.detail = format!("not written: {why}");
             } else {
                 first = false;
-                match rewrite_one(store, &mut journal, p).await {
+                let spec = t.pods.find(&p.pod_uid, &p.namespace, &p.pod, &p.container);
+                match rewrite_one(store, &mut journal, p, spec).await {
                     Ok((result, detail)) => {
                         out.result = result;
                         out.detail = detail;
@@ -216,10 +217,13 @@ fn pin_one(journal: &mut Journal, s: &StaticPod, manifests: &Manifests) -> Resul
     Ok(format!("metadata.uid: {}", s.uid))
 }
 
+/// Rewrites one container's record, journaling the old and new values and `spec`, the spec the
+/// plan proved the write against (for rollback to prove the original against).
 async fn rewrite_one(
     store: &impl RecordStore,
     journal: &mut Journal,
     p: &ContainerPlan,
+    spec: Option<&serde_json::Value>,
 ) -> Result<(Applied, String)> {
     let refuse = |reason: String| Error::Record {
         id: p.id.clone(),
@@ -270,6 +274,7 @@ async fn rewrite_one(
         new_hash: new_hash.clone(),
         old_value: encode(&raw),
         new_value: encode(&new),
+        spec: spec.cloned(),
     })?;
     store.replace(&p.id, &raw, &new).await?;
     journal.append(&Record::Written {

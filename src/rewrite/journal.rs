@@ -7,8 +7,9 @@
 //! `apply` run for that upgrade, so `verify` and `rollback` see every write of it, whatever was
 //! interrupted and re-run. Records, one per line:
 //! * `{"kind":"begin", …}` first in the file, and once per `apply` run (versions, runtime, time);
-//! * `{"kind":"write", "container_id", "old_value", "new_value", …}` just before a write (values
-//!   base64, exactly as stored);
+//! * `{"kind":"write", "container_id", "old_value", "new_value", "spec", …}` just before a write
+//!   (values base64, exactly as stored; `spec` the container spec apply proved the write
+//!   against, absent from journals before 2026-11-28);
 //! * `{"kind":"written", "container_id"}` once the record was read back holding the new value;
 //! * `{"kind":"rollback", "container_id", "result"}` for each container `rollback` handled;
 //! * `{"kind":"pin", "path", "uid", "old_value", "new_value", "old_modified_ns"}` just before a
@@ -64,6 +65,10 @@ pub enum Record {
         old_value: String,
         /// base64 of the extension value written.
         new_value: String,
+        /// The container's spec apply proved the write against (absent from journals before
+        /// 2026-11-28): rollback without the pods proves the original against it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spec: Option<serde_json::Value>,
     },
     Written {
         container_id: String,
@@ -264,11 +269,12 @@ pub struct Contents {
 }
 
 impl Contents {
-    /// Whether any container record was written (values not decoded).
-    pub fn has_writes(&self) -> bool {
+    /// Whether any container record was written without the spec apply proved it against (a
+    /// journal from before apply kept it; values not decoded).
+    pub fn has_writes_without_specs(&self) -> bool {
         self.records
             .iter()
-            .any(|(_, r)| matches!(r, Record::Write { .. }))
+            .any(|(_, r)| matches!(r, Record::Write { spec: None, .. }))
     }
 
     /// The time of the last `begin` record (the last `apply` run).
@@ -297,6 +303,7 @@ impl Contents {
                 old_value,
                 new_value,
                 new_hash,
+                spec,
                 ..
             } = r
             else {
@@ -313,6 +320,7 @@ impl Contents {
                     j.new_hash = new_hash.clone();
                     j.last_line = *line;
                     j.to = upgrade.1.to_string();
+                    j.written_spec = spec.clone();
                 }
                 None => out.push(JournaledWrite {
                     id: container_id.clone(),
@@ -324,6 +332,8 @@ impl Contents {
                     last_line: *line,
                     from: upgrade.0.cloned(),
                     to: upgrade.1.to_string(),
+                    original_spec: spec.clone(),
+                    written_spec: spec.clone(),
                 }),
             }
         }
@@ -397,6 +407,11 @@ pub struct JournaledWrite {
     pub from: Option<String>,
     /// The new kubelet of the run that made the last write, whose hash the written value holds.
     pub to: String,
+    /// The specs apply proved the first and the last write against, where the journal holds
+    /// them: kubelet `from`'s hash of the first is the original's, `to`'s of the last the
+    /// written hash.
+    pub original_spec: Option<serde_json::Value>,
+    pub written_spec: Option<serde_json::Value>,
 }
 
 /// Reads and validates a whole journal (see the module notes). Any error names the line.
@@ -550,7 +565,15 @@ mod tests {
             new_hash: hash(new),
             old_value: encode(old.as_bytes()),
             new_value: encode(new.as_bytes()),
+            spec: None,
         }
+    }
+
+    fn with_spec(mut r: Record, with: serde_json::Value) -> Record {
+        if let Record::Write { spec, .. } = &mut r {
+            *spec = Some(with);
+        }
+        r
     }
 
     fn good() -> (String, String) {
@@ -658,6 +681,38 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains("old_modified_ns"), "{text}");
         assert_eq!(read(&path).unwrap().pins()[0].original_modified, None);
+    }
+
+    /// A write carries the spec apply proved it against; the first write's is the original's,
+    /// the last one's the written value's. A journal from before specs were kept still reads,
+    /// and says that it holds writes without them.
+    #[test]
+    fn writes_carry_the_specs_apply_proved() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let (old, new) = good();
+        let then =
+            serde_json::json!({"name":"app","image":"a:1","resources":{"limits":{"cpu":"500m"}}});
+        let last = serde_json::json!({"name":"app","image":"a:1"});
+        let records = [
+            begin(),
+            with_spec(write_record(&old, &new), then.clone()),
+            with_spec(write_record(&new, &new), last.clone()),
+        ];
+        std::fs::write(&path, lines(&records)).unwrap();
+        let got = read(&path).unwrap();
+        assert_eq!(got.records[1].1, records[1]);
+        let w = &got.writes()[0];
+        assert_eq!(
+            (w.original_spec.as_ref(), w.written_spec.as_ref()),
+            (Some(&then), Some(&last))
+        );
+        assert!(!got.has_writes_without_specs());
+        std::fs::write(&path, lines(&[begin(), write_record(&old, &new)])).unwrap();
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("\"spec\""));
+        let got = read(&path).unwrap();
+        assert!(got.has_writes_without_specs());
+        assert_eq!(got.writes()[0].original_spec, None);
     }
 
     #[test]

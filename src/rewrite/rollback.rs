@@ -5,10 +5,13 @@
 //! and validated first; a line that does not decode or validate stops rollback before any write.
 //! Pinned static pod manifests are restored last, byte for byte, on the same terms.
 //!
-//! Given the pods' specs ([`NodeSpecs`]), an original is also proved against the container's
-//! spec, as apply proved it: kubelet T's hash of the spec must be the written hash (the container
-//! runs the spec apply proved) and kubelet F's hash of it the original's. A journal's values prove
-//! only each other; without the specs, an original whose hash a forger chose would be written back.
+//! An original is also proved against the container's spec, as apply proved it: kubelet T's hash
+//! of the spec must be the written hash (the container runs the spec apply proved) and kubelet
+//! F's hash of it the original's. Given the pods ([`NodeSpecs`]), that is the pod's spec as it is
+//! now; without them, the spec apply journaled with the write, so a forged or corrupted original
+//! hash still fails against a value the journal does not hold (the written hash in the record).
+//! Journals written before apply kept the spec prove nothing beyond the values themselves, which
+//! prove only each other: there an original whose hash a forger chose would be written back.
 
 use std::path::Path;
 
@@ -57,7 +60,7 @@ pub async fn rollback(
                         w.first_line
                     ),
                 ),
-                Ok(()) => match specs.map_or(Ok(()), |s| proven(s, store.format(), &w)) {
+                Ok(()) => match proof(specs, store.format(), &w) {
                     Err(e) => (false, format!("not restored: {e}")),
                     Ok(()) => match store.replace(&w.id, &w.written, &w.original).await {
                         Ok(()) => (true, "restored".to_string()),
@@ -155,10 +158,62 @@ fn restorable(format: &dyn RecordFormat, w: &JournaledWrite) -> Result<(), Probl
     format.check_edit(&w.id, &w.written, &w.original)
 }
 
-/// Proves the journaled original of `w` against the container's current spec: kubelet T's hash
-/// of it is the written hash, and kubelet F's hash of it is the original's (and F's
-/// hashWithoutResources, where F writes one and the original holds one).
-fn proven(specs: &NodeSpecs, format: &dyn RecordFormat, w: &JournaledWrite) -> Result<(), Problem> {
+/// Proves the journaled original of `w` against the pods' specs when given, else against the
+/// specs apply journaled, else (a journal from before apply kept them) not at all.
+fn proof(
+    specs: Option<&NodeSpecs>,
+    format: &dyn RecordFormat,
+    w: &JournaledWrite,
+) -> Result<(), Problem> {
+    match (specs, &w.original_spec, &w.written_spec) {
+        (Some(specs), _, _) => {
+            let spec = specs.get(&w.id).ok_or(
+                "no spec of the container's pod in the pods given, to prove the original against",
+            )?;
+            proven(spec, spec, Against::Pods, format, w)
+        }
+        (None, Some(then), Some(last)) => proven(then, last, Against::Journal, format, w),
+        (None, _, _) => Ok(()),
+    }
+}
+
+/// Where the specs an original is proved against come from.
+#[derive(Clone, Copy)]
+enum Against {
+    /// The pods given, as they are now.
+    Pods,
+    /// The journal's write records, as apply proved them.
+    Journal,
+}
+
+impl Against {
+    fn what(self) -> &'static str {
+        match self {
+            Against::Pods => "the pod's spec",
+            Against::Journal => "the spec apply journaled",
+        }
+    }
+
+    /// Why kubelet T's hash of the spec would not be the hash in the record.
+    fn not_written(self) -> &'static str {
+        match self {
+            Against::Pods => "the spec changed since apply",
+            Against::Journal => "the journal does not hold the spec apply wrote from",
+        }
+    }
+}
+
+/// Proves the journaled original of `w`: kubelet T's hash of `last` (the spec of the last write)
+/// is the written hash, and kubelet F's hash of `then` (the spec of the first) is the original's
+/// (and F's hashWithoutResources, where F writes one and the original holds one).
+fn proven(
+    then: &serde_json::Value,
+    last: &serde_json::Value,
+    against: Against,
+    format: &dyn RecordFormat,
+    w: &JournaledWrite,
+) -> Result<(), Problem> {
+    let what = against.what();
     let version = |v: &str, which: &str| {
         v.parse::<KubeletVersion>()
             .map_err(|e| Problem(format!("the journal's {which} kubelet: {e}")))
@@ -170,37 +225,37 @@ fn proven(specs: &NodeSpecs, format: &dyn RecordFormat, w: &JournaledWrite) -> R
         "old",
     )?;
     let to = version(&w.to, "new")?;
-    let spec = specs
-        .get(&w.id)
-        .ok_or("no spec of the container's pod in the pods given, to prove the original against")?;
-    let hashes = hash_container(spec, &[from, to], &w.name)
-        .map_err(|e| Problem(format!("the pod's spec does not hash: {e}")))?;
+    let hashes = |spec, v| {
+        hash_container(spec, &[v], &w.name)
+            .map_err(|e| Problem(format!("{what} does not hash: {e}")))
+    };
+    let (of_then, of_last) = (hashes(then, from)?, hashes(last, to)?);
     let original = format.stored_hashes(&w.id, &w.original)?;
     let written = format.stored_hashes(&w.id, &w.written)?;
-    let spec_hash = |v| hashes.get(v).map(format_hash).unwrap_or_default();
-    if written.hash.as_deref() != Some(spec_hash(to).as_str()) {
+    let hash_to = of_last.get(to).map(format_hash).unwrap_or_default();
+    if written.hash.as_deref() != Some(hash_to.as_str()) {
         return Err(Problem(format!(
-            "kubelet {to}'s hash of the pod's spec is {}, not the written {} (line {}): the spec changed since apply",
-            spec_hash(to),
+            "kubelet {to}'s hash of {what} is {hash_to}, not the written {} (line {}): {}",
             written.hash.unwrap_or_default(),
-            w.last_line
+            w.last_line,
+            against.not_written()
         )));
     }
-    if original.hash.as_deref() != Some(spec_hash(from).as_str()) {
+    let hash_from = of_then.get(from).map(format_hash).unwrap_or_default();
+    if original.hash.as_deref() != Some(hash_from.as_str()) {
         return Err(Problem(format!(
-            "kubelet {from}'s hash of the pod's spec is {}, not the journaled original's {} (line {})",
-            spec_hash(from),
+            "kubelet {from}'s hash of {what} is {hash_from}, not the journaled original's {} (line {})",
             original.hash.unwrap_or_default(),
             w.first_line
         )));
     }
     if let (Some(want), Some(held)) = (
-        hashes.get_without_resources(from).map(format_hash),
+        of_then.get_without_resources(from).map(format_hash),
         original.without_resources,
     ) {
         if want != held {
             return Err(Problem(format!(
-                "kubelet {from}'s hashWithoutResources of the pod's spec is {want}, not the journaled original's {held} (line {})",
+                "kubelet {from}'s hashWithoutResources of {what} is {want}, not the journaled original's {held} (line {})",
                 w.first_line
             )));
         }
