@@ -310,18 +310,13 @@ async fn rollback_refuses_forged_and_corrupt_journals() {
     );
 
     // The genuine journal still restores every byte, each original proved against the spec
-    // apply journaled with it (so rollback has nothing to warn about).
+    // apply journaled with it.
     std::fs::write(&journal, &genuine).unwrap();
     let out = rollback(&sc, Some(&journal));
     assert!(
         out.status.success(),
         "{}{}",
         text(&out.stdout),
-        text(&out.stderr)
-    );
-    assert!(
-        !text(&out.stderr).contains("predates"),
-        "{}",
         text(&out.stderr)
     );
     assert_eq!(extensions(&ep, &sc.ids).await, originals);
@@ -349,9 +344,8 @@ fn edit_write(journal: &str, id: &str, edit: impl Fn(&mut Value)) -> String {
 /// original's.
 ///
 /// Tried here: a forged original hash (and its `old_hash`), the journaled spec alone changed
-/// (another image), and both forged together to agree with each other; each leaves the record as
-/// written, exit 2, and the other container restored. A journal of the older format (no specs)
-/// still restores, and says what it could not prove.
+/// (another image), both forged together to agree with each other, and the spec stripped (the
+/// older format); each leaves the record as written, exit 2, and the other container restored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_without_the_pods_proves_originals_against_the_journaled_specs() {
     let (sc, originals, journal) = applied().await;
@@ -437,25 +431,33 @@ async fn rollback_without_the_pods_proves_originals_against_the_journaled_specs(
             .unwrap();
     }
 
-    // A journal from before specs were kept: restored on the journal's and the record's word,
-    // and rollback says so.
-    std::fs::write(
-        &journal,
-        edit_write(&genuine, &id, |r| {
-            r.as_object_mut().unwrap().remove("spec");
-        }),
-    )
-    .unwrap();
+    // A write journaled without its spec (kubehash before 2026-11-28, or the spec stripped to
+    // get past the proof): never restored on the values' word alone. Given the pods, it is
+    // proved against them and restored.
+    let stripped = edit_write(&genuine, &id, |r| {
+        r.as_object_mut().unwrap().remove("spec");
+    });
+    std::fs::write(&journal, &stripped).unwrap();
     let out = rollback(&sc, Some(&journal));
-    assert!(
-        out.status.success(),
+    assert_eq!(
+        out.status.code(),
+        Some(2),
         "{}{}",
         text(&out.stdout),
         text(&out.stderr)
     );
     assert!(
-        text(&out.stderr).contains("predates journaled specs"),
+        text(&out.stdout).contains("holds no spec"),
         "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(extensions(&ep, &sc.ids).await[0], written[0]);
+    std::fs::write(&journal, &stripped).unwrap();
+    let out = rollback_with(&sc, Some(&journal), &["-i", &s(&sc.pods_file)]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
         text(&out.stderr)
     );
     assert_eq!(extensions(&ep, &sc.ids).await, originals);

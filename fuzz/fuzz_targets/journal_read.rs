@@ -1,6 +1,6 @@
 //! A journal file of any bytes: `journal::read` accepts it or names the line it refuses, and what
-//! it accepts gives its writes and pins (with the upgrade and the dates rollback uses); it never
-//! panics.
+//! it accepts gives its writes and pins (with the upgrade, the journaled specs and the dates
+//! rollback uses); it never panics.
 #![no_main]
 
 use kubehash::rewrite::journal;

@@ -459,7 +459,8 @@ pub struct NodeRollbackArgs {
     #[command(flatten)]
     pub journal: NodeJournalArgs,
     /// The pods, to prove each original against its container's spec as it is now (optional;
-    /// without them, against the spec apply journaled with the write).
+    /// without them, against the spec apply journaled with the write, and a write journaled
+    /// without one is not restored).
     #[command(flatten)]
     pub source: PodSource,
 }

@@ -249,11 +249,6 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
         })?),
         false => None,
     };
-    if specs.is_none() && contents.has_writes_without_specs() {
-        eprintln!(
-            "kubehash: this journal predates journaled specs, and without the pods (--cluster or -i PODS) its originals are checked against the journal and the record only, not proved against their pods' specs"
-        );
-    }
     let outcomes = rt.block_on(async {
         let store = Store::connect(&a.containerd).await?;
         rollback(

@@ -269,14 +269,6 @@ pub struct Contents {
 }
 
 impl Contents {
-    /// Whether any container record was written without the spec apply proved it against (a
-    /// journal from before apply kept it; values not decoded).
-    pub fn has_writes_without_specs(&self) -> bool {
-        self.records
-            .iter()
-            .any(|(_, r)| matches!(r, Record::Write { spec: None, .. }))
-    }
-
     /// The time of the last `begin` record (the last `apply` run).
     pub fn last_begin(&self) -> Option<u64> {
         self.records.iter().rev().find_map(|(_, r)| match r {
@@ -684,8 +676,7 @@ mod tests {
     }
 
     /// A write carries the spec apply proved it against; the first write's is the original's,
-    /// the last one's the written value's. A journal from before specs were kept still reads,
-    /// and says that it holds writes without them.
+    /// the last one's the written value's. A journal from before specs were kept still reads.
     #[test]
     fn writes_carry_the_specs_apply_proved() {
         let dir = tempfile::tempdir().unwrap();
@@ -707,12 +698,9 @@ mod tests {
             (w.original_spec.as_ref(), w.written_spec.as_ref()),
             (Some(&then), Some(&last))
         );
-        assert!(!got.has_writes_without_specs());
         std::fs::write(&path, lines(&[begin(), write_record(&old, &new)])).unwrap();
         assert!(!std::fs::read_to_string(&path).unwrap().contains("\"spec\""));
-        let got = read(&path).unwrap();
-        assert!(got.has_writes_without_specs());
-        assert_eq!(got.writes()[0].original_spec, None);
+        assert_eq!(read(&path).unwrap().writes()[0].original_spec, None);
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //! F's hash of it the original's. Given the pods ([`NodeSpecs`]), that is the pod's spec as it is
 //! now; without them, the spec apply journaled with the write, so a forged or corrupted original
 //! hash still fails against a value the journal does not hold (the written hash in the record).
-//! Journals written before apply kept the spec prove nothing beyond the values themselves, which
-//! prove only each other: there an original whose hash a forger chose would be written back.
+//! A write journaled without its spec (by kubehash before apply kept them, or with the spec
+//! stripped) is restored only given the pods: its values prove only each other, and an original
+//! whose hash a forger chose would pass them.
 
 use std::path::Path;
 
@@ -159,7 +160,8 @@ fn restorable(format: &dyn RecordFormat, w: &JournaledWrite) -> Result<(), Probl
 }
 
 /// Proves the journaled original of `w` against the pods' specs when given, else against the
-/// specs apply journaled, else (a journal from before apply kept them) not at all.
+/// specs apply journaled; a write journaled without its spec (before apply kept them) is not
+/// proved, and not restored, without the pods.
 fn proof(
     specs: Option<&NodeSpecs>,
     format: &dyn RecordFormat,
@@ -173,7 +175,11 @@ fn proof(
             proven(spec, spec, Against::Pods, format, w)
         }
         (None, Some(then), Some(last)) => proven(then, last, Against::Journal, format, w),
-        (None, _, _) => Ok(()),
+        // Never restored on the values' word alone: they prove only each other.
+        (None, _, _) => Err(Problem(format!(
+            "the journal holds no spec of the write (line {}) to prove the original against (kubehash before 2026-11-28 kept none): give the pods (--cluster or -i PODS)",
+            w.first_line
+        ))),
     }
 }
 
