@@ -322,6 +322,35 @@ async fn rollback_refuses_forged_and_corrupt_journals() {
     assert_eq!(extensions(&ep, &sc.ids).await, originals);
 }
 
+/// What a rollback that refused the first container's forged original leaves: exit 2, `why` in
+/// its report, the first container as written and the second one restored.
+async fn left_as_written(
+    sc: &Scenario,
+    out: &Output,
+    what: &str,
+    why: &str,
+    written: &[Vec<u8>],
+    originals: &[Vec<u8>],
+) {
+    let report = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{what}: {report}{}",
+        text(&out.stderr)
+    );
+    assert!(report.contains(why), "{what}: {report}");
+    let now = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
+    assert_eq!(
+        now[0], written[0],
+        "{what}: the forged original is not written"
+    );
+    assert_eq!(
+        now[1], originals[1],
+        "{what}: the other container is restored"
+    );
+}
+
 /// The journal with each line of container `id`'s write edited by `edit` (as JSON).
 fn edit_write(journal: &str, id: &str, edit: impl Fn(&mut Value)) -> String {
     journal
@@ -402,27 +431,7 @@ async fn rollback_without_the_pods_proves_originals_against_the_journaled_specs(
             "{what}: it validates"
         );
         let out = rollback(&sc, Some(&journal));
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{what}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        assert!(
-            text(&out.stdout).contains(why),
-            "{what}: {}",
-            text(&out.stdout)
-        );
-        let now = extensions(&ep, &sc.ids).await;
-        assert_eq!(
-            now[0], written[0],
-            "{what}: the forged original is not written"
-        );
-        assert_eq!(
-            now[1], originals[1],
-            "{what}: the other container is restored"
-        );
+        left_as_written(&sc, &out, what, why, &written, &originals).await;
         // Written again for the next case, as apply wrote it.
         let store = Store::connect(&ep).await.unwrap();
         store
@@ -516,27 +525,15 @@ async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
         // The journal alone cannot tell: it validates.
         assert!(kubehash::rewrite::journal::read(&journal).is_ok(), "{what}");
         let out = rollback_with(&sc, Some(&journal), &["-i", &pods]);
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{what}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        assert!(
-            text(&out.stdout).contains("not the journaled original's"),
-            "{what}: {}",
-            text(&out.stdout)
-        );
-        let now = extensions(&ep, &sc.ids).await;
-        assert_eq!(
-            now[0], written[0],
-            "{what}: the forged original is not written"
-        );
-        assert_eq!(
-            now[1], originals[1],
-            "{what}: the other container is restored"
-        );
+        left_as_written(
+            &sc,
+            &out,
+            what,
+            "not the journaled original's",
+            &written,
+            &originals,
+        )
+        .await;
     }
 
     // After the spec changed since apply (its image updated while the kubelet was down), the
