@@ -226,6 +226,13 @@ proptest! {
         // Without the old kubelet's version nothing is ever proven.
         let blind = plan(&[container(&stored)], &pods, &Manifests::none(), t, None).remove(0);
         prop_assert_ne!(blind.verdict, Verdict::Rewrite, "{}", blind.reason);
+        // The image the runtime records (as kubelet ≥ 1.28 and a runtime that keeps it do) never
+        // changes the verdict of a container whose spec still names that image.
+        if s["image"] == s0["image"] {
+            let recorded = created_for(&stored, s0["image"].as_str().unwrap());
+            let q = plan(&[recorded], &pods, &Manifests::none(), t, Some(f)).remove(0);
+            prop_assert_eq!((q.verdict, &q.reason), (p.verdict, &p.reason));
+        }
     }
 }
 
