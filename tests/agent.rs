@@ -429,6 +429,22 @@ async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
 /// the record allow) is not written back, the other container is, and the agent says it failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_rolls_back_only_originals_its_saved_specs_prove() {
+    forged_original_rolled_back(false).await;
+}
+
+/// With the specs saved with the plan lost (the state file deleted), the agent still rolls back,
+/// each original proved against the spec apply journaled with it: before, the rollback failed
+/// whole and every rewritten container was left for the old kubelet to restart. The forged
+/// original is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_rolls_back_against_the_journal_when_its_saved_specs_are_lost() {
+    forged_original_rolled_back(true).await;
+}
+
+/// An agent applies 1.30 → 1.31, the first write's original is forged in the journal (and the
+/// saved specs deleted if `lose_specs`), then kubelet 1.30 comes back: the agent restores the
+/// other container only.
+async fn forged_original_rolled_back(lose_specs: bool) {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut rig = Rig::new(2).await;
@@ -461,6 +477,9 @@ async fn the_agent_rolls_back_only_originals_its_saved_specs_prove() {
         kubehash::rewrite::journal::read(&path).is_ok(),
         "the forgery validates"
     );
+    if lose_specs {
+        std::fs::remove_file(rig.state_dir.join("pods-1.31.json")).unwrap();
+    }
 
     let mut agent = rig.start_agent(&[]);
     rig.kubelet.set_binary("v1.30.2");

@@ -757,7 +757,9 @@ impl Agent {
     }
 
     /// Rolls back `journal`, each original proved against the specs apply wrote from (saved
-    /// with the plan): what is restored is the old kubelet's hash of what runs.
+    /// with the plan): what is restored is the old kubelet's hash of what runs. Without the saved
+    /// specs (the file lost or unreadable), against the specs apply journaled with each write,
+    /// which prove the same.
     async fn rollback_proved(
         &self,
         to: &str,
@@ -765,16 +767,23 @@ impl Agent {
         contents: crate::rewrite::journal::Contents,
     ) -> Result<Vec<crate::rewrite::outcome::CheckOutcome>> {
         let (mut cri, store) = self.connect().await?;
-        let mut pods = self.saved_pods(to)?;
-        let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
-        let node = Some(self.cfg.node_name.as_str());
-        let specs = node_specs(&mut cri, &mut pods, &manifests, node).await?;
+        let specs = match self.saved_pods(to) {
+            Ok(mut pods) => {
+                let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
+                let node = Some(self.cfg.node_name.as_str());
+                Some(node_specs(&mut cri, &mut pods, &manifests, node).await?)
+            }
+            Err(e) => {
+                warn!(error = %e, "the specs saved with the plan are unreadable; proving each original against the spec apply journaled with it");
+                None
+            }
+        };
         rollback(
             &store,
             Path::new(journal),
             contents,
             &mut Open,
-            Some(&specs),
+            specs.as_ref(),
         )
         .await
     }
