@@ -198,3 +198,76 @@ async fn pass_through_until_a_plan_and_idle_connections_cannot_starve_the_kubele
     drop(idle);
     stop(shim);
 }
+
+/// The stand-in kubelet (`examples/fake_kubelet.rs`, built by `cargo test`) copied to `dir` as
+/// `kubelet-VERSION`: a process named like a kubelet, whose `--version` says VERSION.
+fn fake_kubelet(dir: &Path, version: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let built = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples/fake_kubelet");
+    assert!(
+        built.exists(),
+        "{} is built by `cargo test` (examples/fake_kubelet.rs)",
+        built.display()
+    );
+    let at = dir.join(format!("kubelet-{version}"));
+    std::fs::copy(&built, &at).unwrap();
+    at
+}
+
+/// The hash kubelet `binary` sees for container `id` through `endpoint`.
+fn hash_seen_by(binary: &Path, endpoint: &str, id: &str) -> String {
+    let out = Command::new(binary)
+        .args(["list", endpoint])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{id} ")).map(str::to_string))
+        .unwrap_or_else(|| panic!("{id} not listed"))
+}
+
+/// 8. The shim showed its translations to whoever connected. The old kubelet pointed at it (too
+///    early, or started again after the binary was rolled back with the shim left in place)
+///    then saw kubelet T's hashes and restarted every translated container. The shim now asks a
+///    connecting kubelet its version (its own binary's `--version`): only kubelet T sees the
+///    translations; the old kubelet, and a kubelet that will not say, see what is stored.
+///    (The kubelet is a stand-in that answers `--version` as the real one does and lists
+///    containers over real CRI; the runtime behind the shim is a real containerd.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_target_kubelet_sees_translated_hashes() {
+    let ctrd = Containerd::start();
+    let spec = json!({"name":"app","image":harness::IMAGE,"args":["--v"]});
+    let id = one_container(&ctrd, "1.30", &spec, &spec).await;
+    let pods = ctrd.dir.join("pods.json").display().to_string();
+    let (shim, ep) = start_shim(
+        &ctrd.dir,
+        &ctrd.endpoint(),
+        &["--to", "1.31", "--from", "1.30", "-i", &pods],
+    );
+    let (stored, target) = (hash(&spec, "1.30"), hash(&spec, "1.31"));
+    assert_ne!(stored, target);
+    let new = fake_kubelet(&ctrd.dir, "v1.31.4");
+    let old = fake_kubelet(&ctrd.dir, "v1.30.2");
+    let mute = fake_kubelet(&ctrd.dir, "unknown");
+    assert_eq!(hash_seen_by(&new, &ep, &id), target, "kubelet 1.31");
+    assert_eq!(hash_seen_by(&old, &ep, &id), stored, "kubelet 1.30");
+    assert_eq!(
+        hash_seen_by(&mute, &ep, &id),
+        stored,
+        "a kubelet of no known version"
+    );
+    // A client that is no kubelet is served the plan, as before.
+    assert_eq!(listed_hash(&ep, &id).await, target);
+    stop_shim(shim, &ctrd.dir);
+    let log = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
+    assert!(log.contains("kubelet 1.30 connected"), "{log}");
+}

@@ -16,9 +16,8 @@ use hyper_util::rt::TokioExecutor;
 
 use tracing::warn;
 
-use crate::error::{Error, Result};
-use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::gate::{Unsafe, WriteGate};
+use crate::source::kubelet_binary::kubelet_name;
 
 /// What the kubelet's healthz said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,49 +150,14 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
     }
 }
 
-/// A running kubelet process: one whose name starts with `kubelet` (`kubelet`, `kubelet-1.30`),
-/// by `/proc/PID/comm` or the program name in `/proc/PID/cmdline`, described with its pid. Only
-/// processes in this process's PID namespace are visible: a pod needs `hostPID`.
+/// A running kubelet process ([`kubelet_name`]), described with its pid. Only processes in this
+/// process's PID namespace are visible: a pod needs `hostPID`.
 pub fn kubelet_process() -> Option<String> {
     let entries = std::fs::read_dir("/proc").ok()?;
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
-        let program = String::from_utf8_lossy(argv0);
-        let base = program.rsplit('/').next().unwrap_or_default();
-        for name in [comm.trim(), base] {
-            if name.starts_with("kubelet") {
-                return Some(format!("process {name}, pid {pid}"));
-            }
-        }
-    }
-    None
-}
-
-/// The version of the kubelet binary at `path`, from `path --version` (`Kubernetes v1.31.4`).
-pub async fn binary_version(path: &std::path::Path) -> Result<KubeletVersion> {
-    let fail = |reason: String| Error::Input {
-        source_name: path.display().to_string(),
-        reason,
-    };
-    let run = tokio::process::Command::new(path)
-        .arg("--version")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(10), run)
-        .await
-        .map_err(|_| fail("--version did not answer within 10 s".into()))?
-        .map_err(|e| fail(format!("cannot run it: {e}")))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let version = text
-        .split_whitespace()
-        .find(|w| w.starts_with("v1.") || w.starts_with("1."))
-        .ok_or_else(|| fail(format!("--version said {:?}", text.trim())))?;
-    version.parse().map_err(|e| fail(format!("--version: {e}")))
+    entries.flatten().find_map(|e| {
+        let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+        kubelet_name(pid).map(|name| format!("process {name}, pid {pid}"))
+    })
 }
 
 /// What stops `apply` and `rollback` while a kubelet runs: a rewritten hash seen by the old

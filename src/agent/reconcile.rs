@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
-use crate::agent::kubelet_health::binary_version;
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::agent::metrics::Metrics;
 use crate::agent::phase::{load_phase, lock_state_dir, save_phase, Phase};
@@ -52,6 +51,7 @@ use crate::rewrite::verify::verify;
 use crate::runtime::containerd::Store;
 use crate::runtime::cri::Cri;
 use crate::source::cluster::Cluster;
+use crate::source::kubelet_binary::binary_version;
 
 /// The Node annotation upgrade tooling sets.
 pub const TARGET_ANNOTATION: &str = "kubehash.dev/target-kubelet-version";

@@ -10,7 +10,8 @@
 //! `GetContainerEvents`) are edited, at the wire level ([`crate::shim::wire`]): for a container in
 //! the [`ShimState`] whose stored hash is still the one planned, `io.kubernetes.container.hash`
 //! (and, for targets 1.27 – 1.30, `hashWithoutResources` where present) becomes the target
-//! version's value. Containers created after the plan are passed through as they are.
+//! version's value. Containers created after the plan are passed through as they are, and so is
+//! every call of a connecting kubelet that is not the target one (`Peer`, by its `--version`).
 //!
 //! The shim sits on the kubelet's critical path, so a call costs it as few wake-ups as possible:
 //! each kubelet connection is served by one task that owns both HTTP/2 connections (the kubelet's
@@ -192,6 +193,8 @@ struct Shown {
     decisions: Decisions,
     /// Every translation keeps lengths: edit answers as they stream.
     streaming: bool,
+    /// The kubelet the plan translates for (`None`: no plan yet, or a state that names none).
+    to: Option<KubeletVersion>,
 }
 
 impl Shown {
@@ -200,10 +203,12 @@ impl Shown {
             Some(s) => Shown {
                 decisions: Decisions::new(s),
                 streaming: s.keeps_lengths(),
+                to: s.to.parse().ok(),
             },
             None => Shown {
                 decisions: Decisions::default(),
                 streaming: true,
+                to: None,
             },
         }
     }
@@ -336,6 +341,50 @@ fn write_out(
     Poll::Pending
 }
 
+/// Which kubelet is on the other end of a connection, as far as the shim can tell from the
+/// socket's peer credentials: the translated hashes are for kubelet T alone. Shown to the old
+/// kubelet (pointed at the shim too early, or started again after a rollback of the binary),
+/// they would make it restart every translated container.
+#[derive(Debug, Clone)]
+enum Peer {
+    /// Not a kubelet (`crictl`, a test's client), or a process in a PID namespace the shim does
+    /// not see: served as the plan says.
+    Unidentified,
+    /// A kubelet that said its version (`--version` of the binary it runs).
+    Kubelet(KubeletVersion),
+    /// A kubelet whose version could not be learnt, and why.
+    Unknown(String),
+}
+
+impl Peer {
+    async fn of(io: &UnixStream) -> Peer {
+        let pid = io
+            .peer_cred()
+            .ok()
+            .and_then(|c| c.pid())
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|&p| p > 0);
+        let Some(pid) = pid else {
+            return Peer::Unidentified;
+        };
+        match crate::source::kubelet_binary::process_kubelet_version(pid).await {
+            None => Peer::Unidentified,
+            Some(Ok(v)) => Peer::Kubelet(v),
+            Some(Err(e)) => Peer::Unknown(format!("pid {pid}: {e}")),
+        }
+    }
+
+    /// Whether this peer is shown a plan's translations for kubelet `to`: not a kubelet known
+    /// to be another one, or of a version it would not say.
+    fn translated_for(&self, to: Option<KubeletVersion>) -> bool {
+        match (self, to) {
+            (Peer::Unidentified, _) | (_, None) => true,
+            (Peer::Kubelet(v), Some(to)) => v.minor() == to.minor(),
+            (Peer::Unknown(_), Some(_)) => false,
+        }
+    }
+}
+
 /// Serves one kubelet connection until it closes, or until `stop` and the calls in flight have
 /// finished. The runtime connection is made for the first call and made again for the next call
 /// after the runtime went away.
@@ -343,6 +392,18 @@ fn write_out(
 /// One pass of the loop polls the calls, both connections, and last (`biased`) writes out what
 /// the pass produced: the frames of an answer that is all there leave in one write.
 async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receiver<bool>) {
+    let peer = Peer::of(&io).await;
+    if let Some(to) = shim.shown.current().to {
+        match &peer {
+            Peer::Kubelet(v) if !peer.translated_for(Some(to)) => {
+                warn!(kubelet = %v, plan = %to, "kubelet {v} connected, and the plan translates hashes for kubelet {to} only: its calls pass through untranslated")
+            }
+            Peer::Unknown(why) => {
+                warn!(error = %why, plan = %to, "a kubelet whose version cannot be learnt connected: its calls pass through untranslated")
+            }
+            _ => {}
+        }
+    }
     let (io, kubelet_out) = match Batched::new(io, KUBELET_READ_BUFFER) {
         Ok(both) => both,
         Err(e) => return debug!(error = %e, "cannot use the kubelet's connection"),
@@ -394,7 +455,7 @@ async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receive
                     };
                     idle.as_mut()
                         .reset(tokio::time::Instant::now() + shim.limits.idle_timeout);
-                    calls.push(call(&shim, to_runtime, req, respond));
+                    calls.push(call(&shim, &peer, to_runtime, req, respond));
                 }
                 Some(Err(e)) => return debug!(error = %e, "kubelet connection failed"),
                 None => return,
@@ -429,6 +490,7 @@ async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receive
 /// carries containers. Ends when the answer has ended (or either side gave up).
 async fn call(
     shim: &Shim,
+    peer: &Peer,
     to_runtime: std::result::Result<client::SendRequest<Bytes>, String>,
     req: Request<RecvStream>,
     mut respond: server::SendResponse<Bytes>,
@@ -449,7 +511,9 @@ async fn call(
         Err(e) => return unavailable(&mut respond, e),
     };
     let carrier = match method.strip_prefix('/').and_then(|p| p.split_once('/')) {
-        Some(("runtime.v1.RuntimeService" | "runtime.v1alpha2.RuntimeService", m)) => {
+        Some(("runtime.v1.RuntimeService" | "runtime.v1alpha2.RuntimeService", m))
+            if peer.translated_for(shown.to) =>
+        {
             Carrier::for_method(m)
         }
         _ => None,

@@ -1,0 +1,55 @@
+//! The kubelet as a program on the node: the version a kubelet binary says it is, and whether a
+//! process is a kubelet (and which). Only read and run with `--version`, never changed.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::kubelet::version::KubeletVersion;
+
+/// The version of the kubelet binary at `path`, from `path --version` (`Kubernetes v1.31.4`).
+pub async fn binary_version(path: &Path) -> Result<KubeletVersion> {
+    let fail = |reason: String| Error::Input {
+        source_name: path.display().to_string(),
+        reason,
+    };
+    let run = tokio::process::Command::new(path)
+        .arg("--version")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .map_err(|_| fail("--version did not answer within 10 s".into()))?
+        .map_err(|e| fail(format!("cannot run it: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text
+        .split_whitespace()
+        .find(|w| w.starts_with("v1.") || w.starts_with("1."))
+        .ok_or_else(|| fail(format!("--version said {:?}", text.trim())))?;
+    version.parse().map_err(|e| fail(format!("--version: {e}")))
+}
+
+/// The name of process `pid` if it is a kubelet: a name that starts with `kubelet` (`kubelet`,
+/// `kubelet-1.30`), by `/proc/PID/comm` or the program name in `/proc/PID/cmdline`. `None` when
+/// it is not, or cannot be read (gone, or in no PID namespace this process sees).
+pub fn kubelet_name(pid: u32) -> Option<String> {
+    let dir = Path::new("/proc").join(pid.to_string());
+    let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+    let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+    let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+    let program = String::from_utf8_lossy(argv0);
+    let base = program.rsplit('/').next().unwrap_or_default();
+    let name = [comm.trim(), base]
+        .into_iter()
+        .find(|name| name.starts_with("kubelet"))?;
+    Some(name.to_string())
+}
+
+/// The version of the kubelet running as process `pid`: its own binary (`/proc/PID/exe`, the
+/// file it runs even if another was put at its path since) asked `--version`. `None` when the
+/// process is not a kubelet ([`kubelet_name`]).
+pub async fn process_kubelet_version(pid: u32) -> Option<Result<KubeletVersion>> {
+    kubelet_name(pid)?;
+    let exe = Path::new("/proc").join(pid.to_string()).join("exe");
+    Some(binary_version(&exe).await)
+}
