@@ -638,9 +638,10 @@ async fn create_pod_from(
             // kubelet ≥ 1.28 (kubernetes#118652): `UserSpecifiedImage: container.Image`.
             image: Some(proto::ImageSpec {
                 image: IMAGE.into(),
-                user_specified_image: match version.minor() >= 28 {
-                    true => tc.spec["image"].as_str().unwrap_or_default().into(),
-                    false => String::new(),
+                user_specified_image: if version.minor() >= 28 {
+                    tc.spec["image"].as_str().unwrap_or_default().into()
+                } else {
+                    String::new()
                 },
                 ..Default::default()
             }),
