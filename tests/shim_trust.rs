@@ -238,10 +238,11 @@ fn hash_seen_by(binary: &Path, endpoint: &str, id: &str) -> String {
 /// 8. The shim showed its translations to whoever connected. The old kubelet pointed at it (too
 ///    early, or started again after the binary was rolled back with the shim left in place)
 ///    then saw kubelet T's hashes and restarted every translated container. The shim now asks a
-///    connecting kubelet its version (its own binary's `--version`): only kubelet T sees the
-///    translations; the old kubelet, and a kubelet that will not say, see what is stored.
-///    (The kubelet is a stand-in that answers `--version` as the real one does and lists
-///    containers over real CRI; the runtime behind the shim is a real containerd.)
+///    connecting kubelet its version (its own binary's `--version`): the old kubelet sees what is
+///    stored; kubelet T, and a process named like a kubelet that will not say (no evidence of the
+///    old one), see the translations. (The kubelet is a stand-in that answers `--version` as the
+///    real one does and lists containers over real CRI; the runtime behind the shim is a real
+///    containerd.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_target_kubelet_sees_translated_hashes() {
     let ctrd = Containerd::start();
@@ -262,7 +263,7 @@ async fn only_the_target_kubelet_sees_translated_hashes() {
     assert_eq!(hash_seen_by(&old, &ep, &id), stored, "kubelet 1.30");
     assert_eq!(
         hash_seen_by(&mute, &ep, &id),
-        stored,
+        target,
         "a kubelet of no known version"
     );
     // A client that is no kubelet is served the plan, as before.
@@ -270,4 +271,5 @@ async fn only_the_target_kubelet_sees_translated_hashes() {
     stop_shim(shim, &ctrd.dir);
     let log = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
     assert!(log.contains("kubelet 1.30 connected"), "{log}");
+    assert!(log.contains("does not say which kubelet it is"), "{log}");
 }

@@ -352,7 +352,7 @@ enum Peer {
     Unidentified,
     /// A kubelet that said its version (`--version` of the binary it runs).
     Kubelet(KubeletVersion),
-    /// A kubelet whose version could not be learnt, and why.
+    /// A process named like a kubelet whose version could not be learnt, and why.
     Unknown(String),
 }
 
@@ -374,13 +374,14 @@ impl Peer {
         }
     }
 
-    /// Whether this peer is shown a plan's translations for kubelet `to`: not a kubelet known
-    /// to be another one, or of a version it would not say.
+    /// Whether this peer is shown a plan's translations for kubelet `to`: all but a kubelet that
+    /// says it is another one. A process named like a kubelet whose binary will not say (a
+    /// real kubelet always does) is no evidence of the old kubelet, and is served as the plan
+    /// says, with a warning.
     fn translated_for(&self, to: Option<KubeletVersion>) -> bool {
         match (self, to) {
-            (Peer::Unidentified, _) | (_, None) => true,
             (Peer::Kubelet(v), Some(to)) => v.minor() == to.minor(),
-            (Peer::Unknown(_), Some(_)) => false,
+            _ => true,
         }
     }
 }
@@ -399,7 +400,7 @@ async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receive
                 warn!(kubelet = %v, plan = %to, "kubelet {v} connected, and the plan translates hashes for kubelet {to} only: its calls pass through untranslated")
             }
             Peer::Unknown(why) => {
-                warn!(error = %why, plan = %to, "a kubelet whose version cannot be learnt connected: its calls pass through untranslated")
+                warn!(error = %why, plan = %to, "a process named like a kubelet connected, and its binary does not say which kubelet it is: serving the plan for kubelet {to}")
             }
             _ => {}
         }
