@@ -313,13 +313,7 @@ async fn rollback_refuses_forged_and_corrupt_journals() {
     // apply journaled with it.
     std::fs::write(&journal, &genuine).unwrap();
     let out = rollback(&sc, Some(&journal));
-    assert!(
-        out.status.success(),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    assert_eq!(extensions(&ep, &sc.ids).await, originals);
+    restored_every_byte(&sc, &out, &originals).await;
 }
 
 /// What a rollback that refused the first container's forged original leaves: exit 2, `why` in
@@ -349,6 +343,18 @@ async fn left_as_written(
         now[1], originals[1],
         "{what}: the other container is restored"
     );
+}
+
+/// What a rollback that restored everything leaves: success, and every record byte for byte as
+/// it was before apply.
+async fn restored_every_byte(sc: &Scenario, out: &Output, originals: &[Vec<u8>]) {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, originals);
 }
 
 /// The journal with each line of container `id`'s write edited by `edit` (as JSON).
@@ -463,13 +469,7 @@ async fn rollback_without_the_pods_proves_originals_against_the_journaled_specs(
     assert_eq!(extensions(&ep, &sc.ids).await[0], written[0]);
     std::fs::write(&journal, &stripped).unwrap();
     let out = rollback_with(&sc, Some(&journal), &["-i", &s(&sc.pods_file)]);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    assert_eq!(extensions(&ep, &sc.ids).await, originals);
+    restored_every_byte(&sc, &out, &originals).await;
 }
 
 /// A journal whose original holds a hash the forger chose passes every check the journal and the
@@ -573,13 +573,7 @@ async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
 
     // The genuine journal with the pods as they are: every byte restored.
     let out = rollback_with(&sc, Some(&journal), &["-i", &pods]);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    assert_eq!(extensions(&ep, &sc.ids).await, originals);
+    restored_every_byte(&sc, &out, &originals).await;
 }
 
 /// A forged pair that passes the line checks (both values consistent with each other) but names
