@@ -2,8 +2,10 @@
 //! containers whose spec never changed.
 //!
 //! The folders are the layers, lowest first; a layer uses only the ones listed before it
-//! (`error` and `multiply_hash` are shared by all). `docs/architecture.md` walks through them.
+//! (`error`, `clock` and `multiply_hash` are shared by all; `tests/layers.rs` holds the code to
+//! this order). `docs/architecture.md` walks through them.
 
+pub mod clock; // seconds since the Unix epoch, as records hold time
 pub mod error;
 pub mod multiply_hash; // a fast hasher for map keys nobody outside can choose
 pub mod kubelet; // the exact kubelet emulation: versions, schemas, decoding, spew, Go JSON, hashes

@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 use tracing::info;
 
 use crate::agent::phase::{Phase, PHASES};
+use crate::clock::now_unix;
 use crate::error::{Error, Result};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,7 +49,7 @@ impl Default for Metrics {
             kubelet_up: Gauge::default(),
             written: Counter::default(),
             verify_failures: Counter::default(),
-            last_tick: Arc::new(AtomicU64::new(crate::rewrite::journal::now_unix())),
+            last_tick: Arc::new(AtomicU64::new(now_unix())),
             stuck_after: Arc::new(AtomicU64::new(u64::MAX)),
         };
         r.register(
@@ -88,14 +89,12 @@ impl Metrics {
 
     /// The loop turned.
     pub(super) fn tick(&self) {
-        self.last_tick
-            .store(crate::rewrite::journal::now_unix(), Ordering::Relaxed);
+        self.last_tick.store(now_unix(), Ordering::Relaxed);
     }
 
     /// `None` when the loop turns; otherwise how long it has stood still.
     pub fn stuck_for(&self) -> Option<u64> {
-        let idle = crate::rewrite::journal::now_unix()
-            .saturating_sub(self.last_tick.load(Ordering::Relaxed));
+        let idle = now_unix().saturating_sub(self.last_tick.load(Ordering::Relaxed));
         (idle > self.stuck_after.load(Ordering::Relaxed)).then_some(idle)
     }
 

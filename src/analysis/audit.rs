@@ -64,7 +64,7 @@ pub async fn snapshot(cri: &mut Cri) -> Result<Snapshot> {
     }
     containers.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(Snapshot {
-        taken_at_unix: crate::rewrite::journal::now_unix(),
+        taken_at_unix: crate::clock::now_unix(),
         containers,
     })
 }

@@ -12,11 +12,12 @@ use tracing::{info, warn};
 
 use crate::analysis::plan::{plan_node, ContainerPlan, PodIndex, Verdict};
 use crate::analysis::statics::{PinAction, StaticPod};
+use crate::clock::now_unix;
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::durable::write_atomically;
 use crate::rewrite::gate::WriteGate;
-use crate::rewrite::journal::{self, encode, Journal, Record};
+use crate::rewrite::journal::{encode, Journal, Record};
 use crate::rewrite::outcome::{Applied, ApplyOutcome, ApplyReport, PinOutcome};
 use crate::rewrite::pin::pin_text;
 use crate::runtime::cri::Cri;
@@ -61,7 +62,7 @@ pub async fn apply(
     }
     let runtime = store.runtime();
     journal.append(&Record::Begin {
-        at_unix: journal::now_unix(),
+        at_unix: now_unix(),
         to: t.to.to_string(),
         from: t.from.map(|f| f.to_string()),
         runtime: runtime.clone(),
@@ -196,7 +197,7 @@ fn pin_one(journal: &mut Journal, s: &StaticPod, manifests: &Manifests) -> Resul
         .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
         .and_then(|d| u64::try_from(d.as_nanos()).ok());
     journal.append(&Record::Pin {
-        at_unix: journal::now_unix(),
+        at_unix: now_unix(),
         path: s.path.clone(),
         uid: s.uid.clone(),
         old_value: encode(&now),
@@ -265,7 +266,7 @@ async fn rewrite_one(
         .map_err(|e| refuse(e.0))?;
     let pod = format!("{}/{}", p.namespace, p.pod);
     journal.append(&Record::Write {
-        at_unix: journal::now_unix(),
+        at_unix: now_unix(),
         container_id: p.id.clone(),
         pod: pod.clone(),
         container: p.container.clone(),

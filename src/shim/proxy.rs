@@ -121,7 +121,7 @@ impl ShimState {
         ShimState {
             to: to.to_string(),
             from: from.map(|f| f.to_string()),
-            created_at_unix: crate::rewrite::journal::now_unix(),
+            created_at_unix: crate::clock::now_unix(),
             translations,
         }
     }
