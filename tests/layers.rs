@@ -1,0 +1,133 @@
+//! The folders of `src/` are layers, and a layer uses only the layers below it
+//! (`docs/architecture.md`). The order is the one `src/lib.rs` declares its folders in; this
+//! test reads it from there, so moving a layer is one edit, and fails on any library code that
+//! names a layer declared after its own. Modules that are one file (`error`, `clock`,
+//! `multiply_hash`) are shared by all. A module's unit tests are left out: a lower layer's test
+//! may build its inputs with a higher layer's types (the kubelet's writers are checked over the
+//! `source` layer's parsed documents).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+
+/// The folder modules of `src/lib.rs`, lowest layer first.
+fn layers() -> Vec<String> {
+    let lib = fs::read_to_string(Path::new(SRC).join("lib.rs")).expect("src/lib.rs");
+    lib.lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .filter_map(|l| l.split(';').next())
+        .map(str::to_string)
+        .filter(|m| Path::new(SRC).join(m).is_dir())
+        .collect()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("a source folder") {
+        let path = entry.expect("a folder entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The lines of `text` that are library code: up to a `#[cfg(test)]` module, without comments.
+fn code_lines(text: &str) -> Vec<(usize, &str)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = (0..lines.len())
+        .find(|&i| {
+            lines[i].trim() == "#[cfg(test)]"
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|next| next.trim_start().starts_with("mod "))
+        })
+        .unwrap_or(lines.len());
+    lines[..end]
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.split(" //").next().unwrap_or(l)))
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .collect()
+}
+
+/// Every `crate::<layer>` in `text`'s library code naming a layer above `rank`.
+fn imports_above(text: &str, rank: usize, layers: &[String]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (line, code) in code_lines(text) {
+        for (at, _) in code.match_indices("crate::") {
+            let rest = &code[at + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if let Some(r) = layers.iter().position(|l| *l == name) {
+                if r > rank {
+                    found.push((line, name));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_layer_imports_one_above_it() {
+    let layers = layers();
+    // The folders the brief names, in the order they depend on each other.
+    assert_eq!(
+        layers,
+        ["kubelet", "source", "runtime", "analysis", "rewrite", "shim", "agent", "cli"],
+        "src/lib.rs declares its layers in another order"
+    );
+    let mut wrong = Vec::new();
+    for (rank, layer) in layers.iter().enumerate() {
+        let mut files = Vec::new();
+        rust_files(&Path::new(SRC).join(layer), &mut files);
+        files.sort();
+        assert!(!files.is_empty(), "src/{layer}/ has no Rust files");
+        for file in files {
+            let text = fs::read_to_string(&file).expect("a source file");
+            for (line, above) in imports_above(&text, rank, &layers) {
+                wrong.push(format!(
+                    "{}:{line}: the {layer} layer uses crate::{above}, a layer above it",
+                    file.strip_prefix(SRC).unwrap_or(&file).display()
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+/// The reading itself: what counts as an import, and what is left out.
+#[test]
+fn the_reader_sees_code_and_skips_comments_and_unit_tests() {
+    let layers: Vec<String> = ["kubelet", "source", "analysis", "rewrite"]
+        .map(String::from)
+        .to_vec();
+    let text = "\
+//! Docs may link [`crate::rewrite::pin`].
+use crate::kubelet::hash;
+use crate::source::doc::Doc;
+/// Also [`crate::rewrite`] here.
+fn f() -> u64 { crate::rewrite::journal::now() } // crate::rewrite again
+let x = 1; // a comment naming crate::rewrite
+#[cfg(test)]
+mod tests {
+    use crate::rewrite::apply;
+}
+";
+    // From the analysis layer (rank 2): only the call on line 5 is above it.
+    assert_eq!(
+        imports_above(text, 2, &layers),
+        vec![(5, "rewrite".to_string())]
+    );
+    // From the kubelet layer, `source` is above it too.
+    assert_eq!(
+        imports_above(text, 0, &layers),
+        vec![(3, "source".to_string()), (5, "rewrite".to_string())]
+    );
+    // From the top, nothing is above.
+    assert!(imports_above(text, 3, &layers).is_empty());
+}
