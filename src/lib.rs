@@ -5,6 +5,10 @@
 //! (`error`, `clock` and `multiply_hash` are shared by all; `tests/layers.rs` holds the code to
 //! this order). `docs/architecture.md` walks through them.
 
+// Library code answers bad input with a typed error, never a panic: no `unwrap`/`expect`
+// outside unit tests (`cargo clippy` enforces it).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod clock; // seconds since the Unix epoch, as records hold time
 pub mod error;
 pub mod multiply_hash; // a fast hasher for map keys nobody outside can choose
