@@ -8,8 +8,12 @@ use thiserror::Error;
 pub enum Error {
     /// A kubelet version string that is not one kubehash knows (`schema/1.N.json`), in any
     /// accepted spelling.
-    #[error("unsupported kubelet version {given:?}: kubehash knows kubelet {range} (e.g. 1.30, v1.30.2, 1.30.0-gke.1)", range = crate::kubelet::version::KubeletVersion::supported_range())]
-    UnsupportedVersion { given: String },
+    #[error("unsupported kubelet version {given:?}: kubehash knows kubelet {known} (e.g. 1.30, v1.30.2, 1.30.0-gke.1)")]
+    UnsupportedVersion {
+        given: String,
+        /// The versions kubehash knows, as `KubeletVersion::supported_range` says them.
+        known: String,
+    },
 
     /// A `--versions` list or range that is empty or backwards.
     #[error(

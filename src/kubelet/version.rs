@@ -57,6 +57,7 @@ impl KubeletVersion {
         } else {
             Err(Error::UnsupportedVersion {
                 given: format!("1.{minor}"),
+                known: Self::supported_range(),
             })
         }
     }
@@ -106,6 +107,7 @@ impl FromStr for KubeletVersion {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || Error::UnsupportedVersion {
             given: s.to_string(),
+            known: Self::supported_range(),
         };
         let t = s.trim();
         let t = t.strip_prefix(['v', 'V']).unwrap_or(t);
