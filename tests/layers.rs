@@ -52,8 +52,9 @@ fn code_lines(text: &str) -> Vec<(usize, &str)> {
         .collect()
 }
 
-/// Every `crate::<layer>` in `text`'s library code naming a layer above `rank`.
-fn imports_above(text: &str, rank: usize, layers: &[String]) -> Vec<(usize, String)> {
+/// Every `crate::<layer>` in `text`'s library code naming a layer above `rank` (`None`: a module
+/// shared by all, below every layer).
+fn imports_above(text: &str, rank: Option<usize>, layers: &[String]) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     for (line, code) in code_lines(text) {
         for (at, _) in code.match_indices("crate::") {
@@ -63,7 +64,7 @@ fn imports_above(text: &str, rank: usize, layers: &[String]) -> Vec<(usize, Stri
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
             if let Some(r) = layers.iter().position(|l| *l == name) {
-                if r > rank {
+                if rank.is_none_or(|rank| r > rank) {
                     found.push((line, name));
                 }
             }
@@ -89,12 +90,22 @@ fn no_layer_imports_one_above_it() {
         assert!(!files.is_empty(), "src/{layer}/ has no Rust files");
         for file in files {
             let text = fs::read_to_string(&file).expect("a source file");
-            for (line, above) in imports_above(&text, rank, &layers) {
+            for (line, above) in imports_above(&text, Some(rank), &layers) {
                 wrong.push(format!(
                     "{}:{line}: the {layer} layer uses crate::{above}, a layer above it",
                     file.strip_prefix(SRC).unwrap_or(&file).display()
                 ));
             }
+        }
+    }
+    // The one-file modules every layer shares use no layer at all.
+    for shared in ["error", "clock", "multiply_hash"] {
+        let text =
+            fs::read_to_string(Path::new(SRC).join(format!("{shared}.rs"))).expect("a module");
+        for (line, layer) in imports_above(&text, None, &layers) {
+            wrong.push(format!(
+                "{shared}.rs:{line}: shared by all, it uses crate::{layer}"
+            ));
         }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
@@ -120,14 +131,46 @@ mod tests {
 ";
     // From the analysis layer (rank 2): only the call on line 5 is above it.
     assert_eq!(
-        imports_above(text, 2, &layers),
+        imports_above(text, Some(2), &layers),
         vec![(5, "rewrite".to_string())]
     );
     // From the kubelet layer, `source` is above it too.
     assert_eq!(
-        imports_above(text, 0, &layers),
+        imports_above(text, Some(0), &layers),
         vec![(3, "source".to_string()), (5, "rewrite".to_string())]
     );
     // From the top, nothing is above.
-    assert!(imports_above(text, 3, &layers).is_empty());
+    assert!(imports_above(text, Some(3), &layers).is_empty());
+    // A shared module may use none of them.
+    assert_eq!(
+        imports_above(text, None, &layers),
+        vec![
+            (2, "kubelet".to_string()),
+            (3, "source".to_string()),
+            (5, "rewrite".to_string())
+        ]
+    );
+}
+
+/// Typed errors in the library, `anyhow` only at the CLI edge: no layer below `cli` names it.
+#[test]
+fn anyhow_only_at_the_cli_edge() {
+    let layers = layers();
+    let mut wrong = Vec::new();
+    for layer in layers.iter().filter(|l| *l != "cli") {
+        let mut files = Vec::new();
+        rust_files(&Path::new(SRC).join(layer), &mut files);
+        for file in files {
+            let text = fs::read_to_string(&file).expect("a source file");
+            for (line, code) in code_lines(&text) {
+                if code.contains("anyhow") {
+                    wrong.push(format!(
+                        "{}:{line}: anyhow below the CLI",
+                        file.strip_prefix(SRC).unwrap_or(&file).display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
 }
