@@ -26,6 +26,9 @@ pub enum Command {
     ///
     /// Reads a Pod, a PodList (kubectl get pods -o json), a container object, or JSON Lines of
     /// {"id":…,"container":{…}} records.
+    ///
+    /// Exit codes: 0 every container hashed; 1 unusable input or flags (nothing printed), or some
+    /// container could not be hashed (its row names the error, the others are printed).
     Hash(HashArgs),
 
     /// Report which containers a kubelet upgrade would restart, per node and workload.

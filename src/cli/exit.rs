@@ -7,7 +7,9 @@ use std::process::ExitCode;
 pub enum ExitStatus {
     /// 0: done; everything was assessed (or written, verified, restored).
     Success,
-    /// 1: unusable input or flags, or an error that stopped the run; nothing half-written.
+    /// 1: unusable input or flags, or an error that stopped the run; nothing half-written. For
+    /// `hash`, also a container that could not be hashed: every row is printed, that one with
+    /// its error (as since the first release; `scan` and `matrix` say 2 for the same).
     Failure,
     /// 2: done, but some containers could not be assessed, written, verified or restored (each
     /// is in the output), or `apply` stopped writing because the evidence was gone.
