@@ -478,6 +478,42 @@ fn usage_errors_are_one_line_and_exit_1() {
     assert!(text(&help.stdout).contains("--to"));
 }
 
+/// Every command a script runs for its result says in `--help` what its exit codes mean, and
+/// the README's table has a row for it.
+#[test]
+fn every_command_documents_its_exit_codes() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let table = readme
+        .split("## Exit codes")
+        .nth(1)
+        .and_then(|t| t.split("\n## ").next())
+        .expect("the README's exit code table");
+    for (command, row) in [
+        (&["hash"][..], "`hash`"),
+        (&["scan"][..], "`scan`"),
+        (&["matrix"][..], "`matrix`"),
+        (&["node", "plan"][..], "`node plan`"),
+        (&["node", "preflight"][..], "`node preflight`"),
+        (&["node", "apply"][..], "`node apply`"),
+        (&["node", "verify"][..], "`node verify`"),
+        (&["node", "rollback"][..], "`node rollback`"),
+        (&["audit"][..], "`audit compare`"),
+    ] {
+        let args = [command, &["--help"][..]].concat();
+        let help = kubehash(&args, b"");
+        assert_eq!(help.status.code(), Some(0), "{args:?}");
+        assert!(
+            text(&help.stdout).contains("Exit codes"),
+            "{args:?} --help says nothing of exit codes"
+        );
+        assert!(
+            table.contains(&format!("| {row}")),
+            "no README row for {row}"
+        );
+    }
+}
+
 /// YAML nested 100,000 levels deep was rejected only after a minute (the YAML scanner's cost per
 /// token grows with the flow depth); now one linear pass rejects it first, with one line.
 #[test]

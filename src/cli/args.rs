@@ -42,6 +42,9 @@ pub enum Command {
     Scan(ScanArgs),
 
     /// The restart table for every upgrade step between the given versions, for a set of pods.
+    ///
+    /// Exit codes: 0 done; 1 unusable input or flags; 2 some containers could not be hashed, or
+    /// some objects were not counted (each named).
     Matrix(MatrixArgs),
 
     /// The node agent: make an in-place kubelet upgrade restart-free by rewriting verified
@@ -195,18 +198,32 @@ pub struct ShimArgs {
 #[derive(Subcommand)]
 pub enum NodeCommand {
     /// Read-only: this node's containers over CRI, joined to their pods, a verdict each.
+    ///
+    /// Exit codes: 0 every container has a verdict; 1 unusable input or flags, or the runtime or
+    /// API server unreachable; 2 some container's spec does not decode (verdict `error`).
     Plan(NodePlanArgs),
     /// Rewrite the stored hash of every `rewrite` container in containerd (kubelet stopped).
     ///
     /// Journals every old and new value first (fsync), validates every new value, reads every
     /// record back, and is safe to run again. Then restart containerd and run `node verify`.
+    ///
+    /// Exit codes: 0 done; 1 unusable input or flags, or an error that stopped the run (what was
+    /// written is in the journal); 2 some container not written, or writing stopped because the
+    /// evidence went (each listed).
     Apply(NodeApplyArgs),
     /// Check a journal's containers: record as written, and CRI reporting the new hash.
+    ///
+    /// Exit codes: 0 every container verified; 1 unusable input (a journal that does not
+    /// validate, the runtime unreachable); 2 some container not as written (each listed).
     Verify(NodeJournalArgs),
     /// Restore the original values from a journal (only records still holding kubehash's value).
     ///
     /// With the pods (`-i` or `--cluster`, as for apply), each original is also proved against its
     /// container's spec: kubelet TO's hash of it is the written hash, kubelet FROM's the original's.
+    ///
+    /// Exit codes: 0 every record restored or already original; 1 unusable input (a journal that
+    /// does not validate, the runtime unreachable); 2 some record left as written (each listed,
+    /// with why).
     Rollback(NodeRollbackArgs),
     /// Read-only: every other reason kubelet TO would kill or recreate this node's pods (cgroups,
     /// admission, sandboxes, resize, checkpoints, refusing to start, eviction), one check each.
