@@ -2,12 +2,15 @@
 //! containers whose spec never changed.
 //!
 //! The folders are the layers, lowest first; a layer uses only the ones listed before it
-//! (`error`, `clock` and `multiply_hash` are shared by all; `tests/layers.rs` holds the code to
-//! this order). `docs/architecture.md` walks through them.
+//! (`error`, `clock` and `multiply_hash` are shared by all; `tests/code_rules.rs` holds the code
+//! to this order). `docs/architecture.md` walks through them.
 
 // Library code answers bad input with a typed error, never a panic: no `unwrap`/`expect`
 // outside unit tests (`cargo clippy` enforces it).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// Each `unsafe` block says why it is sound, and only the files docs/architecture.md lists have
+// any (`tests/code_rules.rs`).
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod clock; // seconds since the Unix epoch, as records hold time
 pub mod error;

@@ -1,10 +1,14 @@
-//! The folders of `src/` are layers, and a layer uses only the layers below it
-//! (`docs/architecture.md`). The order is the one `src/lib.rs` declares its folders in; this
-//! test reads it from there, so moving a layer is one edit, and fails on any library code that
-//! names a layer declared after its own. Modules that are one file (`error`, `clock`,
-//! `multiply_hash`) are shared by all. A module's unit tests are left out: a lower layer's test
-//! may build its inputs with a higher layer's types (the kubelet's writers are checked over the
-//! `source` layer's parsed documents).
+//! The brief's rules for how the code is laid out, held by reading the sources.
+//!
+//! - The folders of `src/` are layers, and a layer uses only the layers below it
+//!   (`docs/architecture.md`). The order is the one `src/lib.rs` declares its folders in, read
+//!   from there, so moving a layer is one edit. Modules that are one file (`error`, `clock`,
+//!   `multiply_hash`) are shared by all and use no layer. A module's unit tests are left out: a
+//!   lower layer's test may build its inputs with a higher layer's types (the kubelet's writers
+//!   are checked over the `source` layer's parsed documents).
+//! - Typed errors in the library, `anyhow` only at the CLI edge.
+//! - `unsafe` code only where `docs/architecture.md` lists it (each block says why it is sound:
+//!   `clippy::undocumented_unsafe_blocks` is denied in `src/lib.rs`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -173,4 +177,58 @@ fn anyhow_only_at_the_cli_edge() {
         }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+/// The files `docs/architecture.md` names for their `unsafe` code, and no others.
+#[test]
+fn unsafe_code_only_where_the_architecture_lists_it() {
+    const LISTED: [&str; 5] = [
+        "kubelet/bytescan.rs",
+        "kubelet/lanes.rs",
+        "kubelet/sink.rs",
+        "shim/batched.rs",
+        "source/frames.rs",
+    ];
+    let architecture =
+        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/architecture.md"))
+            .expect("docs/architecture.md");
+    for file in LISTED {
+        assert!(
+            architecture.contains(&format!("`{file}`")),
+            "docs/architecture.md does not name {file}"
+        );
+    }
+    let mut files = Vec::new();
+    rust_files(Path::new(SRC), &mut files);
+    let mut with_unsafe: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = fs::read_to_string(f).expect("a source file");
+            code_lines(&text).iter().any(|(_, l)| has_unsafe(l))
+        })
+        .map(|f| {
+            f.strip_prefix(SRC)
+                .unwrap_or(f)
+                .display()
+                .to_string()
+                .trim_start_matches('/')
+                .to_string()
+        })
+        .collect();
+    with_unsafe.sort();
+    assert_eq!(with_unsafe, LISTED, "unsafe code outside the listed files");
+}
+
+/// Whether a line of code has an `unsafe` block, function, impl, trait or extern block (not the
+/// word in a name, such as a lint's).
+fn has_unsafe(line: &str) -> bool {
+    [
+        "unsafe {",
+        "unsafe fn",
+        "unsafe impl",
+        "unsafe trait",
+        "unsafe extern",
+    ]
+    .iter()
+    .any(|k| line.contains(k))
 }
