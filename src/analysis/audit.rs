@@ -93,6 +93,61 @@ pub struct Audited {
     pub as_predicted: Option<bool>,
 }
 
+/// How many containers of an audit met each fate, and how many not as predicted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub kept: usize,
+    pub restarted: usize,
+    pub recreated: usize,
+    pub gone: usize,
+    /// Fates other than the plan's prediction.
+    pub mispredicted: usize,
+}
+
+impl Tally {
+    pub fn of(audited: &[Audited]) -> Tally {
+        let mut t = Tally::default();
+        for a in audited {
+            *match a.fate {
+                Fate::Kept => &mut t.kept,
+                Fate::Restarted => &mut t.restarted,
+                Fate::Recreated => &mut t.recreated,
+                Fate::Gone => &mut t.gone,
+            } += 1;
+            t.mispredicted += usize::from(a.as_predicted == Some(false));
+        }
+        t
+    }
+
+    /// One line for people: "N containers ran before: K kept, R restarted, …".
+    pub fn summary(&self) -> String {
+        format!(
+            "{} containers ran before: {} kept, {} restarted, {} recreated with their pod, {} gone",
+            self.kept + self.restarted + self.recreated + self.gone,
+            self.kept,
+            self.restarted,
+            self.recreated,
+            self.gone
+        )
+    }
+}
+
+/// An audit as JSON (`audit compare -o json` and the agent's `audit-<T>.json`, the CLI adding
+/// `apiVersion` and `kind`): counts by fate, how many not as predicted, and every container.
+pub fn report(audited: &[Audited]) -> serde_json::Value {
+    let t = Tally::of(audited);
+    serde_json::json!({
+        "counts": {
+            "kept": t.kept,
+            "restarted": t.restarted,
+            "recreated": t.recreated,
+            "gone": t.gone,
+        },
+        "mispredicted": t.mispredicted,
+        "containers": audited,
+    })
+}
+
 /// Compares two snapshots, with the plan made before the upgrade if given.
 pub fn compare(
     before: &Snapshot,
@@ -177,5 +232,38 @@ mod tests {
         assert_eq!(fate(vec![seen("a", "u", 5)]), Fate::Restarted);
         assert_eq!(fate(vec![seen("b", "v", 2)]), Fate::Recreated);
         assert_eq!(fate(vec![]), Fate::Gone);
+    }
+
+    #[test]
+    fn a_tally_counts_fates_and_what_the_plan_did_not_predict() {
+        let audited = |fate, as_predicted| Audited {
+            before: seen("a", "u", 1),
+            fate,
+            now: None,
+            predicted: None,
+            as_predicted,
+        };
+        let t = Tally::of(&[
+            audited(Fate::Kept, Some(true)),
+            audited(Fate::Kept, None),
+            audited(Fate::Restarted, Some(true)),
+            audited(Fate::Restarted, Some(false)),
+            audited(Fate::Recreated, Some(false)),
+            audited(Fate::Gone, None),
+        ]);
+        assert_eq!(
+            t,
+            Tally {
+                kept: 2,
+                restarted: 2,
+                recreated: 1,
+                gone: 1,
+                mispredicted: 2
+            }
+        );
+        assert_eq!(
+            t.summary(),
+            "6 containers ran before: 2 kept, 2 restarted, 1 recreated with their pod, 1 gone"
+        );
     }
 }

@@ -2,9 +2,9 @@
 
 use std::io::{self, Write};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::analysis::audit::{Audited, Fate};
+use crate::analysis::audit::{report, Audited, Tally};
 
 use super::table::write_columns;
 use super::{to_value, Render};
@@ -14,40 +14,17 @@ pub struct AuditReport {
     pub audited: Vec<Audited>,
 }
 
-impl AuditReport {
-    fn count(&self, f: Fate) -> usize {
-        self.audited.iter().filter(|a| a.fate == f).count()
-    }
-}
-
 impl Render for AuditReport {
     fn kind(&self) -> Option<&'static str> {
         Some("AuditReport")
     }
 
     fn document(&self) -> Value {
-        json!({
-            "counts": {
-                "kept": self.count(Fate::Kept),
-                "restarted": self.count(Fate::Restarted),
-                "recreated": self.count(Fate::Recreated),
-                "gone": self.count(Fate::Gone),
-            },
-            "mispredicted": self.audited.iter().filter(|a| a.as_predicted == Some(false)).count(),
-            "containers": to_value(&self.audited),
-        })
+        report(&self.audited)
     }
 
     fn table(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(
-            out,
-            "{} containers ran before: {} kept, {} restarted, {} recreated with their pod, {} gone.",
-            self.audited.len(),
-            self.count(Fate::Kept),
-            self.count(Fate::Restarted),
-            self.count(Fate::Recreated),
-            self.count(Fate::Gone)
-        )?;
+        writeln!(out, "{}.", Tally::of(&self.audited).summary())?;
         let mut rows = vec![[
             "CONTAINER",
             "POD",
