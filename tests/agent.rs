@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use harness::apiserver::TestApi;
 use harness::kubelet::{Healthz, TestKubelet};
-use harness::{free_port, hash, pod_json, Containerd};
+use harness::{free_port, hash, pod_json, Containerd, KubeletCalls};
 use kubehash::runtime::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
 use kubehash::runtime::cri::Cri;
 use serde_json::{json, Value};
@@ -341,6 +341,134 @@ async fn the_agent_plans_applies_while_the_kubelet_is_down_and_verifies_after() 
 
     assert_eq!(*rig.api.refused.lock().unwrap(), Vec::<String>::new());
     assert_eq!(*rig.api.used.lock().unwrap(), harness::rbac::agent_grants());
+}
+
+/// After verifying the new kubelet, the agent audits the upgrade: once that kubelet has had
+/// `--audit-after-seconds` to restart what it restarts, every container that ran before apply
+/// (recorded while the kubelet was down) is checked against what runs now and against the plan.
+/// Here the new kubelet restarts the changed container, as predicted, and also one kubehash
+/// rewrote, which the audit must not hide: a warning Event, the report and the metrics say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_audits_the_upgrade_once_the_new_kubelet_settled() {
+    let mut rig = Rig::new(2).await;
+    let mut agent = rig.start_agent(&["--audit-after-seconds", "8"]);
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+    rig.swap_and_stop("v1.31.0");
+    wait("apply", Duration::from_secs(30), || {
+        phase(&rig.state_dir) == "applied"
+    });
+    let before: Value = serde_json::from_slice(
+        &std::fs::read(rig.state_dir.join("audit-before-1.31.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        before["containers"].as_array().unwrap().len(),
+        3,
+        "{before}"
+    );
+    rig.ctrd.restart();
+    let sd = rig.state_dir.clone();
+    rig.kubelet_returns_until("v1.31.0", "verify", || phase(&sd) == "done");
+    assert!(
+        state(&rig.state_dir)["audit_after"].is_u64(),
+        "the audit is due later"
+    );
+
+    // Kubelet 1.31 restarts the container whose spec changed (planned: will-restart) and,
+    // unexpectedly, one that kubehash rewrote (planned: rewrite).
+    let mut cri = Cri::connect(&rig.ctrd.endpoint()).await.unwrap();
+    let (web0, web0_id) = rig.current[0].clone();
+    let changed_spec = json!({"name":"changed","image":harness::IMAGE,"args":["--new"]});
+    let mut again = Vec::new();
+    for (n, (id, spec)) in [(&rig.changed_id, &changed_spec), (&web0_id, &web0)]
+        .into_iter()
+        .enumerate()
+    {
+        cri.stop_container(id, 0).await.unwrap();
+        cri.remove_container(id).await.unwrap();
+        // (Its own sandbox under the pod's UID: the harness makes one per call.)
+        let pod = harness::create_pod(
+            &mut cri,
+            &rig.ctrd.dir.join("pods"),
+            "shop",
+            &format!("web-1-again{n}"),
+            "uid-web-1",
+            &[harness::TestContainer {
+                spec: spec.clone(),
+                stored_hash: None,
+            }],
+            "1.31".parse().unwrap(),
+        )
+        .await;
+        again.push(pod.container_ids[0].clone());
+    }
+
+    wait("the audit", Duration::from_secs(30), || {
+        rig.api.reasons().contains(&"KubehashAudited".to_string())
+    });
+    let event = rig.api.event("KubehashAudited").unwrap();
+    let message = event["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "3 containers ran before: 1 kept, 2 restarted, 0 recreated with their pod, 0 gone; 1 not as kubehash predicted"
+        ),
+        "{event}"
+    );
+    assert_eq!(event["type"], "Warning", "{event}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(rig.state_dir.join("audit-1.31.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        report["counts"],
+        json!({"kept": 1, "restarted": 2, "recreated": 0, "gone": 0})
+    );
+    assert_eq!(report["mispredicted"], 1);
+    let fate = |id: &str| {
+        report["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    let (web0_seen, changed_seen) = (fate(&web0_id), fate(&rig.changed_id));
+    assert_eq!(
+        (
+            &web0_seen["fate"],
+            &web0_seen["predicted"],
+            &web0_seen["as_predicted"]
+        ),
+        (&json!("restarted"), &json!("rewrite"), &json!(false)),
+        "{web0_seen}"
+    );
+    assert_eq!(web0_seen["now"], again[1].as_str());
+    assert_eq!(
+        (
+            &changed_seen["fate"],
+            &changed_seen["predicted"],
+            &changed_seen["as_predicted"]
+        ),
+        (&json!("restarted"), &json!("will-restart"), &json!(true)),
+        "{changed_seen}"
+    );
+    assert_eq!(fate(&rig.current[1].1)["fate"], "kept");
+    wait("audit metrics", Duration::from_secs(10), || {
+        let m = http_get(rig.metrics_port, "/metrics");
+        m.contains("kubehash_audit_containers{fate=\"restarted\"} 2")
+            && m.contains("kubehash_audit_containers{fate=\"kept\"} 1")
+            && m.contains("kubehash_audit_mispredicted 1")
+    });
+    // Audited once: the phase is done, with nothing due.
+    let s = state(&rig.state_dir);
+    assert_eq!(s["phase"], "done");
+    assert!(s.get("audit_after").is_none(), "{s}");
+    assert!(s["detail"]
+        .as_str()
+        .unwrap()
+        .contains("1 not as kubehash predicted"));
+    Rig::stop_agent(&mut agent);
 }
 
 /// The agent pins a static pod's manifest at the moment it rewrites hashes (kubelet down, binary

@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 use tracing::info;
 
 use crate::agent::phase::{Phase, PHASES};
+use crate::analysis::audit::Tally;
 use crate::clock::now_unix;
 use crate::error::{Error, Result};
 
@@ -25,6 +26,11 @@ struct PhaseLabel {
     phase: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FateLabel {
+    fate: String,
+}
+
 /// The agent's Prometheus metrics.
 #[derive(Clone)]
 pub struct Metrics {
@@ -34,6 +40,8 @@ pub struct Metrics {
     kubelet_up: Gauge<i64, AtomicI64>,
     written: Counter<u64, AtomicU64>,
     verify_failures: Counter<u64, AtomicU64>,
+    audit: Family<FateLabel, Gauge<i64, AtomicI64>>,
+    audit_mispredicted: Gauge<i64, AtomicI64>,
     /// When the agent's loop last turned (unix seconds), and how long it may stand still.
     last_tick: Arc<AtomicU64>,
     stuck_after: Arc<AtomicU64>,
@@ -49,6 +57,8 @@ impl Default for Metrics {
             kubelet_up: Gauge::default(),
             written: Counter::default(),
             verify_failures: Counter::default(),
+            audit: Family::default(),
+            audit_mispredicted: Gauge::default(),
             last_tick: Arc::new(AtomicU64::new(now_unix())),
             stuck_after: Arc::new(AtomicU64::new(u64::MAX)),
         };
@@ -72,6 +82,16 @@ impl Default for Metrics {
             "verify_failures",
             "Containers that failed verification",
             m.verify_failures.clone(),
+        );
+        r.register(
+            "audit_containers",
+            "Containers that ran before the last audited upgrade, by what became of them",
+            m.audit.clone(),
+        );
+        r.register(
+            "audit_mispredicted",
+            "Containers of the last audited upgrade whose fate was not the one predicted",
+            m.audit_mispredicted.clone(),
         );
         *m.registry.lock().unwrap_or_else(|p| p.into_inner()) = r;
         m
@@ -126,6 +146,22 @@ impl Metrics {
 
     pub(super) fn wrote(&self, records: usize) {
         self.written.inc_by(records as u64);
+    }
+
+    /// The last audit: containers by fate, and those not as predicted.
+    pub(super) fn set_audit(&self, t: &Tally) {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        for (fate, n) in [
+            ("kept", t.kept),
+            ("restarted", t.restarted),
+            ("recreated", t.recreated),
+            ("gone", t.gone),
+        ] {
+            self.audit
+                .get_or_create(&FateLabel { fate: fate.into() })
+                .set(gauge(n));
+        }
+        self.audit_mispredicted.set(gauge(t.mispredicted));
     }
 
     pub(super) fn verify_failed(&self, containers: usize) {

@@ -41,6 +41,11 @@ pub enum Phase {
     Done {
         to: String,
         detail: String,
+        /// When to audit the upgrade (unix seconds): compare the containers that ran before apply
+        /// with those running once the new kubelet has settled. `None`: audited, or nothing to
+        /// audit against.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        audit_after: Option<u64>,
     },
     RolledBack {
         to: String,

@@ -12,6 +12,8 @@
 //! Applying ──▶ Applied ──(kubelet up again, and the Node's status posted since)──▶
 //!   kubeletVersion T   → verify → Done (KubehashVerified) or Failed (KubehashVerifyFailed)
 //!   any other version  → roll back at once → RolledBack (KubehashRolledBack)
+//! Done ──(--audit-after later)──▶ Done, audited: the containers that ran before apply (recorded
+//!   just before it, the kubelet down) against what runs now and the plan (KubehashAudited)
 //! ```
 //!
 //! **Evidence.** "The kubelet is down" means both: its process is gone (found by name in `/proc`,
@@ -39,6 +41,7 @@ use tracing::{error, info, warn};
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::agent::metrics::Metrics;
 use crate::agent::phase::{load_phase, lock_state_dir, save_phase, Phase};
+use crate::analysis::audit::{compare, report, snapshot, Snapshot, Tally};
 use crate::analysis::plan::{node_specs, plan_node, PodIndex, Verdict};
 use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
@@ -81,6 +84,9 @@ pub struct AgentConfig {
     pub restart_timeout: Duration,
     /// `/healthz` answers 503 when the loop has not turned for this long.
     pub stuck_after: Duration,
+    /// How long after verifying the new kubelet the agent audits the upgrade: the time that
+    /// kubelet is given to restart what it restarts.
+    pub audit_after: Duration,
     pub dry_run: bool,
 }
 
@@ -277,6 +283,85 @@ impl Agent {
         self.cfg.state_dir.join(format!("pods-{to}.json"))
     }
 
+    /// The node's running containers just before apply, for the audit.
+    fn snapshot_file(&self, to: &str) -> PathBuf {
+        self.cfg.state_dir.join(format!("audit-before-{to}.json"))
+    }
+
+    /// Records what runs now (the kubelet is down, so nothing restarts until the new one starts).
+    /// The audit is a report, never a condition of writing: a snapshot that cannot be taken is
+    /// logged, and that upgrade is not audited.
+    async fn snapshot_before(&mut self, to: &str) {
+        let path = self.snapshot_file(to);
+        let taken = match Cri::connect(&self.cfg.cri).await {
+            Ok(mut cri) => snapshot(&mut cri).await,
+            Err(e) => Err(e),
+        };
+        let saved = taken.and_then(|snap| crate::rewrite::durable::write_json(&path, &snap));
+        if let Err(e) = saved {
+            warn!(error = %e, "cannot record the running containers; this upgrade will not be audited");
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    /// The upgrade to `to`, audited once its kubelet has had `audit_after` to restart what it
+    /// restarts: every container that ran before apply (the snapshot) against what runs now, and
+    /// against the plan's prediction for each (`analysis::audit`). Written to `audit-<to>.json`,
+    /// counted in the metrics, and published as `KubehashAudited`, a warning when any container's
+    /// fate is not the one predicted. The runtime not answering is tried again at the next step.
+    async fn audit(&mut self, to: String, detail: String) -> Result<()> {
+        let before: Option<Snapshot> = std::fs::read(self.snapshot_file(&to))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let Some(before) = before else {
+            warn!(file = %self.snapshot_file(&to).display(), "the snapshot taken before apply is unreadable; not auditing");
+            return self.set(Phase::Done {
+                to,
+                detail,
+                audit_after: None,
+            });
+        };
+        let plan: Option<Vec<crate::analysis::plan::ContainerPlan>> =
+            std::fs::read(self.cfg.state_dir.join(format!("plan-{to}.json")))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+        let now = match Cri::connect(&self.cfg.cri).await {
+            Ok(mut cri) => snapshot(&mut cri).await,
+            Err(e) => Err(e),
+        };
+        let now = match now {
+            Ok(n) => n,
+            Err(e) => {
+                let msg = format!(
+                    "cannot list the running containers to audit the upgrade ({e}); will try again"
+                );
+                return self.event_once("KubehashAuditWaiting", &msg, true).await;
+            }
+        };
+        let audited = compare(&before, &now, plan.as_deref());
+        let tally = Tally::of(&audited);
+        let file = self.cfg.state_dir.join(format!("audit-{to}.json"));
+        crate::rewrite::durable::write_json(&file, &report(&audited))?;
+        self.metrics.set_audit(&tally);
+        let msg = format!(
+            "after kubelet {to}: {}; {} (see {})",
+            tally.summary(),
+            match (tally.mispredicted, plan.is_some()) {
+                (_, false) => "no plan to check them against".to_string(),
+                (0, true) => "each as kubehash predicted".to_string(),
+                (n, true) => format!("{n} not as kubehash predicted"),
+            },
+            file.display()
+        );
+        self.event("KubehashAudited", &msg, tally.mispredicted > 0)
+            .await;
+        self.set(Phase::Done {
+            to,
+            detail: format!("{detail}; {msg}"),
+            audit_after: None,
+        })
+    }
+
     fn watched_node(&mut self) -> Option<Value> {
         let node = self
             .node
@@ -312,6 +397,11 @@ impl Agent {
             self.up_since = None;
         }
         match self.phase.clone() {
+            Phase::Done {
+                to,
+                detail,
+                audit_after: Some(due),
+            } if crate::clock::now_unix() >= due => self.audit(to, detail).await,
             Phase::Idle | Phase::Done { .. } | Phase::Failed { .. } | Phase::RolledBack { .. } => {
                 self.look_for_target().await
             }
@@ -486,7 +576,11 @@ impl Agent {
         if self.cfg.dry_run {
             let msg = format!("dry run: the kubelet is down; would now rewrite the planned containers for kubelet {to}");
             self.event("KubehashDryRun", &msg, false).await;
-            return self.set(Phase::Done { to, detail: msg });
+            return self.set(Phase::Done {
+                to,
+                detail: msg,
+                audit_after: None,
+            });
         }
         let journal = crate::rewrite::journal::path_for(
             &self.cfg.state_dir.join("journal"),
@@ -505,6 +599,8 @@ impl Agent {
                 return self.event_once("KubehashNoEvidence", &msg, true).await;
             }
         };
+        // What runs now, with no kubelet to restart anything, is what the audit compares with.
+        self.snapshot_before(&to).await;
         self.set(Phase::Applying {
             to: to.clone(),
             from: from.clone(),
@@ -841,7 +937,14 @@ impl Agent {
                     );
                     self.event("KubehashVerified", &msg, false).await;
                     let _ = std::fs::remove_file(self.pods_file(&to));
-                    self.set(Phase::Done { to, detail: msg })
+                    let audit_after = self.snapshot_file(&to).exists().then(|| {
+                        crate::clock::now_unix().saturating_add(self.cfg.audit_after.as_secs())
+                    });
+                    self.set(Phase::Done {
+                        to,
+                        detail: msg,
+                        audit_after,
+                    })
                 } else {
                     let reason = format!(
                         "{} of {} containers failed verification: {}",

@@ -27,6 +27,7 @@ pub fn run(a: AgentArgs) -> Result<ExitStatus> {
         host: a.host.paths(),
         restart_timeout: std::time::Duration::from_secs(a.restart_timeout_seconds),
         stuck_after: std::time::Duration::from_secs(a.stuck_seconds),
+        audit_after: std::time::Duration::from_secs(a.audit_after_seconds),
         grace: std::time::Duration::from_secs(a.grace_seconds),
         poll: std::time::Duration::from_millis(a.poll_ms),
         annotation: a.annotation,

@@ -133,6 +133,11 @@ pub struct AgentArgs {
     /// /healthz answers 503 when the agent's loop has not turned for this long.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub stuck_seconds: u64,
+    /// Seconds after verifying the new kubelet to audit the upgrade: which containers that ran
+    /// before apply still run, restarted or were recreated, against the plan (Event
+    /// KubehashAudited, audit-<T>.json in the state directory).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub audit_after_seconds: u64,
     /// Publish what would be done; write nothing.
     #[arg(long)]
     pub dry_run: bool,
