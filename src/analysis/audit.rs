@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::plan::{ContainerPlan, Verdict};
+use crate::analysis::report::API_VERSION;
 use crate::error::Result;
 use crate::runtime::cri::{keys, proto, Cri};
 
@@ -32,6 +33,18 @@ pub struct Seen {
 pub struct Snapshot {
     pub taken_at_unix: u64,
     pub containers: Vec<Seen>,
+}
+
+/// A snapshot as a file holds it (`audit snapshot --out`, and `node apply` beside its journal):
+/// `apiVersion`, `kind: AuditSnapshot`, then the snapshot's fields.
+pub fn snapshot_document(s: &Snapshot) -> serde_json::Value {
+    let mut doc = serde_json::Map::new();
+    doc.insert("apiVersion".into(), API_VERSION.into());
+    doc.insert("kind".into(), "AuditSnapshot".into());
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(s) {
+        doc.extend(fields);
+    }
+    serde_json::Value::Object(doc)
 }
 
 /// Takes a snapshot over CRI.

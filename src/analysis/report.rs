@@ -14,6 +14,9 @@ use crate::analysis::spill::{Details, Spill};
 use crate::analysis::totals::{Add, Totals};
 use crate::kubelet::version::KubeletVersion;
 
+/// The `apiVersion` of kubehash's machine-readable reports and records.
+pub const API_VERSION: &str = "kubehash.dev/v1alpha1";
+
 /// Counts for a group of containers.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Counts {

@@ -2,11 +2,11 @@
 
 use anyhow::{Context, Result};
 
-use crate::analysis::audit::{compare, snapshot, Fate, Snapshot};
+use crate::analysis::audit::{compare, snapshot, snapshot_document, Fate, Snapshot};
 use crate::analysis::plan::ContainerPlan;
 use crate::cli::args::{AuditCommand, AuditCompareArgs, AuditSnapshotArgs};
 use crate::cli::exit::ExitStatus;
-use crate::cli::output::{AuditReport, API_VERSION};
+use crate::cli::output::AuditReport;
 use crate::cli::support::{print, runtime};
 use crate::runtime::cri::Cri;
 
@@ -27,12 +27,7 @@ fn take(endpoint: &str) -> Result<Snapshot> {
 
 fn run_snapshot(a: AuditSnapshotArgs) -> Result<ExitStatus> {
     let snap = take(&a.cri)?;
-    let mut doc = serde_json::to_value(&snap)?;
-    if let Some(m) = doc.as_object_mut() {
-        m.insert("apiVersion".into(), API_VERSION.into());
-        m.insert("kind".into(), "AuditSnapshot".into());
-    }
-    crate::rewrite::durable::write_json(&a.out, &doc)?;
+    crate::rewrite::durable::write_json(&a.out, &snapshot_document(&snap))?;
     eprintln!(
         "kubehash: {} running containers recorded in {}; after the upgrade: kubehash audit compare --snapshot {}",
         snap.containers.len(),

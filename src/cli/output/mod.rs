@@ -40,8 +40,7 @@ pub enum Format {
     Jsonl,
 }
 
-/// The `apiVersion` of kubehash's machine-readable reports.
-pub const API_VERSION: &str = "kubehash.dev/v1alpha1";
+pub use crate::analysis::report::API_VERSION;
 
 /// A report that can be printed in every [`Format`].
 pub trait Render {
