@@ -358,20 +358,23 @@ async fn the_agent_audits_the_upgrade_once_the_new_kubelet_settled() {
     wait("apply", Duration::from_secs(30), || {
         phase(&rig.state_dir) == "applied"
     });
-    let before: Value = serde_json::from_slice(
-        &std::fs::read(rig.state_dir.join("audit-before-1.31.json")).unwrap(),
-    )
-    .unwrap();
+    // apply recorded, beside its journal, what ran when it began, and its plan.
+    let journal = rig.state_dir.join("journal");
+    let before: Value =
+        serde_json::from_slice(&std::fs::read(journal.join("1.30-to-1.31.before.json")).unwrap())
+            .unwrap();
+    assert_eq!(before["kind"], "AuditSnapshot");
     assert_eq!(
         before["containers"].as_array().unwrap().len(),
         3,
         "{before}"
     );
+    assert!(journal.join("1.30-to-1.31.plan.json").exists());
     rig.ctrd.restart();
     let sd = rig.state_dir.clone();
     rig.kubelet_returns_until("v1.31.0", "verify", || phase(&sd) == "done");
     assert!(
-        state(&rig.state_dir)["audit_after"].is_u64(),
+        state(&rig.state_dir)["audit"]["after"].is_u64(),
         "the audit is due later"
     );
 
@@ -463,7 +466,7 @@ async fn the_agent_audits_the_upgrade_once_the_new_kubelet_settled() {
     // Audited once: the phase is done, with nothing due.
     let s = state(&rig.state_dir);
     assert_eq!(s["phase"], "done");
-    assert!(s.get("audit_after").is_none(), "{s}");
+    assert!(s.get("audit").is_none(), "{s}");
     assert!(s["detail"]
         .as_str()
         .unwrap()

@@ -41,11 +41,9 @@ pub enum Phase {
     Done {
         to: String,
         detail: String,
-        /// When to audit the upgrade (unix seconds): compare the containers that ran before apply
-        /// with those running once the new kubelet has settled. `None`: audited, or nothing to
-        /// audit against.
+        /// The audit still to do: `None` once done, or with nothing to audit against.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        audit_after: Option<u64>,
+        audit: Option<PendingAudit>,
     },
     RolledBack {
         to: String,
@@ -55,6 +53,14 @@ pub enum Phase {
         to: String,
         reason: String,
     },
+}
+
+/// An upgrade to audit: at `after` (unix seconds), compare the containers that ran when apply
+/// began (recorded beside `journal`) with those running once the new kubelet has settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingAudit {
+    pub after: u64,
+    pub journal: String,
 }
 
 pub(super) const PHASES: [&str; 7] = [

@@ -40,13 +40,14 @@ use tracing::{error, info, warn};
 
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::agent::metrics::Metrics;
-use crate::agent::phase::{load_phase, lock_state_dir, save_phase, Phase};
+use crate::agent::phase::{load_phase, lock_state_dir, save_phase, PendingAudit, Phase};
 use crate::analysis::audit::{compare, report, snapshot, Snapshot, Tally};
 use crate::analysis::plan::{node_specs, plan_node, PodIndex, Verdict};
 use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::apply::{apply, Target};
 use crate::rewrite::gate::{Open, Unsafe, WriteGate};
+use crate::rewrite::journal::audit_files;
 use crate::rewrite::outcome::Applied;
 use crate::rewrite::restart::RestartCommand;
 use crate::rewrite::rollback::rollback;
@@ -283,48 +284,29 @@ impl Agent {
         self.cfg.state_dir.join(format!("pods-{to}.json"))
     }
 
-    /// The node's running containers just before apply, for the audit.
-    fn snapshot_file(&self, to: &str) -> PathBuf {
-        self.cfg.state_dir.join(format!("audit-before-{to}.json"))
-    }
-
-    /// Records what runs now (the kubelet is down, so nothing restarts until the new one starts).
-    /// The audit is a report, never a condition of writing: a snapshot that cannot be taken is
-    /// logged, and that upgrade is not audited.
-    async fn snapshot_before(&mut self, to: &str) {
-        let path = self.snapshot_file(to);
-        let taken = match Cri::connect(&self.cfg.cri).await {
-            Ok(mut cri) => snapshot(&mut cri).await,
-            Err(e) => Err(e),
-        };
-        let saved = taken.and_then(|snap| crate::rewrite::durable::write_json(&path, &snap));
-        if let Err(e) = saved {
-            warn!(error = %e, "cannot record the running containers; this upgrade will not be audited");
-            let _ = std::fs::remove_file(&path);
-        }
-    }
-
     /// The upgrade to `to`, audited once its kubelet has had `audit_after` to restart what it
-    /// restarts: every container that ran before apply (the snapshot) against what runs now, and
-    /// against the plan's prediction for each (`analysis::audit`). Written to `audit-<to>.json`,
-    /// counted in the metrics, and published as `KubehashAudited`, a warning when any container's
-    /// fate is not the one predicted. The runtime not answering is tried again at the next step.
-    async fn audit(&mut self, to: String, detail: String) -> Result<()> {
-        let before: Option<Snapshot> = std::fs::read(self.snapshot_file(&to))
+    /// restarts: every container that ran when apply began (recorded beside the journal) against
+    /// what runs now, and against the plan's prediction for each (`analysis::audit`). Written to
+    /// `audit-<to>.json`, counted in the metrics, and published as `KubehashAudited`, a warning
+    /// when any container's fate is not the one predicted. The runtime not answering is tried
+    /// again at the next step.
+    async fn audit(&mut self, to: String, detail: String, journal: String) -> Result<()> {
+        let (before_file, plan_file) = audit_files(Path::new(&journal));
+        let before: Option<Snapshot> = std::fs::read(&before_file)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         let Some(before) = before else {
-            warn!(file = %self.snapshot_file(&to).display(), "the snapshot taken before apply is unreadable; not auditing");
+            warn!(file = %before_file.display(), "the containers recorded when apply began are unreadable; not auditing");
             return self.set(Phase::Done {
                 to,
                 detail,
-                audit_after: None,
+                audit: None,
             });
         };
-        let plan: Option<Vec<crate::analysis::plan::ContainerPlan>> =
-            std::fs::read(self.cfg.state_dir.join(format!("plan-{to}.json")))
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
+        let plan: Option<Vec<crate::analysis::plan::ContainerPlan>> = std::fs::read(&plan_file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| serde_json::from_value(v["containers"].clone()).ok());
         let now = match Cri::connect(&self.cfg.cri).await {
             Ok(mut cri) => snapshot(&mut cri).await,
             Err(e) => Err(e),
@@ -358,7 +340,7 @@ impl Agent {
         self.set(Phase::Done {
             to,
             detail: format!("{detail}; {msg}"),
-            audit_after: None,
+            audit: None,
         })
     }
 
@@ -400,8 +382,10 @@ impl Agent {
             Phase::Done {
                 to,
                 detail,
-                audit_after: Some(due),
-            } if crate::clock::now_unix() >= due => self.audit(to, detail).await,
+                audit: Some(pending),
+            } if crate::clock::now_unix() >= pending.after => {
+                self.audit(to, detail, pending.journal).await
+            }
             Phase::Idle | Phase::Done { .. } | Phase::Failed { .. } | Phase::RolledBack { .. } => {
                 self.look_for_target().await
             }
@@ -579,7 +563,7 @@ impl Agent {
             return self.set(Phase::Done {
                 to,
                 detail: msg,
-                audit_after: None,
+                audit: None,
             });
         }
         let journal = crate::rewrite::journal::path_for(
@@ -599,8 +583,6 @@ impl Agent {
                 return self.event_once("KubehashNoEvidence", &msg, true).await;
             }
         };
-        // What runs now, with no kubelet to restart anything, is what the audit compares with.
-        self.snapshot_before(&to).await;
         self.set(Phase::Applying {
             to: to.clone(),
             from: from.clone(),
@@ -937,13 +919,19 @@ impl Agent {
                     );
                     self.event("KubehashVerified", &msg, false).await;
                     let _ = std::fs::remove_file(self.pods_file(&to));
-                    let audit_after = self.snapshot_file(&to).exists().then(|| {
-                        crate::clock::now_unix().saturating_add(self.cfg.audit_after.as_secs())
-                    });
+                    // apply recorded what ran beside the journal; without it, no audit.
+                    let audit = audit_files(Path::new(&journal))
+                        .0
+                        .exists()
+                        .then(|| PendingAudit {
+                            after: crate::clock::now_unix()
+                                .saturating_add(self.cfg.audit_after.as_secs()),
+                            journal: journal.clone(),
+                        });
                     self.set(Phase::Done {
                         to,
                         detail: msg,
-                        audit_after,
+                        audit,
                     })
                 } else {
                     let reason = format!(

@@ -10,14 +10,15 @@ use std::path::Path;
 
 use tracing::{info, warn};
 
+use crate::analysis::audit::{snapshot, snapshot_document};
 use crate::analysis::plan::{plan_node, ContainerPlan, PodIndex, Verdict};
 use crate::analysis::statics::{PinAction, StaticPod};
 use crate::clock::now_unix;
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
-use crate::rewrite::durable::write_atomically;
+use crate::rewrite::durable::{write_atomically, write_json};
 use crate::rewrite::gate::WriteGate;
-use crate::rewrite::journal::{encode, Journal, Record};
+use crate::rewrite::journal::{audit_files, encode, Journal, Record};
 use crate::rewrite::outcome::{Applied, ApplyOutcome, ApplyReport, PinOutcome};
 use crate::rewrite::pin::pin_text;
 use crate::runtime::cri::Cri;
@@ -68,12 +69,18 @@ pub async fn apply(
         runtime: runtime.clone(),
     })?;
     info!(journal = %t.journal.display(), %runtime, containers = plans.len(), "apply started");
+    // The gate was checked just before planning; the first write goes on that check unless
+    // recording for the audit took time since, and then the gate is asked again.
+    let mut first = true;
+    if !t.pins_only {
+        record_for_audit(cri, t.journal, &plans).await;
+        first = false;
+    }
 
     let pause = std::env::var(PAUSE_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
     let mut stopped: Option<String> = None;
-    let mut first = true;
     // Static pods' UIDs first: a container is rewritten only once its pod keeps its UID.
     let mut pins = Vec::new();
     let mut unpinned: Vec<&str> = Vec::new();
@@ -177,6 +184,28 @@ pub async fn apply(
 
 /// Pins one static pod's manifest: the file must still hold what the plan read, the pinned text
 /// is proven ([`pin_text`]), journaled, then put in place atomically.
+/// What `audit compare` needs once the new kubelet runs, beside the journal
+/// ([`audit_files`]): every container running now (apply runs with no kubelet, so nothing
+/// restarts before the new one starts) and the plan. A record for people, never a condition of
+/// writing: what cannot be recorded is logged, and that upgrade is audited only by hand.
+async fn record_for_audit(cri: &mut Cri, journal: &Path, plans: &[ContainerPlan]) {
+    let (before, plan) = audit_files(journal);
+    let recorded = match snapshot(cri).await {
+        Ok(s) => write_json(&before, &snapshot_document(&s))
+            .and_then(|()| write_json(&plan, &serde_json::json!({ "containers": plans }))),
+        Err(e) => Err(e),
+    };
+    match recorded {
+        Ok(()) => {
+            info!(snapshot = %before.display(), "recorded the running containers for the audit")
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot record the running containers; audit this upgrade with a snapshot of your own");
+            let _ = std::fs::remove_file(&before);
+        }
+    }
+}
+
 fn pin_one(journal: &mut Journal, s: &StaticPod, manifests: &Manifests) -> Result<String> {
     let refuse = |reason: String| Error::Input {
         source_name: s.path.clone(),
