@@ -121,3 +121,104 @@ async fn kept_containers_report_no_restart_and_a_replaced_one_is_caught() {
     );
     assert_eq!(report["mispredicted"], 1);
 }
+
+/// `node apply` records, beside its journal, what ran when it began and its plan, so that after
+/// the upgrade `kubehash audit compare` needs no snapshot of the operator's own: the latest
+/// journal's are found and used. A journal without them is one clear line, exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_records_what_audit_compare_needs() {
+    let mut ctrd = Containerd::start();
+    let ep = ctrd.endpoint();
+    let specs = [
+        json!({"name": "web", "image": "i:1"}),
+        json!({"name": "log", "image": "i:1", "args": ["--to=stdout"]}),
+    ];
+    let stored: Vec<(Value, String)> = specs.iter().map(|s| (s.clone(), hash(s, "1.30"))).collect();
+    let (ids, pods_file) = harness::shop_pod(&ctrd, "1.30", &stored).await;
+    let dir = ctrd.dir.clone();
+    let journals = dir.join("journals");
+    let applied = kubehash(&[
+        "node",
+        "apply",
+        "--to",
+        "1.31",
+        "--from",
+        "1.30",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "-i",
+        &pods_file.display().to_string(),
+        "--journal-dir",
+        &journals.display().to_string(),
+        "-o",
+        "json",
+    ]);
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+    let before: Value =
+        serde_json::from_slice(&std::fs::read(journals.join("1.30-to-1.31.before.json")).unwrap())
+            .unwrap();
+    assert_eq!(before["kind"], "AuditSnapshot");
+    assert_eq!(before["containers"].as_array().unwrap().len(), 2);
+
+    // The upgrade: containerd restarts (the new kubelet keeps both).
+    ctrd.restart();
+    let journal_dir = journals.display().to_string();
+    let audit = |extra: &[&str]| {
+        let mut args = vec!["audit", "compare", "--cri", &ep, "-o", "json"];
+        args.extend_from_slice(extra);
+        kubehash(&args)
+    };
+    let out = audit(&["--journal-dir", &journal_dir]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["counts"],
+        json!({"kept": 2, "restarted": 0, "recreated": 0, "gone": 0})
+    );
+    assert!(
+        report["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["predicted"] == "rewrite" && c["as_predicted"] == true),
+        "apply's plan is used: {report}"
+    );
+
+    // One of them restarted after all: exit 3, and not as predicted.
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    cri.stop_container(&ids[1], 0).await.unwrap();
+    cri.remove_container(&ids[1]).await.unwrap();
+    create_pod(
+        &mut cri,
+        &dir.join("pods"),
+        "shop",
+        "web-1-again",
+        "uid-web-1",
+        &[TestContainer {
+            spec: specs[1].clone(),
+            stored_hash: None,
+        }],
+        "1.31".parse().unwrap(),
+    )
+    .await;
+    let journal = journals.join("1.30-to-1.31.jsonl").display().to_string();
+    let out = audit(&["--journal", &journal]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["counts"]["restarted"], 1, "{report}");
+    assert_eq!(report["mispredicted"], 1, "{report}");
+
+    // A journal with nothing beside it (an older kubehash wrote it): one line, exit 1.
+    std::fs::remove_file(journals.join("1.30-to-1.31.before.json")).unwrap();
+    let out = audit(&["--journal-dir", &journal_dir]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no snapshot beside it") && err.contains("--snapshot"),
+        "{err}"
+    );
+}

@@ -241,7 +241,8 @@ pub enum NodeCommand {
 pub enum AuditCommand {
     /// Record this node's running containers (id, pod, restart count, start time) over CRI.
     Snapshot(AuditSnapshotArgs),
-    /// Compare this node's running containers with a snapshot.
+    /// Compare this node's running containers with a snapshot: yours, or the one `node apply`
+    /// recorded beside the upgrade's journal.
     Compare(AuditCompareArgs),
 }
 
@@ -260,13 +261,21 @@ pub struct AuditCompareArgs {
     /// CRI endpoint.
     #[arg(long, value_name = "ENDPOINT", default_value = DEFAULT_ENDPOINT)]
     pub cri: String,
-    /// The snapshot taken before the upgrade.
-    #[arg(long, value_name = "PATH")]
-    pub snapshot: PathBuf,
+    /// The snapshot taken before the upgrade (default: the one `node apply` recorded beside the
+    /// upgrade's journal, with its plan).
+    #[arg(long, value_name = "PATH", conflicts_with = "journal")]
+    pub snapshot: Option<PathBuf>,
     /// The node plan made before the upgrade (`kubehash node plan -o json`), to check each
-    /// container against what kubehash predicted.
+    /// container against what kubehash predicted (default with a journal: apply's plan).
     #[arg(long, value_name = "PATH")]
     pub plan: Option<PathBuf>,
+    /// The upgrade's journal, beside which `node apply` recorded the snapshot and the plan
+    /// (default: in JOURNAL_DIR, the one whose last apply began last).
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
+    /// Where journals live.
+    #[arg(long, value_name = "DIR", default_value = crate::rewrite::journal::DEFAULT_DIR)]
+    pub journal_dir: PathBuf,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     pub output: Format,

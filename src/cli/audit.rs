@@ -1,6 +1,6 @@
 //! `kubehash audit snapshot|compare`: proof of which containers an upgrade restarted.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::analysis::audit::{compare, snapshot, snapshot_document, Fate, Snapshot};
 use crate::analysis::plan::ContainerPlan;
@@ -8,6 +8,7 @@ use crate::cli::args::{AuditCommand, AuditCompareArgs, AuditSnapshotArgs};
 use crate::cli::exit::ExitStatus;
 use crate::cli::output::AuditReport;
 use crate::cli::support::{print, runtime};
+use crate::rewrite::journal::{self, audit_files};
 use crate::runtime::cri::Cri;
 
 pub fn run(command: AuditCommand) -> Result<ExitStatus> {
@@ -41,9 +42,27 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
     let read = |p: &std::path::Path| -> Result<Vec<u8>> {
         std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))
     };
-    let before: Snapshot = serde_json::from_slice(&read(&a.snapshot)?)
-        .with_context(|| format!("{}: not a kubehash audit snapshot", a.snapshot.display()))?;
-    let plan: Option<Vec<ContainerPlan>> = match &a.plan {
+    let (snapshot_file, plan_file) = match &a.snapshot {
+        Some(s) => (s.clone(), a.plan.clone()),
+        None => {
+            let journal = match &a.journal {
+                Some(j) => j.clone(),
+                None => journal::latest(&a.journal_dir)?,
+            };
+            let (before, plan) = audit_files(&journal);
+            if !before.exists() {
+                bail!(
+                    "journal {}: no snapshot beside it ({}); node apply records one when it begins (kubehash before this, or apply could not take it): pass --snapshot",
+                    journal.display(),
+                    before.display()
+                );
+            }
+            (before, a.plan.clone().or(plan.exists().then_some(plan)))
+        }
+    };
+    let before: Snapshot = serde_json::from_slice(&read(&snapshot_file)?)
+        .with_context(|| format!("{}: not a kubehash audit snapshot", snapshot_file.display()))?;
+    let plan: Option<Vec<ContainerPlan>> = match &plan_file {
         None => None,
         Some(p) => {
             let v: serde_json::Value = serde_json::from_slice(&read(p)?)
