@@ -12,8 +12,8 @@
 //! Applying ──▶ Applied ──(kubelet up again, and the Node's status posted since)──▶
 //!   kubeletVersion T   → verify → Done (KubehashVerified) or Failed (KubehashVerifyFailed)
 //!   any other version  → roll back at once → RolledBack (KubehashRolledBack)
-//! Done ──(--audit-after later)──▶ Done, audited: the containers that ran before apply (recorded
-//!   just before it, the kubelet down) against what runs now and the plan (KubehashAudited)
+//! Done ──(--audit-after later)──▶ Done, audited: the containers that ran when apply began
+//!   (recorded by apply beside the journal) against what runs now and the plan (KubehashAudited)
 //! ```
 //!
 //! **Evidence.** "The kubelet is down" means both: its process is gone (found by name in `/proc`,
