@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use harness::apiserver::TestApi;
 use harness::kubelet::{Healthz, TestKubelet};
-use harness::{free_port, hash, pod_json, Containerd, KubeletCalls};
+use harness::{free_port, hash, pod_json, Containerd};
 use kubehash::runtime::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
 use kubehash::runtime::cri::Cri;
 use serde_json::{json, Value};
@@ -388,23 +388,8 @@ async fn the_agent_audits_the_upgrade_once_the_new_kubelet_settled() {
         .into_iter()
         .enumerate()
     {
-        cri.stop_container(id, 0).await.unwrap();
-        cri.remove_container(id).await.unwrap();
-        // (Its own sandbox under the pod's UID: the harness makes one per call.)
-        let pod = harness::create_pod(
-            &mut cri,
-            &rig.ctrd.dir.join("pods"),
-            "shop",
-            &format!("web-1-again{n}"),
-            "uid-web-1",
-            &[harness::TestContainer {
-                spec: spec.clone(),
-                stored_hash: None,
-            }],
-            "1.31".parse().unwrap(),
-        )
-        .await;
-        again.push(pod.container_ids[0].clone());
+        let sandbox = format!("web-1-again{n}");
+        again.push(harness::restart_in_shop_pod(&mut cri, &rig.ctrd, id, spec, &sandbox).await);
     }
 
     wait("the audit", Duration::from_secs(30), || {

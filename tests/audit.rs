@@ -4,7 +4,7 @@
 
 mod harness;
 
-use harness::{create_pod, hash, kubehash, text, Containerd, KubeletCalls, TestContainer};
+use harness::{hash, kubehash, restart_in_shop_pod, text, Containerd};
 use kubehash::runtime::cri::Cri;
 use serde_json::{json, Value};
 
@@ -26,16 +26,23 @@ fn compare(ep: &str, snapshot: &str, plan: &str) -> (Option<i32>, Value) {
     (out.status.code(), v)
 }
 
+/// A real containerd running pod `shop/web-1` as kubelet 1.30 created it, one container per spec,
+/// none changed since. Returns containerd, the container ids and the pods file.
+async fn made_by_1_30(specs: &[Value]) -> (Containerd, Vec<String>, std::path::PathBuf) {
+    let ctrd = Containerd::start();
+    let stored: Vec<(Value, String)> = specs.iter().map(|s| (s.clone(), hash(s, "1.30"))).collect();
+    let (ids, pods_file) = harness::shop_pod(&ctrd, "1.30", &stored).await;
+    (ctrd, ids, pods_file)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_containers_report_no_restart_and_a_replaced_one_is_caught() {
-    let mut ctrd = Containerd::start();
-    let ep = ctrd.endpoint();
     let specs = [
         json!({"name": "web", "image": "i:1"}),
         json!({"name": "log", "image": "i:1"}),
     ];
-    let stored: Vec<(Value, String)> = specs.iter().map(|s| (s.clone(), hash(s, "1.30"))).collect();
-    let (ids, pods_file) = harness::shop_pod(&ctrd, "1.30", &stored).await;
+    let (mut ctrd, ids, pods_file) = made_by_1_30(&specs).await;
+    let ep = ctrd.endpoint();
     let dir = ctrd.dir.clone();
     let (snapshot, plan) = (dir.join("before.json"), dir.join("plan.json"));
     let planned = kubehash(&[
@@ -89,21 +96,7 @@ async fn kept_containers_report_no_restart_and_a_replaced_one_is_caught() {
 
     // One container is replaced by another instance in the same pod.
     let mut cri = Cri::connect(&ep).await.unwrap();
-    cri.stop_container(&ids[0], 0).await.unwrap();
-    cri.remove_container(&ids[0]).await.unwrap();
-    let again = create_pod(
-        &mut cri,
-        &dir.join("pods"),
-        "shop",
-        "web-1-again",
-        "uid-web-1",
-        &[TestContainer {
-            spec: specs[0].clone(),
-            stored_hash: None,
-        }],
-        "1.31".parse().unwrap(),
-    )
-    .await;
+    let again = restart_in_shop_pod(&mut cri, &ctrd, &ids[0], &specs[0], "web-1-again").await;
     let (code, report) = compare(&ep, &s, &p);
     assert_eq!(code, Some(3), "{report}");
     assert_eq!(report["counts"]["restarted"], 1, "{report}");
@@ -114,7 +107,7 @@ async fn kept_containers_report_no_restart_and_a_replaced_one_is_caught() {
         .find(|c| c["container"] == "web")
         .unwrap();
     assert_eq!(web["fate"], "restarted");
-    assert_eq!(web["now"], again.container_ids[0].as_str());
+    assert_eq!(web["now"], again.as_str());
     assert_eq!(
         web["as_predicted"], false,
         "kubehash predicted it kept: the audit says so"
@@ -127,14 +120,12 @@ async fn kept_containers_report_no_restart_and_a_replaced_one_is_caught() {
 /// journal's are found and used. A journal without them is one clear line, exit 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_records_what_audit_compare_needs() {
-    let mut ctrd = Containerd::start();
-    let ep = ctrd.endpoint();
     let specs = [
         json!({"name": "web", "image": "i:1"}),
         json!({"name": "log", "image": "i:1", "args": ["--to=stdout"]}),
     ];
-    let stored: Vec<(Value, String)> = specs.iter().map(|s| (s.clone(), hash(s, "1.30"))).collect();
-    let (ids, pods_file) = harness::shop_pod(&ctrd, "1.30", &stored).await;
+    let (mut ctrd, ids, pods_file) = made_by_1_30(&specs).await;
+    let ep = ctrd.endpoint();
     let dir = ctrd.dir.clone();
     let journals = dir.join("journals");
     let applied = kubehash(&[
@@ -188,21 +179,7 @@ async fn apply_records_what_audit_compare_needs() {
 
     // One of them restarted after all: exit 3, and not as predicted.
     let mut cri = Cri::connect(&ep).await.unwrap();
-    cri.stop_container(&ids[1], 0).await.unwrap();
-    cri.remove_container(&ids[1]).await.unwrap();
-    create_pod(
-        &mut cri,
-        &dir.join("pods"),
-        "shop",
-        "web-1-again",
-        "uid-web-1",
-        &[TestContainer {
-            spec: specs[1].clone(),
-            stored_hash: None,
-        }],
-        "1.31".parse().unwrap(),
-    )
-    .await;
+    restart_in_shop_pod(&mut cri, &ctrd, &ids[1], &specs[1], "web-1-again").await;
     let journal = journals.join("1.30-to-1.31.jsonl").display().to_string();
     let out = audit(&["--journal", &journal]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));

@@ -802,6 +802,36 @@ pub fn hash(spec: &Value, version: &str) -> String {
     )
 }
 
+/// A kubelet restarting container `id` of pod `shop/web-1` (uid `uid-web-1`): the container is
+/// stopped and removed, and another instance of `spec` starts under the same pod UID, as created
+/// by kubelet 1.31 (in a sandbox of its own named `sandbox`: the harness makes one per pod it
+/// creates). Returns the new container's id.
+#[allow(dead_code)]
+pub async fn restart_in_shop_pod(
+    cri: &mut Cri,
+    ctrd: &Containerd,
+    id: &str,
+    spec: &Value,
+    sandbox: &str,
+) -> String {
+    cri.stop_container(id, 0).await.expect("stop");
+    cri.remove_container(id).await.expect("remove");
+    let pod = create_pod(
+        cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        sandbox,
+        "uid-web-1",
+        &[TestContainer {
+            spec: spec.clone(),
+            stored_hash: None,
+        }],
+        "1.31".parse().expect("test version"),
+    )
+    .await;
+    pod.container_ids[0].clone()
+}
+
 /// Pod `shop/web-1` (uid `uid-web-1`) created by kubelet `made_by` with one container per
 /// `(spec now, hash stored)` — a stored hash other than `made_by`'s of the spec models a spec that
 /// changed since, or a forged one — and `ctrd.dir/pods.json` holding the current specs. Returns
