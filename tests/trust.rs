@@ -771,3 +771,51 @@ async fn a_running_kubelet_is_found_by_name_prefix_and_by_its_healthz_port() {
     assert!(kubehash(&forced).status.success());
     drop(listener);
 }
+
+/// 7. apply checked the gate before planning and then wrote its first record on that check;
+///    recording the running containers for the audit now comes in between, so a kubelet that
+///    starts meanwhile must stop apply before any write (the gate is asked again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_starting_while_apply_records_for_the_audit_stops_the_first_write() {
+    let web = json!({"name": "web", "image": "i:1"});
+    let sc = scenario("1.30", &[(web.clone(), web)]).await;
+    let ep = sc.ctrd.endpoint();
+    let originals = extensions(&ep, &sc.ids).await;
+    // The kubelet's healthz address, free for now: no kubelet runs when apply starts.
+    let port = harness::free_port();
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    let apply = apply_command(
+        &sc,
+        &[
+            "--from",
+            "1.30",
+            "--to",
+            "1.31",
+            "--kubelet-healthz",
+            &healthz,
+        ],
+    )
+    .env("KUBEHASH_TEST_PAUSE_AFTER_RECORD_MS", "3000")
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let before = sc.ctrd.dir.join("journals/1.30-to-1.31.before.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !before.exists() {
+        assert!(std::time::Instant::now() < deadline, "apply never recorded");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The kubelet starts while apply pauses after recording.
+    let kubelet = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let out = apply.wait_with_output().unwrap();
+    drop(kubelet);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(
+        results(&out),
+        vec![("rewrite".to_string(), "stopped".to_string())],
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(extensions(&ep, &sc.ids).await, originals, "nothing written");
+}

@@ -29,6 +29,8 @@ use crate::source::manifests::Manifests;
 const PAUSE_ENV: &str = "KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS";
 /// Test hook: milliseconds to sleep between journaling a pin and putting it in place.
 const PIN_PAUSE_ENV: &str = "KUBEHASH_TEST_PAUSE_BEFORE_PIN_MS";
+/// Test hook: milliseconds to sleep after recording for the audit, before the first write.
+const RECORD_PAUSE_ENV: &str = "KUBEHASH_TEST_PAUSE_AFTER_RECORD_MS";
 
 /// What one `apply` run works on.
 pub struct Target<'a> {
@@ -74,6 +76,12 @@ pub async fn apply(
     let mut first = true;
     if !t.pins_only {
         record_for_audit(cri, t.journal, &plans).await;
+        if let Some(ms) = std::env::var(RECORD_PAUSE_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         first = false;
     }
 
