@@ -399,7 +399,7 @@ async fn the_agent_audits_the_upgrade_once_the_new_kubelet_settled() {
     let message = event["message"].as_str().unwrap();
     assert!(
         message.contains(
-            "3 containers ran before: 1 kept, 2 restarted, 0 recreated with their pod, 0 gone; 1 not as kubehash predicted"
+            "3 containers ran before: 1 kept, 2 restarted, 0 recreated with their pod, 0 gone; 1 not as kubehash predicted: shop/web-1/web0 restarted (rewrite)"
         ),
         "{event}"
     );

@@ -325,13 +325,34 @@ impl Agent {
         let file = self.cfg.state_dir.join(format!("audit-{to}.json"));
         crate::rewrite::durable::write_json(&file, &report(&audited))?;
         self.metrics.set_audit(&tally);
+        // The first few not as predicted, by name, so that `kubectl describe node` says which.
+        const NAMED: usize = 5;
+        let unexpected: Vec<String> = audited
+            .iter()
+            .filter(|a| a.as_predicted == Some(false))
+            .take(NAMED)
+            .map(|a| {
+                format!(
+                    "{}/{}/{} {} ({})",
+                    a.before.namespace,
+                    a.before.pod,
+                    a.before.container,
+                    a.fate.as_str(),
+                    a.predicted.map_or("-", Verdict::as_str)
+                )
+            })
+            .collect();
         let msg = format!(
             "after kubelet {to}: {}; {} (see {})",
             tally.summary(),
             match (tally.mispredicted, plan.is_some()) {
                 (_, false) => "no plan to check them against".to_string(),
                 (0, true) => "each as kubehash predicted".to_string(),
-                (n, true) => format!("{n} not as kubehash predicted"),
+                (n, true) => format!(
+                    "{n} not as kubehash predicted: {}{}",
+                    unexpected.join(", "),
+                    if n > NAMED { ", …" } else { "" }
+                ),
             },
             file.display()
         );

@@ -92,6 +92,18 @@ pub enum Fate {
     Gone,
 }
 
+impl Fate {
+    /// As JSON and people have it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fate::Kept => "kept",
+            Fate::Restarted => "restarted",
+            Fate::Recreated => "recreated",
+            Fate::Gone => "gone",
+        }
+    }
+}
+
 /// One container of the first snapshot, audited.
 #[derive(Debug, Clone, Serialize)]
 pub struct Audited {
@@ -245,6 +257,13 @@ mod tests {
         assert_eq!(fate(vec![seen("a", "u", 5)]), Fate::Restarted);
         assert_eq!(fate(vec![seen("b", "v", 2)]), Fate::Recreated);
         assert_eq!(fate(vec![]), Fate::Gone);
+    }
+
+    #[test]
+    fn a_fate_reads_as_it_serializes() {
+        for f in [Fate::Kept, Fate::Restarted, Fate::Recreated, Fate::Gone] {
+            assert_eq!(serde_json::to_value(f).unwrap(), f.as_str());
+        }
     }
 
     #[test]

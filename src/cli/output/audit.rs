@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::analysis::audit::{report, Audited, Tally};
 
 use super::table::write_columns;
-use super::{to_value, Render};
+use super::Render;
 
 /// `audit compare`: what became of each container, against the prediction when there was one.
 pub struct AuditReport {
@@ -40,7 +40,7 @@ impl Render for AuditReport {
                 a.before.id.chars().take(13).collect(),
                 format!("{}/{}", a.before.namespace, a.before.pod),
                 a.before.container.clone(),
-                to_value(&a.fate).as_str().unwrap_or("").to_string(),
+                a.fate.as_str().to_string(),
                 a.predicted.map_or("-".into(), |v| v.as_str().to_string()),
                 match a.as_predicted {
                     None => "-".into(),
