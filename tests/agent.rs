@@ -412,6 +412,11 @@ async fn the_agent_audits_the_upgrade_once_the_new_kubelet_settled() {
         json!({"kept": 1, "restarted": 2, "recreated": 0, "gone": 0})
     );
     assert_eq!(report["mispredicted"], 1);
+    assert_eq!(
+        harness::audit_report_schema_errors(&report),
+        Vec::<String>::new(),
+        "the agent writes the report audit compare prints"
+    );
     let fate = |id: &str| {
         report["containers"]
             .as_array()

@@ -23,6 +23,10 @@ fn compare(ep: &str, snapshot: &str, plan: &str) -> (Option<i32>, Value) {
     ]);
     let v = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    assert_eq!(
+        harness::audit_report_schema_errors(&v),
+        Vec::<String>::new()
+    );
     (out.status.code(), v)
 }
 
@@ -165,6 +169,10 @@ async fn apply_records_what_audit_compare_needs() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
+        harness::audit_report_schema_errors(&report),
+        Vec::<String>::new()
+    );
+    assert_eq!(
         report["counts"],
         json!({"kept": 2, "restarted": 0, "recreated": 0, "gone": 0})
     );
@@ -184,8 +192,31 @@ async fn apply_records_what_audit_compare_needs() {
     let out = audit(&["--journal", &journal]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        harness::audit_report_schema_errors(&report),
+        Vec::<String>::new()
+    );
     assert_eq!(report["counts"]["restarted"], 1, "{report}");
     assert_eq!(report["mispredicted"], 1, "{report}");
+
+    // The schema is strict: an unknown key, a fate it does not know, a count below zero.
+    for (pointer, bad) in [
+        ("/extra", json!(1)),
+        ("/containers/0/fate", json!("moved")),
+        ("/counts/kept", json!(-1)),
+    ] {
+        let mut broken = report.clone();
+        match broken.pointer_mut(pointer) {
+            Some(v) => *v = bad,
+            None => {
+                broken["extra"] = bad;
+            }
+        }
+        assert!(
+            !harness::audit_report_schema_errors(&broken).is_empty(),
+            "{pointer} broken passes the schema"
+        );
+    }
 
     // A journal with nothing beside it (an older kubehash wrote it): one line, exit 1.
     std::fs::remove_file(journals.join("1.30-to-1.31.before.json")).unwrap();

@@ -41,7 +41,7 @@ use tracing::{error, info, warn};
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::agent::metrics::Metrics;
 use crate::agent::phase::{load_phase, lock_state_dir, save_phase, PendingAudit, Phase};
-use crate::analysis::audit::{compare, report, snapshot, Snapshot, Tally};
+use crate::analysis::audit::{compare, report_document, snapshot, Snapshot, Tally};
 use crate::analysis::plan::{node_specs, plan_node, PodIndex, Verdict};
 use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
@@ -323,7 +323,7 @@ impl Agent {
         let audited = compare(&before, &now, plan.as_deref());
         let tally = Tally::of(&audited);
         let file = self.cfg.state_dir.join(format!("audit-{to}.json"));
-        crate::rewrite::durable::write_json(&file, &report(&audited))?;
+        crate::rewrite::durable::write_json(&file, &report_document(&audited))?;
         self.metrics.set_audit(&tally);
         // The first few not as predicted, by name, so that `kubectl describe node` says which.
         const NAMED: usize = 5;

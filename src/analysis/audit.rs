@@ -38,13 +38,18 @@ pub struct Snapshot {
 /// A snapshot as a file holds it (`audit snapshot --out`, and `node apply` beside its journal):
 /// `apiVersion`, `kind: AuditSnapshot`, then the snapshot's fields.
 pub fn snapshot_document(s: &Snapshot) -> serde_json::Value {
-    let mut doc = serde_json::Map::new();
-    doc.insert("apiVersion".into(), API_VERSION.into());
-    doc.insert("kind".into(), "AuditSnapshot".into());
-    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(s) {
-        doc.extend(fields);
+    typed("AuditSnapshot", serde_json::to_value(s).unwrap_or_default())
+}
+
+/// `apiVersion` and `kind`, then the fields of `doc`.
+fn typed(kind: &str, doc: serde_json::Value) -> serde_json::Value {
+    let mut typed = serde_json::Map::new();
+    typed.insert("apiVersion".into(), API_VERSION.into());
+    typed.insert("kind".into(), kind.into());
+    if let serde_json::Value::Object(fields) = doc {
+        typed.extend(fields);
     }
-    serde_json::Value::Object(doc)
+    serde_json::Value::Object(typed)
 }
 
 /// Takes a snapshot over CRI.
@@ -171,6 +176,13 @@ pub fn report(audited: &[Audited]) -> serde_json::Value {
         "mispredicted": t.mispredicted,
         "containers": audited,
     })
+}
+
+/// [`report`] as a file holds it (the agent's `audit-<T>.json`), as `audit compare -o json`
+/// prints it: `apiVersion`, `kind: AuditReport`, then the report
+/// (`docs/schema/audit-report.schema.json`).
+pub fn report_document(audited: &[Audited]) -> serde_json::Value {
+    typed("AuditReport", report(audited))
 }
 
 /// Compares two snapshots, with the plan made before the upgrade if given.

@@ -802,6 +802,23 @@ pub fn hash(spec: &Value, version: &str) -> String {
     )
 }
 
+/// Where `report` breaks docs/schema/audit-report.schema.json (empty: it is an AuditReport as
+/// the README documents).
+#[allow(dead_code)]
+pub fn audit_report_schema_errors(report: &Value) -> Vec<String> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/schema/audit-report.schema.json"
+    );
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the schema")).expect("JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    validator
+        .iter_errors(report)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect()
+}
+
 /// A kubelet restarting container `id` of pod `shop/web-1` (uid `uid-web-1`): the container is
 /// stopped and removed, and another instance of `spec` starts under the same pod UID, as created
 /// by kubelet 1.31 (in a sandbox of its own named `sandbox`: the harness makes one per pod it
