@@ -207,12 +207,14 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
         rt.block_on(restart.run(RESTART_TIMEOUT))
             .with_context(|| format!("journal {journal}"))?;
         eprintln!(
-            "kubehash: containerd restarted; now run: kubehash node verify --journal {journal}"
+            "kubehash: containerd restarted; now run: kubehash node verify --journal {journal}, start kubelet {to}, \
+             and once it has settled: kubehash audit compare --journal {journal}"
         );
     } else if written > 0 && !a.pins_only {
         eprintln!(
             "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the new hashes, \
-             run `kubehash node verify --journal {journal}`, then start kubelet {to}. To undo: kubehash node rollback --journal {journal}"
+             run `kubehash node verify --journal {journal}`, then start kubelet {to}, and once it has settled, \
+             `kubehash audit compare --journal {journal}` says what restarted. To undo: kubehash node rollback --journal {journal}"
         );
     }
     Ok(ExitStatus::unless_incomplete(
