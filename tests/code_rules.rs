@@ -37,15 +37,51 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The lines of `text` that are library code: up to a `#[cfg(test)]` module, without comments.
+/// The modules `text` declares for unit tests only, in files of their own
+/// (`#[cfg(test)] mod fixtures;`).
+fn test_only_modules(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0].trim() == "#[cfg(test)]")
+        .filter_map(|w| w[1].trim().strip_prefix("mod ")?.strip_suffix(';'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The Rust files of the library under `dir`, without the files of test-only modules.
+fn library_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(dir, &mut files);
+    let test_only: Vec<PathBuf> = files
+        .iter()
+        .flat_map(|f| {
+            let text = fs::read_to_string(f).expect("a source file");
+            let parent = f.parent().unwrap_or(Path::new("")).to_path_buf();
+            test_only_modules(&text).into_iter().flat_map(move |m| {
+                [
+                    parent.join(format!("{m}.rs")),
+                    parent.join(&m).join("mod.rs"),
+                ]
+            })
+        })
+        .collect();
+    files.retain(|f| !test_only.contains(f));
+    files.sort();
+    files
+}
+
+/// The lines of `text` that are library code: up to an inline `#[cfg(test)]` module, without
+/// comments.
 fn code_lines(text: &str) -> Vec<(usize, &str)> {
     let lines: Vec<&str> = text.lines().collect();
     let end = (0..lines.len())
         .find(|&i| {
             lines[i].trim() == "#[cfg(test)]"
-                && lines
-                    .get(i + 1)
-                    .is_some_and(|next| next.trim_start().starts_with("mod "))
+                && lines.get(i + 1).is_some_and(|next| {
+                    let next = next.trim();
+                    next.starts_with("mod ") && next.ends_with('{')
+                })
         })
         .unwrap_or(lines.len());
     lines[..end]
@@ -88,9 +124,7 @@ fn no_layer_imports_one_above_it() {
     );
     let mut wrong = Vec::new();
     for (rank, layer) in layers.iter().enumerate() {
-        let mut files = Vec::new();
-        rust_files(&Path::new(SRC).join(layer), &mut files);
-        files.sort();
+        let files = library_files(&Path::new(SRC).join(layer));
         assert!(!files.is_empty(), "src/{layer}/ has no Rust files");
         for file in files {
             let text = fs::read_to_string(&file).expect("a source file");
@@ -143,6 +177,13 @@ mod tests {
         imports_above(text, Some(0), &layers),
         vec![(3, "source".to_string()), (5, "rewrite".to_string())]
     );
+    // A test-only module declared in a file of its own does not end the library code.
+    let early = "#[cfg(test)]\nmod fixtures;\nuse crate::rewrite::apply;\n";
+    assert_eq!(
+        imports_above(early, Some(0), &layers),
+        vec![(3, "rewrite".to_string())]
+    );
+    assert_eq!(test_only_modules(early), ["fixtures"]);
     // From the top, nothing is above.
     assert!(imports_above(text, Some(3), &layers).is_empty());
     // A shared module may use none of them.
@@ -162,9 +203,7 @@ fn anyhow_only_at_the_cli_edge() {
     let layers = layers();
     let mut wrong = Vec::new();
     for layer in layers.iter().filter(|l| *l != "cli") {
-        let mut files = Vec::new();
-        rust_files(&Path::new(SRC).join(layer), &mut files);
-        for file in files {
+        for file in library_files(&Path::new(SRC).join(layer)) {
             let text = fs::read_to_string(&file).expect("a source file");
             for (line, code) in code_lines(&text) {
                 if code.contains("anyhow") {
@@ -198,8 +237,7 @@ fn unsafe_code_only_where_the_architecture_lists_it() {
             "docs/architecture.md does not name {file}"
         );
     }
-    let mut files = Vec::new();
-    rust_files(Path::new(SRC), &mut files);
+    let files = library_files(Path::new(SRC));
     let mut with_unsafe: Vec<String> = files
         .iter()
         .filter(|f| {
