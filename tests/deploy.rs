@@ -2,7 +2,7 @@
 //! every object of every resource in the kustomization is read into its typed k8s-openapi struct
 //! and written back; any field the schema does not know, or a value of the wrong type, makes the
 //! round trip differ or fail. Then the objects are checked against each other and for least
-//! privilege.
+//! privilege, and the agent they deploy is held to the README's table of the Events it publishes.
 
 mod harness;
 
@@ -288,4 +288,29 @@ fn the_image_has_the_shell_and_nsenter_the_restart_command_needs() {
         last_stage.contains("util-linux"),
         "nsenter comes from util-linux"
     );
+}
+
+/// Every Event reason the agent publishes is in the README's table of them, and the table names
+/// no reason the agent no longer publishes.
+#[test]
+fn every_agent_event_is_documented() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let code = std::fs::read_to_string(format!("{root}/src/agent/reconcile.rs")).unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let reasons = |text: &str, open: &str, close: char| -> std::collections::BTreeSet<String> {
+        text.match_indices(open)
+            .filter_map(|(at, _)| {
+                let rest = &text[at + open.len()..];
+                let end = rest.find(close)?;
+                let name = &rest[..end];
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric())
+                    .then(|| format!("Kubehash{name}"))
+            })
+            .collect()
+    };
+    let published = reasons(&code, "\"Kubehash", '"');
+    let documented = reasons(&readme, "| `Kubehash", '`');
+    assert!(published.len() >= 15, "{published:?}");
+    assert_eq!(published, documented);
 }
