@@ -151,14 +151,11 @@ impl Metrics {
     /// The last audit: containers by fate, and those not as predicted.
     pub(super) fn set_audit(&self, t: &Tally) {
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        for (fate, n) in [
-            ("kept", t.kept),
-            ("restarted", t.restarted),
-            ("recreated", t.recreated),
-            ("gone", t.gone),
-        ] {
+        for (fate, n) in t.by_fate() {
             self.audit
-                .get_or_create(&FateLabel { fate: fate.into() })
+                .get_or_create(&FateLabel {
+                    fate: fate.as_str().into(),
+                })
                 .set(gauge(n));
         }
         self.audit_mispredicted.set(gauge(t.mispredicted));

@@ -149,6 +149,17 @@ impl Tally {
         t
     }
 
+    /// The counts fate by fate, in the order people read them (the report's `counts`, the
+    /// agent's metric labels).
+    pub fn by_fate(&self) -> [(Fate, usize); 4] {
+        [
+            (Fate::Kept, self.kept),
+            (Fate::Restarted, self.restarted),
+            (Fate::Recreated, self.recreated),
+            (Fate::Gone, self.gone),
+        ]
+    }
+
     /// One line for people: "N containers ran before: K kept, R restarted, …".
     pub fn summary(&self) -> String {
         format!(
@@ -166,13 +177,13 @@ impl Tally {
 /// `apiVersion` and `kind`): counts by fate, how many not as predicted, and every container.
 pub fn report(audited: &[Audited]) -> serde_json::Value {
     let t = Tally::of(audited);
+    let counts: serde_json::Map<String, serde_json::Value> = t
+        .by_fate()
+        .into_iter()
+        .map(|(fate, n)| (fate.as_str().to_string(), n.into()))
+        .collect();
     serde_json::json!({
-        "counts": {
-            "kept": t.kept,
-            "restarted": t.restarted,
-            "recreated": t.recreated,
-            "gone": t.gone,
-        },
+        "counts": counts,
         "mispredicted": t.mispredicted,
         "containers": audited,
     })
