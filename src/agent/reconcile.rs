@@ -41,7 +41,7 @@ use tracing::{error, info, warn};
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::agent::metrics::Metrics;
 use crate::agent::phase::{load_phase, lock_state_dir, save_phase, PendingAudit, Phase};
-use crate::analysis::audit::{compare, report_document, snapshot, Snapshot, Tally};
+use crate::analysis::audit::{compare, plan_of, report_document, snapshot, Snapshot, Tally};
 use crate::analysis::plan::{node_specs, plan_node, PodIndex, Verdict};
 use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
@@ -306,7 +306,7 @@ impl Agent {
         let plan: Option<Vec<crate::analysis::plan::ContainerPlan>> = std::fs::read(&plan_file)
             .ok()
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .and_then(|v| serde_json::from_value(v["containers"].clone()).ok());
+            .and_then(|v| plan_of(&v).ok());
         let now = match Cri::connect(&self.cfg.cri).await {
             Ok(mut cri) => snapshot(&mut cri).await,
             Err(e) => Err(e),

@@ -196,6 +196,12 @@ pub fn report_document(audited: &[Audited]) -> serde_json::Value {
     typed("AuditReport", report(audited))
 }
 
+/// The plan a node plan document holds (`node plan -o json`, or the one `node apply` records
+/// beside its journal): its `containers`, read in place.
+pub fn plan_of(doc: &serde_json::Value) -> serde_json::Result<Vec<ContainerPlan>> {
+    Vec::<ContainerPlan>::deserialize(&doc["containers"])
+}
+
 /// Compares two snapshots, with the plan made before the upgrade if given.
 pub fn compare(
     before: &Snapshot,

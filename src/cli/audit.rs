@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::audit::{compare, snapshot, snapshot_document, Fate, Snapshot};
+use crate::analysis::audit::{compare, plan_of, snapshot, snapshot_document, Fate, Snapshot};
 use crate::analysis::plan::ContainerPlan;
 use crate::cli::args::{AuditCommand, AuditCompareArgs, AuditSnapshotArgs};
 use crate::cli::exit::ExitStatus;
@@ -62,18 +62,17 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
     };
     let before: Snapshot = serde_json::from_slice(&read(&snapshot_file)?)
         .with_context(|| format!("{}: not a kubehash audit snapshot", snapshot_file.display()))?;
-    let plan: Option<Vec<ContainerPlan>> = match &plan_file {
-        None => None,
-        Some(p) => {
-            let v: serde_json::Value = serde_json::from_slice(&read(p)?)
-                .with_context(|| format!("{}: not JSON", p.display()))?;
-            Some(
-                serde_json::from_value(v["containers"].clone()).with_context(|| {
+    let plan: Option<Vec<ContainerPlan>> =
+        match &plan_file {
+            None => None,
+            Some(p) => {
+                let v: serde_json::Value = serde_json::from_slice(&read(p)?)
+                    .with_context(|| format!("{}: not JSON", p.display()))?;
+                Some(plan_of(&v).with_context(|| {
                     format!("{}: not a kubehash node plan (-o json)", p.display())
-                })?,
-            )
-        }
-    };
+                })?)
+            }
+        };
     let after = take(&a.cri)?;
     let audited = compare(&before, &after, plan.as_deref());
     let changed = audited
