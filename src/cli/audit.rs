@@ -8,7 +8,8 @@ use crate::cli::args::{AuditCommand, AuditCompareArgs, AuditSnapshotArgs};
 use crate::cli::exit::ExitStatus;
 use crate::cli::output::AuditReport;
 use crate::cli::support::{print, runtime};
-use crate::rewrite::journal::{self, audit_files};
+use crate::rewrite::audit_record::audit_files;
+use crate::rewrite::journal;
 use crate::runtime::cri::Cri;
 
 pub fn run(command: AuditCommand) -> Result<ExitStatus> {

@@ -10,15 +10,15 @@ use std::path::Path;
 
 use tracing::{info, warn};
 
-use crate::analysis::audit::{snapshot, snapshot_document};
 use crate::analysis::plan::{plan_node, ContainerPlan, PodIndex, Verdict};
 use crate::analysis::statics::{PinAction, StaticPod};
 use crate::clock::now_unix;
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
-use crate::rewrite::durable::{write_atomically, write_json};
+use crate::rewrite::audit_record;
+use crate::rewrite::durable::write_atomically;
 use crate::rewrite::gate::WriteGate;
-use crate::rewrite::journal::{audit_files, encode, Journal, Record};
+use crate::rewrite::journal::{encode, Journal, Record};
 use crate::rewrite::outcome::{Applied, ApplyOutcome, ApplyReport, PinOutcome};
 use crate::rewrite::pin::pin_text;
 use crate::runtime::cri::Cri;
@@ -190,30 +190,24 @@ pub async fn apply(
     })
 }
 
-/// Pins one static pod's manifest: the file must still hold what the plan read, the pinned text
-/// is proven ([`pin_text`]), journaled, then put in place atomically.
 /// What `audit compare` needs once the new kubelet runs, beside the journal
-/// ([`audit_files`]): every container running now (apply runs with no kubelet, so nothing
-/// restarts before the new one starts) and the plan. A record for people, never a condition of
-/// writing: what cannot be recorded is logged, and that upgrade is audited only by hand.
+/// ([`audit_record::audit_files`]): every container running now (apply runs with no kubelet, so
+/// nothing restarts before the new one starts) and the plan. A record for people, never a
+/// condition of writing: what cannot be recorded is logged, and that upgrade is audited only by
+/// hand.
 async fn record_for_audit(cri: &mut Cri, journal: &Path, plans: &[ContainerPlan]) {
-    let (before, plan) = audit_files(journal);
-    let recorded = match snapshot(cri).await {
-        Ok(s) => write_json(&before, &snapshot_document(&s))
-            .and_then(|()| write_json(&plan, &serde_json::json!({ "containers": plans }))),
-        Err(e) => Err(e),
-    };
-    match recorded {
-        Ok(()) => {
+    match audit_record::record(cri, journal, plans).await {
+        Ok(before) => {
             info!(snapshot = %before.display(), "recorded the running containers for the audit")
         }
         Err(e) => {
-            warn!(error = %e, "cannot record the running containers; audit this upgrade with a snapshot of your own");
-            let _ = std::fs::remove_file(&before);
+            warn!(error = %e, "cannot record the running containers; audit this upgrade with a snapshot of your own")
         }
     }
 }
 
+/// Pins one static pod's manifest: the file must still hold what the plan read, the pinned text
+/// is proven ([`pin_text`]), journaled, then put in place atomically.
 fn pin_one(journal: &mut Journal, s: &StaticPod, manifests: &Manifests) -> Result<String> {
     let refuse = |reason: String| Error::Input {
         source_name: s.path.clone(),

@@ -118,16 +118,6 @@ pub fn path_for(dir: &Path, from: Option<&str>, to: &str) -> PathBuf {
     dir.join(format!("{}-to-{to}.jsonl", from.unwrap_or("unknown")))
 }
 
-/// Beside journal `journal`: the containers that ran when its last apply began, and that apply's
-/// plan (`1.30-to-1.31.before.json`, `1.30-to-1.31.plan.json`), which `audit compare` checks
-/// the upgrade against.
-pub fn audit_files(journal: &Path) -> (PathBuf, PathBuf) {
-    (
-        journal.with_extension("before.json"),
-        journal.with_extension("plan.json"),
-    )
-}
-
 /// An open journal, appended to and synced record by record.
 pub struct Journal {
     path: PathBuf,

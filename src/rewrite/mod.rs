@@ -7,6 +7,7 @@ pub mod journal; // the per-upgrade journal: every original before it is replace
 pub mod gate; // what must hold before each write
 pub mod pin; // a static pod's UID written into its manifest, proven
 pub mod outcome; // typed per-container results
+pub mod audit_record; // what an upgrade leaves for its audit
 pub mod apply; // rewrite what the plan proved
 pub mod verify; // check the records and what CRI reports
 pub mod rollback; // restore what the journal proves
