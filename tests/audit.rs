@@ -230,3 +230,106 @@ async fn apply_records_what_audit_compare_needs() {
         "{err}"
     );
 }
+
+/// An upgrade made through `kubehash shim` writes nothing to the runtime, but the shim records,
+/// when it plans before serving, what runs and its plan beside its state, so that `audit compare
+/// --shim-state` needs no snapshot of the operator's own. A shim that served before it could
+/// plan (pass-through while the runtime or API server was away) records nothing, and removes an
+/// earlier plan's record: by the time it plans, the new kubelet may already have restarted
+/// containers on untranslated hashes, and a snapshot taken then would call them kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shim_records_what_audit_compare_needs_only_before_it_serves() {
+    let specs = [
+        json!({"name": "web", "image": "i:1"}),
+        json!({"name": "log", "image": "i:1", "args": ["--to=stdout"]}),
+    ];
+    let (ctrd, ids, pods_file) = made_by_1_30(&specs).await;
+    let ep = ctrd.endpoint();
+    let dir = ctrd.dir.clone();
+    let pods = pods_file.display().to_string();
+    let plan_args = ["--to", "1.31", "--from", "1.30", "-i", pods.as_str()];
+    let (mut shim, _) = harness::start_shim(&dir, &ep, &plan_args);
+    let (before, plan) = (
+        dir.join("shim-state.before.json"),
+        dir.join("shim-state.plan.json"),
+    );
+    let recorded: Value = serde_json::from_slice(&std::fs::read(&before).unwrap()).unwrap();
+    assert_eq!(recorded["kind"], "AuditSnapshot");
+    assert_eq!(recorded["containers"].as_array().unwrap().len(), 2);
+    assert!(plan.exists(), "the plan the translations came from");
+    let log = std::fs::read_to_string(dir.join("shim.log")).unwrap();
+    assert!(log.contains("audit compare --shim-state"), "{log}");
+
+    // The new kubelet, on the shim, keeps both: kept, as predicted.
+    let state = dir.join("shim-state.json").display().to_string();
+    let audit = || {
+        kubehash(&[
+            "audit",
+            "compare",
+            "--cri",
+            &ep,
+            "--shim-state",
+            &state,
+            "-o",
+            "json",
+        ])
+    };
+    let out = audit();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        harness::audit_report_schema_errors(&report),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        report["counts"],
+        json!({"kept": 2, "restarted": 0, "recreated": 0, "gone": 0})
+    );
+    assert!(
+        report["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["predicted"] == "rewrite" && c["as_predicted"] == true),
+        "the shim's plan is used: {report}"
+    );
+    let _ = shim.kill();
+    let _ = shim.wait();
+    let _ = std::fs::remove_file(dir.join("shim.sock"));
+
+    // The shim planned again from scratch, but its runtime is not there at first: it serves
+    // pass-through, the new kubelet restarts a container on its untranslated hash, then the
+    // runtime appears and the shim plans.
+    std::fs::remove_file(dir.join("shim-state.json")).unwrap();
+    let later = dir.join("later.sock");
+    let mut args = plan_args.to_vec();
+    args.extend(["--plan-retry-seconds", "1"]);
+    let (mut shim, via) = harness::start_shim(&dir, &format!("unix://{}", later.display()), &args);
+    assert!(
+        !before.exists() && !plan.exists(),
+        "the earlier plan's record is no record of this upgrade"
+    );
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    restart_in_shop_pod(&mut cri, &ctrd, &ids[0], &specs[0], "web-1-again").await;
+    std::os::unix::fs::symlink(ctrd.socket(), &later).unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !dir.join("shim-state.json").exists() {
+        assert!(std::time::Instant::now() < end, "the shim never planned");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mut through = Cri::connect(&via).await.unwrap();
+    assert_eq!(through.list_containers().await.unwrap().len(), 2);
+    assert!(
+        !before.exists(),
+        "a snapshot taken now would call the restarted container kept"
+    );
+    let out = audit();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no snapshot beside it") && err.contains("--snapshot"),
+        "{err}"
+    );
+    let _ = shim.kill();
+    let _ = shim.wait();
+}

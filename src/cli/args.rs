@@ -276,6 +276,10 @@ pub struct AuditCompareArgs {
     /// Where journals live.
     #[arg(long, value_name = "DIR", default_value = crate::rewrite::journal::DEFAULT_DIR)]
     pub journal_dir: PathBuf,
+    /// For an upgrade made through `kubehash shim`: its state file (`--state`), beside which the
+    /// shim recorded the snapshot and its plan when it planned, before serving.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["journal", "snapshot"])]
+    pub shim_state: Option<PathBuf>,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     pub output: Format,

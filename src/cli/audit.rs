@@ -46,15 +46,28 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
     let (snapshot_file, plan_file) = match &a.snapshot {
         Some(s) => (s.clone(), a.plan.clone()),
         None => {
-            let journal = match &a.journal {
-                Some(j) => j.clone(),
-                None => journal::latest(&a.journal_dir)?,
+            let (beside, what, who) = match (&a.shim_state, &a.journal) {
+                (Some(s), _) => (
+                    s.clone(),
+                    "shim state",
+                    "the shim records one when it plans before serving",
+                ),
+                (None, Some(j)) => (
+                    j.clone(),
+                    "journal",
+                    "node apply records one when it begins",
+                ),
+                (None, None) => (
+                    journal::latest(&a.journal_dir)?,
+                    "journal",
+                    "node apply records one when it begins",
+                ),
             };
-            let (before, plan) = audit_files(&journal);
+            let (before, plan) = audit_files(&beside);
             if !before.exists() {
                 bail!(
-                    "journal {}: no snapshot beside it ({}); node apply records one when it begins (kubehash before this, or apply could not take it): pass --snapshot",
-                    journal.display(),
+                    "{what} {}: no snapshot beside it ({}); {who} (kubehash before this, or it could not take one): pass --snapshot",
+                    beside.display(),
                     before.display()
                 );
             }

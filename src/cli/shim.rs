@@ -1,14 +1,17 @@
 //! `kubehash shim`: the CRI proxy that shows the new kubelet translated hashes.
 
+use std::path::Path;
+
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::plan::{plan, RuntimePods};
+use crate::analysis::plan::{plan, ContainerPlan, RuntimePods};
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
 use crate::cli::output::{write_shim_status, ShimStatus};
 use crate::cli::support::{init_logs, optional_version, runtime, stdout, stop_requested};
 use crate::kubelet::version::KubeletVersion;
+use crate::rewrite::audit_record;
 use crate::runtime::cri::Cri;
 use crate::shim::proxy::ShimState;
 
@@ -74,12 +77,21 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
             // Plan before serving when that works, so the kubelet never sees an untranslated
             // moment; otherwise serve pass-through and keep trying (below).
             match rt.block_on(plan_shim(&a, to)) {
-                Ok(state) => {
-                    state.save(&a.state)?;
-                    Some(state)
+                Ok(mut planned) => {
+                    planned.state.save(&a.state)?;
+                    // Nothing has been served yet: what runs now is what ran before the new
+                    // kubelet could see a translation, the moment an audit compares with.
+                    rt.block_on(record_for_audit(&mut planned, &a.state));
+                    Some(planned.state)
                 }
                 Err(e) => {
                     eprintln!("kubehash: no shim plan yet (passing everything through): {e:#}");
+                    // A plan made later, after the kubelet may have acted on untranslated
+                    // hashes, is no moment to compare with; nor is an earlier plan's record.
+                    audit_record::forget(&a.state);
+                    eprintln!(
+                        "kubehash: the shim serves before its plan, so it records nothing for the audit; to audit this upgrade, take `kubehash audit snapshot` before the new kubelet starts"
+                    );
                     None
                 }
             }
@@ -100,7 +112,7 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
             loop {
                 tokio::time::sleep(std::time::Duration::from_secs(a.plan_retry_seconds)).await;
                 match plan_shim(a, to).await {
-                    Ok(state) => {
+                    Ok(Planned { state, .. }) => {
                         match state.save(&a.state) {
                             Ok(()) => {}
                             Err(e) => eprintln!("kubehash: cannot save the shim state: {e}"),
@@ -128,8 +140,15 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
+/// A plan made: the shim's state, the plan it came from, and the runtime it was made with.
+struct Planned {
+    state: ShimState,
+    plans: Vec<ContainerPlan>,
+    cri: Cri,
+}
+
 /// The shim's plan: this node's containers and pods, proven for `from` → `to`.
-async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<ShimState> {
+async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<Planned> {
     let mut cri = Cri::connect(&a.runtime_endpoint).await?;
     let containers = cri.list_containers().await?;
     // Only the specs of the pods these containers belong to are kept.
@@ -138,5 +157,21 @@ async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<ShimState> {
     let from = node_pods::old_kubelet(a.from.as_deref(), node_version)?;
     let manifests = node_pods::manifests(&a.source)?;
     let plans = plan(&containers, &pods, &manifests, to, from);
-    Ok(ShimState::from_plans(&plans, &pods, to, from))
+    let state = ShimState::from_plans(&plans, &pods, to, from);
+    Ok(Planned { state, plans, cri })
+}
+
+/// Records what runs and the plan beside the shim's state, for `audit compare --shim-state`.
+/// A record for people, never a condition of serving: what cannot be recorded is logged.
+async fn record_for_audit(planned: &mut Planned, state: &Path) {
+    match audit_record::record(&mut planned.cri, state, &planned.plans).await {
+        Ok(before) => eprintln!(
+            "kubehash: the running containers recorded for the audit in {}; after the upgrade: kubehash audit compare --shim-state {}",
+            before.display(),
+            state.display()
+        ),
+        Err(e) => eprintln!(
+            "kubehash: cannot record the running containers ({e}); audit this upgrade with a snapshot of your own"
+        ),
+    }
 }
