@@ -214,7 +214,11 @@ impl Rig {
     /// An agent started, told to upgrade to 1.31, planned with the kubelet up, and applied once
     /// the kubelet was swapped and stopped; the agent still runs.
     fn applied_by_an_agent(&mut self) -> Child {
-        let agent = self.start_agent(&[]);
+        self.applied_by_an_agent_with(&[])
+    }
+
+    fn applied_by_an_agent_with(&mut self, args: &[&str]) -> Child {
+        let agent = self.start_agent(args);
         self.api.set_target(Some("v1.31.0"));
         self.wait_planned("1.31");
         self.swap_and_stop("v1.31.0");
@@ -519,18 +523,72 @@ async fn the_agent_pins_static_pods_when_it_rewrites() {
 }
 
 /// 1. The operator aborts the swap and kubelet 1.30 starts again: hash checks would pass, but
-///    the Node says 1.30, so the agent rolls back at once instead of reporting success.
+///    the Node says 1.30, so the agent rolls back at once instead of reporting success. Once the
+///    old kubelet has had `--audit-after-seconds`, the agent audits the rollback: a container it
+///    restarted (here one kubehash had rewritten, as happens when containerd was restarted after
+///    the rewrite and not again after the rollback) is a warning that names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
     let mut rig = Rig::new(2).await;
-    let mut agent = rig.applied_by_an_agent();
+    let mut agent = rig.applied_by_an_agent_with(&["--audit-after-seconds", "6"]);
     assert_eq!(rig.rewritten().await, 2);
     // The swap is aborted: the old binary is back, and kubelet 1.30 starts.
     rig.kubelet.set_binary("v1.30.2");
     let sd = rig.state_dir.clone();
     rig.kubelet_returns_until("v1.30.2", "rollback", || phase(&sd) == "rolled-back");
-    Rig::stop_agent(&mut agent);
     assert_eq!(rig.extensions().await, rig.originals, "every byte restored");
+    assert!(
+        state(&rig.state_dir)["audit"]["after"].is_u64(),
+        "the rollback's audit is due later"
+    );
+    let mut cri = Cri::connect(&rig.ctrd.endpoint()).await.unwrap();
+    let (web0, web0_id) = rig.current[0].clone();
+    let again =
+        harness::restart_in_shop_pod(&mut cri, &rig.ctrd, &web0_id, &web0, "web-1-again").await;
+    wait("the rollback's audit", Duration::from_secs(30), || {
+        rig.api.reasons().contains(&"KubehashAudited".to_string())
+    });
+    Rig::stop_agent(&mut agent);
+    let event = rig.api.event("KubehashAudited").unwrap();
+    let message = event["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "after the rollback from kubelet 1.31: 3 containers ran before: 2 kept, 1 restarted, 0 recreated with their pod, 0 gone; 1 restarted or recreated: shop/web-1/web0 restarted"
+        ),
+        "{event}"
+    );
+    assert_eq!(event["type"], "Warning", "{event}");
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(rig.state_dir.join("audit-1.31-rolled-back.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        harness::audit_report_schema_errors(&report),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        report["counts"],
+        json!({"kept": 2, "restarted": 1, "recreated": 0, "gone": 0})
+    );
+    let web0_seen = report["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == web0_id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(web0_seen["now"], again.as_str());
+    assert!(
+        web0_seen["predicted"].is_null() && web0_seen["as_predicted"].is_null(),
+        "the plan was for kubelet 1.31, which never ran: {web0_seen}"
+    );
+    assert!(
+        !rig.state_dir.join("audit-1.31.json").exists(),
+        "no audit of an upgrade that did not happen"
+    );
+    let s = state(&rig.state_dir);
+    assert_eq!(s["phase"], "rolled-back");
+    assert!(s.get("audit").is_none(), "audited once: {s}");
     let reasons = rig.api.reasons();
     assert!(
         !reasons.contains(&"KubehashVerified".to_string()),

@@ -48,6 +48,10 @@ pub enum Phase {
     RolledBack {
         to: String,
         reason: String,
+        /// The audit of the rollback still to do (what the old kubelet, back, kept), as in
+        /// `Done`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        audit: Option<PendingAudit>,
     },
     Failed {
         to: String,
@@ -83,6 +87,35 @@ impl Phase {
             Phase::Done { .. } => "done",
             Phase::RolledBack { .. } => "rolled-back",
             Phase::Failed { .. } => "failed",
+        }
+    }
+
+    /// The audit this phase waits for, if any.
+    pub fn pending_audit(&self) -> Option<&PendingAudit> {
+        match self {
+            Phase::Done { audit, .. } | Phase::RolledBack { audit, .. } => audit.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// This phase with its audit done, what the audit found (`note`) added to what it says.
+    pub fn audited(self, note: Option<&str>) -> Phase {
+        let with = |text: String| match note {
+            Some(n) => format!("{text}; {n}"),
+            None => text,
+        };
+        match self {
+            Phase::Done { to, detail, .. } => Phase::Done {
+                to,
+                detail: with(detail),
+                audit: None,
+            },
+            Phase::RolledBack { to, reason, .. } => Phase::RolledBack {
+                to,
+                reason: with(reason),
+                audit: None,
+            },
+            other => other,
         }
     }
 
@@ -152,5 +185,47 @@ pub(super) fn lock_state_dir(dir: &Path) -> Result<std::fs::File> {
             source_name: path.display().to_string(),
             source: e,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state file an agent wrote before rollbacks were audited still loads, with nothing due.
+    #[test]
+    fn a_rolled_back_phase_saved_without_an_audit_loads() {
+        let old = r#"{"phase":"rolled-back","to":"1.31","reason":"kubelet 1.30 came back"}"#;
+        let p: Phase = serde_json::from_str(old).unwrap();
+        assert_eq!(p.name(), "rolled-back");
+        assert_eq!(p.pending_audit(), None);
+    }
+
+    /// Audited once: the note is added and nothing stays due, in both phases that audit.
+    #[test]
+    fn an_audited_phase_keeps_what_it_said_and_owes_nothing() {
+        let due = Some(PendingAudit {
+            after: 1,
+            journal: "j".into(),
+        });
+        for p in [
+            Phase::Done {
+                to: "1.31".into(),
+                detail: "verified".into(),
+                audit: due.clone(),
+            },
+            Phase::RolledBack {
+                to: "1.31".into(),
+                reason: "rolled back".into(),
+                audit: due.clone(),
+            },
+        ] {
+            assert!(p.pending_audit().is_some());
+            let done = p.audited(Some("2 kept"));
+            assert_eq!(done.pending_audit(), None);
+            let said = serde_json::to_value(&done).unwrap();
+            let text = said["detail"].as_str().or(said["reason"].as_str()).unwrap();
+            assert!(text.ends_with("; 2 kept"), "{said}");
+        }
     }
 }

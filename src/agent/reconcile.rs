@@ -14,6 +14,8 @@
 //!   any other version  → roll back at once → RolledBack (KubehashRolledBack)
 //! Done ──(--audit-after later)──▶ Done, audited: the containers that ran when apply began
 //!   (recorded by apply beside the journal) against what runs now and the plan (KubehashAudited)
+//! RolledBack ──(--audit-after later)──▶ RolledBack, audited: the same, without the plan's
+//!   predictions (they were for the kubelet that did not stay); a restart is a warning
 //! ```
 //!
 //! **Evidence.** "The kubelet is down" means both: its process is gone (found by name in `/proc`,
@@ -41,7 +43,9 @@ use tracing::{error, info, warn};
 use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::agent::metrics::Metrics;
 use crate::agent::phase::{load_phase, lock_state_dir, save_phase, PendingAudit, Phase};
-use crate::analysis::audit::{compare, plan_of, report_document, snapshot, Snapshot, Tally};
+use crate::analysis::audit::{
+    compare, plan_of, report_document, snapshot, Audited, Fate, Snapshot, Tally,
+};
 use crate::analysis::plan::{node_specs, plan_node, PodIndex, Verdict};
 use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
@@ -288,23 +292,25 @@ impl Agent {
     /// restarts: every container that ran when apply began (recorded beside the journal) against
     /// what runs now, and against the plan's prediction for each (`analysis::audit`). Written to
     /// `audit-<to>.json`, counted in the metrics, and published as `KubehashAudited`, a warning
-    /// when any container's fate is not the one predicted. The runtime not answering is tried
-    /// again at the next step.
-    async fn audit(&mut self, to: String, detail: String, journal: String) -> Result<()> {
-        let (before_file, plan_file) = audit_files(Path::new(&journal));
+    /// when any container's fate is not the one predicted. After a rollback (`phase`
+    /// `RolledBack`) the old kubelet is back: the plan predicts nothing about it, so each fate is
+    /// reported without a prediction (`audit-<to>-rolled-back.json`), a warning when any
+    /// container restarted or was recreated. The runtime not answering is tried again at the
+    /// next step.
+    async fn audit(&mut self, phase: Phase, journal: &str) -> Result<()> {
+        let rolled_back = matches!(phase, Phase::RolledBack { .. });
+        let to = phase.target().unwrap_or_default().to_string();
+        let (before_file, plan_file) = audit_files(Path::new(journal));
         let before: Option<Snapshot> = std::fs::read(&before_file)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         let Some(before) = before else {
             warn!(file = %before_file.display(), "the containers recorded when apply began are unreadable; not auditing");
-            return self.set(Phase::Done {
-                to,
-                detail,
-                audit: None,
-            });
+            return self.set(phase.audited(None));
         };
         let plan: Option<Vec<crate::analysis::plan::ContainerPlan>> = std::fs::read(&plan_file)
             .ok()
+            .filter(|_| !rolled_back)
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
             .and_then(|v| plan_of(&v).ok());
         let now = match Cri::connect(&self.cfg.cri).await {
@@ -322,47 +328,79 @@ impl Agent {
         };
         let audited = compare(&before, &now, plan.as_deref());
         let tally = Tally::of(&audited);
-        let file = self.cfg.state_dir.join(format!("audit-{to}.json"));
+        let file = self.cfg.state_dir.join(if rolled_back {
+            format!("audit-{to}-rolled-back.json")
+        } else {
+            format!("audit-{to}.json")
+        });
         crate::rewrite::durable::write_json(&file, &report_document(&audited))?;
         self.metrics.set_audit(&tally);
-        // The first few not as predicted, by name, so that `kubectl describe node` says which.
+        // The first few not as predicted (after a rollback: not kept), by name, so that
+        // `kubectl describe node` says which.
         const NAMED: usize = 5;
-        let unexpected: Vec<String> = audited
+        let unexpected: Vec<&Audited> = audited
             .iter()
-            .filter(|a| a.as_predicted == Some(false))
+            .filter(|a| {
+                if rolled_back {
+                    matches!(a.fate, Fate::Restarted | Fate::Recreated)
+                } else {
+                    a.as_predicted == Some(false)
+                }
+            })
+            .collect();
+        let named = unexpected
+            .iter()
             .take(NAMED)
             .map(|a| {
-                format!(
-                    "{}/{}/{} {} ({})",
+                let what = format!(
+                    "{}/{}/{} {}",
                     a.before.namespace,
                     a.before.pod,
                     a.before.container,
-                    a.fate.as_str(),
-                    a.predicted.map_or("-", Verdict::as_str)
-                )
+                    a.fate.as_str()
+                );
+                match (rolled_back, a.predicted) {
+                    (true, _) => what,
+                    (false, p) => format!("{what} ({})", p.map_or("-", Verdict::as_str)),
+                }
             })
-            .collect();
-        let msg = format!(
-            "after kubelet {to}: {}; {} (see {})",
-            tally.summary(),
-            match (tally.mispredicted, plan.is_some()) {
-                (_, false) => "no plan to check them against".to_string(),
-                (0, true) => "each as kubehash predicted".to_string(),
-                (n, true) => format!(
-                    "{n} not as kubehash predicted: {}{}",
-                    unexpected.join(", "),
-                    if n > NAMED { ", …" } else { "" }
-                ),
-            },
-            file.display()
-        );
-        self.event("KubehashAudited", &msg, tally.mispredicted > 0)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = if unexpected.len() > NAMED {
+            ", …"
+        } else {
+            ""
+        };
+        let msg = match (rolled_back, unexpected.len(), plan.is_some()) {
+            (true, 0, _) => format!(
+                "after the rollback from kubelet {to}: {}; none restarted (see {})",
+                tally.summary(),
+                file.display()
+            ),
+            (true, n, _) => format!(
+                "after the rollback from kubelet {to}: {}; {n} restarted or recreated: {named}{more} (see {})",
+                tally.summary(),
+                file.display()
+            ),
+            (false, _, false) => format!(
+                "after kubelet {to}: {}; no plan to check them against (see {})",
+                tally.summary(),
+                file.display()
+            ),
+            (false, 0, true) => format!(
+                "after kubelet {to}: {}; each as kubehash predicted (see {})",
+                tally.summary(),
+                file.display()
+            ),
+            (false, n, true) => format!(
+                "after kubelet {to}: {}; {n} not as kubehash predicted: {named}{more} (see {})",
+                tally.summary(),
+                file.display()
+            ),
+        };
+        self.event("KubehashAudited", &msg, !unexpected.is_empty())
             .await;
-        self.set(Phase::Done {
-            to,
-            detail: format!("{detail}; {msg}"),
-            audit: None,
-        })
+        self.set(phase.audited(Some(&msg)))
     }
 
     fn watched_node(&mut self) -> Option<Value> {
@@ -400,12 +438,13 @@ impl Agent {
             self.up_since = None;
         }
         match self.phase.clone() {
-            Phase::Done {
-                to,
-                detail,
-                audit: Some(pending),
-            } if crate::clock::now_unix() >= pending.after => {
-                self.audit(to, detail, pending.journal).await
+            phase
+                if phase
+                    .pending_audit()
+                    .is_some_and(|p| crate::clock::now_unix() >= p.after) =>
+            {
+                let journal = phase.pending_audit().map(|p| p.journal.clone());
+                self.audit(phase, &journal.unwrap_or_default()).await
             }
             Phase::Idle | Phase::Done { .. } | Phase::Failed { .. } | Phase::RolledBack { .. } => {
                 self.look_for_target().await
@@ -915,10 +954,23 @@ impl Agent {
         );
         self.event("KubehashRolledBack", &reason, true).await;
         if ok {
-            self.set(Phase::RolledBack { to, reason })
+            let audit = self.audit_later(&journal);
+            self.set(Phase::RolledBack { to, reason, audit })
         } else {
             self.set(Phase::Failed { to, reason })
         }
+    }
+
+    /// The audit due `audit_after` from now, against what apply recorded beside `journal`;
+    /// without that record, none.
+    fn audit_later(&self, journal: &str) -> Option<PendingAudit> {
+        audit_files(Path::new(journal))
+            .0
+            .exists()
+            .then(|| PendingAudit {
+                after: crate::clock::now_unix().saturating_add(self.cfg.audit_after.as_secs()),
+                journal: journal.to_string(),
+            })
     }
 
     async fn verify(&mut self, to: String, journal: String) -> Result<()> {
@@ -940,15 +992,7 @@ impl Agent {
                     );
                     self.event("KubehashVerified", &msg, false).await;
                     let _ = std::fs::remove_file(self.pods_file(&to));
-                    // apply recorded what ran beside the journal; without it, no audit.
-                    let audit = audit_files(Path::new(&journal))
-                        .0
-                        .exists()
-                        .then(|| PendingAudit {
-                            after: crate::clock::now_unix()
-                                .saturating_add(self.cfg.audit_after.as_secs()),
-                            journal: journal.clone(),
-                        });
+                    let audit = self.audit_later(&journal);
                     self.set(Phase::Done {
                         to,
                         detail: msg,

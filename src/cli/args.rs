@@ -135,7 +135,8 @@ pub struct AgentArgs {
     pub stuck_seconds: u64,
     /// Seconds after verifying the new kubelet to audit the upgrade: which containers that ran
     /// before apply still run, restarted or were recreated, against the plan (Event
-    /// KubehashAudited, `audit-<T>.json` in the state directory).
+    /// KubehashAudited, `audit-<T>.json` in the state directory). The same after a rollback,
+    /// without the plan (`audit-<T>-rolled-back.json`).
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub audit_after_seconds: u64,
     /// Publish what would be done; write nothing.
