@@ -171,7 +171,8 @@ pub struct ShimArgs {
     /// Where to plan from (only when there is no state file yet).
     #[command(flatten)]
     pub source: PodSource,
-    /// The shim's decisions (container id + stored hash → translated hash).
+    /// The shim's decisions (container id + stored hash → translated hash). Beside it, when it
+    /// plans before serving, what runs and the plan, for `kubehash audit compare --shim-state`.
     #[arg(
         long,
         value_name = "PATH",
@@ -242,8 +243,8 @@ pub enum NodeCommand {
 pub enum AuditCommand {
     /// Record this node's running containers (id, pod, restart count, start time) over CRI.
     Snapshot(AuditSnapshotArgs),
-    /// Compare this node's running containers with a snapshot: yours, or the one `node apply`
-    /// recorded beside the upgrade's journal.
+    /// Compare this node's running containers with a snapshot: yours, the one `node apply`
+    /// recorded beside the upgrade's journal, or the one the shim recorded beside its state.
     Compare(AuditCompareArgs),
 }
 
