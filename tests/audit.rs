@@ -30,6 +30,29 @@ fn compare(ep: &str, snapshot: &str, plan: &str) -> (Option<i32>, Value) {
     (out.status.code(), v)
 }
 
+/// `audit compare -o json` found both containers of the shop pod kept, as the plan `by` made
+/// predicted (both `rewrite`): exit 0, a report that meets the schema.
+fn both_kept_as_planned(out: &std::process::Output, by: &str) {
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        harness::audit_report_schema_errors(&report),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        report["counts"],
+        json!({"kept": 2, "restarted": 0, "recreated": 0, "gone": 0})
+    );
+    assert!(
+        report["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["predicted"] == "rewrite" && c["as_predicted"] == true),
+        "{by}'s plan is used: {report}"
+    );
+}
+
 /// A real containerd running pod `shop/web-1` as kubelet 1.30 created it, one container per spec,
 /// none changed since. Returns containerd, the container ids and the pods file.
 async fn made_by_1_30(specs: &[Value]) -> (Containerd, Vec<String>, std::path::PathBuf) {
@@ -166,24 +189,7 @@ async fn apply_records_what_audit_compare_needs() {
         kubehash(&args)
     };
     let out = audit(&["--journal-dir", &journal_dir]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        harness::audit_report_schema_errors(&report),
-        Vec::<String>::new()
-    );
-    assert_eq!(
-        report["counts"],
-        json!({"kept": 2, "restarted": 0, "recreated": 0, "gone": 0})
-    );
-    assert!(
-        report["containers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|c| c["predicted"] == "rewrite" && c["as_predicted"] == true),
-        "apply's plan is used: {report}"
-    );
+    both_kept_as_planned(&out, "apply");
 
     // One of them restarted after all: exit 3, and not as predicted.
     let mut cri = Cri::connect(&ep).await.unwrap();
@@ -275,24 +281,7 @@ async fn the_shim_records_what_audit_compare_needs_only_before_it_serves() {
         ])
     };
     let out = audit();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        harness::audit_report_schema_errors(&report),
-        Vec::<String>::new()
-    );
-    assert_eq!(
-        report["counts"],
-        json!({"kept": 2, "restarted": 0, "recreated": 0, "gone": 0})
-    );
-    assert!(
-        report["containers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|c| c["predicted"] == "rewrite" && c["as_predicted"] == true),
-        "the shim's plan is used: {report}"
-    );
+    both_kept_as_planned(&out, "the shim");
     let _ = shim.kill();
     let _ = shim.wait();
     let _ = std::fs::remove_file(dir.join("shim.sock"));

@@ -371,33 +371,23 @@ impl Agent {
         } else {
             ""
         };
-        let msg = match (rolled_back, unexpected.len(), plan.is_some()) {
-            (true, 0, _) => format!(
-                "after the rollback from kubelet {to}: {}; none restarted (see {})",
-                tally.summary(),
-                file.display()
-            ),
-            (true, n, _) => format!(
-                "after the rollback from kubelet {to}: {}; {n} restarted or recreated: {named}{more} (see {})",
-                tally.summary(),
-                file.display()
-            ),
-            (false, _, false) => format!(
-                "after kubelet {to}: {}; no plan to check them against (see {})",
-                tally.summary(),
-                file.display()
-            ),
-            (false, 0, true) => format!(
-                "after kubelet {to}: {}; each as kubehash predicted (see {})",
-                tally.summary(),
-                file.display()
-            ),
-            (false, n, true) => format!(
-                "after kubelet {to}: {}; {n} not as kubehash predicted: {named}{more} (see {})",
-                tally.summary(),
-                file.display()
-            ),
+        let said = match (rolled_back, unexpected.len(), plan.is_some()) {
+            (true, 0, _) => "none restarted".to_string(),
+            (true, n, _) => format!("{n} restarted or recreated: {named}{more}"),
+            (false, _, false) => "no plan to check them against".to_string(),
+            (false, 0, true) => "each as kubehash predicted".to_string(),
+            (false, n, true) => format!("{n} not as kubehash predicted: {named}{more}"),
         };
+        let after = if rolled_back {
+            format!("after the rollback from kubelet {to}")
+        } else {
+            format!("after kubelet {to}")
+        };
+        let msg = format!(
+            "{after}: {}; {said} (see {})",
+            tally.summary(),
+            file.display()
+        );
         self.event("KubehashAudited", &msg, !unexpected.is_empty())
             .await;
         self.set(phase.audited(Some(&msg)))
