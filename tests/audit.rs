@@ -205,6 +205,36 @@ async fn apply_records_what_audit_compare_needs() {
     assert_eq!(report["counts"]["restarted"], 1, "{report}");
     assert_eq!(report["mispredicted"], 1, "{report}");
 
+    // The upgrade is rolled back (the old kubelet will run): apply's plan was for kubelet 1.31,
+    // so the audit of that journal gives fates without predictions, and says why.
+    let rb = kubehash(&[
+        "node",
+        "rollback",
+        "--containerd",
+        &ep,
+        "--journal",
+        &journal,
+    ]);
+    assert_ne!(rb.status.code(), Some(1), "{}", text(&rb.stderr));
+    let out = audit(&["--journal", &journal]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("was rolled back after its last apply"),
+        "{}",
+        text(&out.stderr)
+    );
+    let after_rollback: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(after_rollback["counts"]["restarted"], 1, "{after_rollback}");
+    assert_eq!(after_rollback["mispredicted"], 0, "{after_rollback}");
+    assert!(
+        after_rollback["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["predicted"].is_null()),
+        "{after_rollback}"
+    );
+
     // The schema is strict: an unknown key, a fate it does not know, a count below zero.
     for (pointer, bad) in [
         ("/extra", json!(1)),

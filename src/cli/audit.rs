@@ -71,7 +71,16 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
                     before.display()
                 );
             }
-            (before, a.plan.clone().or(plan.exists().then_some(plan)))
+            // After a rollback the old kubelet is back: apply's plan was for the other one.
+            let rolled_back = a.shim_state.is_none() && journal::read(&beside)?.rolled_back();
+            if rolled_back && a.plan.is_none() {
+                eprintln!(
+                    "kubehash: journal {} was rolled back after its last apply, so its plan predicts nothing about the kubelet that runs: fates without predictions",
+                    beside.display()
+                );
+            }
+            let plan = plan.exists().then_some(plan).filter(|_| !rolled_back);
+            (before, a.plan.clone().or(plan))
         }
     };
     let before: Snapshot = serde_json::from_slice(&read(&snapshot_file)?)

@@ -270,6 +270,16 @@ impl Contents {
         })
     }
 
+    /// Whether rollback ran after the last `begin` (restoring or not): that apply's plan then
+    /// predicted what a kubelet that did not stay would do.
+    pub fn rolled_back(&self) -> bool {
+        self.records
+            .iter()
+            .rev()
+            .take_while(|(_, r)| !matches!(r, Record::Begin { .. }))
+            .any(|(_, r)| matches!(r, Record::Rollback { .. } | Record::Unpinned { .. }))
+    }
+
     /// Per container, in order of first write: the value before kubehash's first write and the
     /// value of its last one (both validated when read).
     pub fn writes(&self) -> Vec<JournaledWrite> {
@@ -694,6 +704,27 @@ mod tests {
         std::fs::write(&path, lines(&[begin(), write_record(&old, &new)])).unwrap();
         assert!(!std::fs::read_to_string(&path).unwrap().contains("\"spec\""));
         assert_eq!(read(&path).unwrap().writes()[0].original_spec, None);
+    }
+
+    /// Rolled back means a rollback record after the last apply's `begin`: one before it was
+    /// of an earlier apply, whose plan is not the last one's.
+    #[test]
+    fn rolled_back_is_about_the_last_apply() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.30-to-1.31.jsonl");
+        let (old, new) = good();
+        let rollback = Record::Rollback {
+            container_id: ID.into(),
+            result: "restored".into(),
+        };
+        let rolled_back = |records: &[Record]| {
+            std::fs::write(&path, lines(records)).unwrap();
+            read(&path).unwrap().rolled_back()
+        };
+        let w = write_record(&old, &new);
+        assert!(!rolled_back(&[begin(), w.clone()]));
+        assert!(rolled_back(&[begin(), w.clone(), rollback.clone()]));
+        assert!(!rolled_back(&[begin(), w.clone(), rollback, begin()]));
     }
 
     #[test]
