@@ -2,7 +2,7 @@
 //! shim can tell for a kubelet. Copied to a file named `kubelet-v1.30.2`, it is a process named
 //! like a kubelet, and `--version` answers as kubelet v1.30.2 does (`Kubernetes v1.30.2`), from
 //! its own file name. `list ENDPOINT` lists the containers over CRI and prints one
-//! `ID HASH` line each.
+//! `ID HASH` line each. `sleep SECONDS` is a kubelet that runs and does nothing.
 
 use kubehash::runtime::cri::{keys, Cri};
 
@@ -28,7 +28,10 @@ async fn main() -> anyhow::Result<()> {
                 println!("{} {hash}", c.id);
             }
         }
-        _ => anyhow::bail!("usage: kubelet-vX.Y.Z --version | list ENDPOINT"),
+        ["sleep", seconds] => {
+            tokio::time::sleep(std::time::Duration::from_secs(seconds.parse()?)).await;
+        }
+        _ => anyhow::bail!("usage: kubelet-vX.Y.Z --version | list ENDPOINT | sleep SECONDS"),
     }
     Ok(())
 }

@@ -414,3 +414,47 @@ async fn translations_that_change_lengths_reach_the_kubelet_whole() {
     }
     stop(&mut shim);
 }
+
+/// The shim records for the audit what runs when it first plans, as the moment before the
+/// upgrade. A kubelet that may be the target, already running straight on the runtime (started
+/// before the shim), may have restarted containers by then: the shim records nothing and says
+/// why, as for a kubelet whose binary will not say its version. The old kubelet still running
+/// is no obstacle: it restarts nothing whose spec did not change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_audit_record_while_a_kubelet_that_may_be_the_target_runs() {
+    let ctrd = Containerd::start();
+    let web = serde_json::json!({"name": "web", "image": harness::IMAGE});
+    let (_, pods_file) =
+        harness::shop_pod(&ctrd, "1.30", &[(web.clone(), hash(&web, "1.30"))]).await;
+    let before = ctrd.dir.join("shim-state.before.json");
+    for (version, recorded) in [("v1.31.4", false), ("unknown", false), ("v1.30.2", true)] {
+        let binary = harness::fake_kubelet(&ctrd.dir, version);
+        let mut kubelet = Command::new(&binary).args(["sleep", "60"]).spawn().unwrap();
+        // Running, past exec (not yet, or no longer, a process whose binary answers).
+        let cmdline = format!("/proc/{}/cmdline", kubelet.id());
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(&cmdline)
+            .unwrap_or_default()
+            .ends_with(b"60\0")
+        {
+            assert!(
+                std::time::Instant::now() < end,
+                "kubelet {version} did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let (mut shim, _) = start_planned_shim(&ctrd, &pods_file);
+        let log = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
+        assert_eq!(before.exists(), recorded, "kubelet {version}: {log}");
+        let why = match version {
+            "v1.31.4" => "kubelet 1.31) and may already have restarted containers",
+            "unknown" => "of no known version",
+            _ => "the running containers recorded for the audit",
+        };
+        assert!(log.contains(why), "kubelet {version}: {log}");
+        stop(&mut shim);
+        let _ = kubelet.kill();
+        let _ = kubelet.wait();
+        std::fs::remove_file(ctrd.dir.join("shim-state.json")).unwrap();
+    }
+}

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{hash, start_shim, Containerd};
+use harness::{fake_kubelet, hash, start_shim, Containerd};
 use kubehash::runtime::cri::{keys, Cri};
 use serde_json::{json, Value};
 
@@ -197,25 +197,6 @@ async fn pass_through_until_a_plan_and_idle_connections_cannot_starve_the_kubele
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     drop(idle);
     stop(shim);
-}
-
-/// The stand-in kubelet (`examples/fake_kubelet.rs`, built by `cargo test`) copied to `dir` as
-/// `kubelet-VERSION`: a process named like a kubelet, whose `--version` says VERSION.
-fn fake_kubelet(dir: &Path, version: &str) -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let built = exe
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("examples/fake_kubelet");
-    assert!(
-        built.exists(),
-        "{} is built by `cargo test` (examples/fake_kubelet.rs)",
-        built.display()
-    );
-    let at = dir.join(format!("kubelet-{version}"));
-    std::fs::copy(&built, &at).unwrap();
-    at
 }
 
 /// The hash kubelet `binary` sees for container `id` through `endpoint`.

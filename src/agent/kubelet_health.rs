@@ -17,7 +17,7 @@ use hyper_util::rt::TokioExecutor;
 use tracing::warn;
 
 use crate::rewrite::gate::{Unsafe, WriteGate};
-use crate::source::kubelet_binary::kubelet_name;
+use crate::source::kubelet_binary::kubelet_processes;
 
 /// What the kubelet's healthz said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,14 +150,11 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
     }
 }
 
-/// A running kubelet process ([`kubelet_name`]), described with its pid. Only processes in this
+/// A running kubelet process ([`kubelet_processes`]), described with its pid. Only processes in this
 /// process's PID namespace are visible: a pod needs `hostPID`.
 pub fn kubelet_process() -> Option<String> {
-    let entries = std::fs::read_dir("/proc").ok()?;
-    entries.flatten().find_map(|e| {
-        let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
-        kubelet_name(pid).map(|name| format!("process {name}, pid {pid}"))
-    })
+    let (pid, name) = kubelet_processes().into_iter().next()?;
+    Some(format!("process {name}, pid {pid}"))
 }
 
 /// What stops `apply` and `rollback` while a kubelet runs: a rewritten hash seen by the old

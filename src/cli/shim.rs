@@ -14,6 +14,7 @@ use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::audit_record;
 use crate::runtime::cri::Cri;
 use crate::shim::proxy::ShimState;
+use crate::source::kubelet_binary::{kubelet_processes, process_kubelet_version};
 
 pub fn run(a: ShimArgs) -> Result<ExitStatus> {
     init_logs(a.log_format);
@@ -80,8 +81,17 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                 Ok(mut planned) => {
                     planned.state.save(&a.state)?;
                     // Nothing has been served yet: what runs now is what ran before the new
-                    // kubelet could see a translation, the moment an audit compares with.
-                    rt.block_on(record_for_audit(&mut planned, &a.state));
+                    // kubelet could see a translation, the moment an audit compares with,
+                    // unless that kubelet already runs straight on the runtime.
+                    match rt.block_on(target_kubelet_running(to)) {
+                        None => rt.block_on(record_for_audit(&mut planned, &a.state)),
+                        Some(found) => {
+                            audit_record::forget(&a.state);
+                            eprintln!(
+                                "kubehash: a kubelet that may be {to} runs ({found}) and may already have restarted containers, so what runs now is no record of before the upgrade: nothing recorded for the audit"
+                            );
+                        }
+                    }
                     Some(planned.state)
                 }
                 Err(e) => {
@@ -159,6 +169,22 @@ async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<Planned> {
     let plans = plan(&containers, &pods, &manifests, to, from);
     let state = ShimState::from_plans(&plans, &pods, to, from);
     Ok(Planned { state, plans, cri })
+}
+
+/// A kubelet process that may be `to`: its binary says `to`, or will not say. It runs straight
+/// on the runtime (the shim does not serve yet), so it may have restarted containers on their
+/// stored hashes already. The old kubelet, or none, is what the audit's record needs; a kubelet
+/// in a PID namespace the shim does not see is not found.
+async fn target_kubelet_running(to: KubeletVersion) -> Option<String> {
+    for (pid, name) in kubelet_processes() {
+        match process_kubelet_version(pid).await {
+            None => {}
+            Some(Ok(v)) if v.minor() != to.minor() => {}
+            Some(Ok(v)) => return Some(format!("{name}, pid {pid}, kubelet {v}")),
+            Some(Err(e)) => return Some(format!("{name}, pid {pid}, of no known version: {e}")),
+        }
+    }
+    None
 }
 
 /// Records what runs and the plan beside the shim's state, for `audit compare --shim-state`.

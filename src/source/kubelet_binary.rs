@@ -45,6 +45,21 @@ pub fn kubelet_name(pid: u32) -> Option<String> {
     Some(name.to_string())
 }
 
+/// Every process this one sees that is a kubelet ([`kubelet_name`]): its pid and name. Only
+/// processes in this process's PID namespace are visible: a pod needs `hostPID`.
+pub fn kubelet_processes() -> Vec<(u32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+            kubelet_name(pid).map(|name| (pid, name))
+        })
+        .collect()
+}
+
 /// The version of the kubelet running as process `pid`: its own binary (`/proc/PID/exe`, the
 /// file it runs even if another was put at its path since) asked `--version`. `None` when the
 /// process is not a kubelet ([`kubelet_name`]).

@@ -896,6 +896,25 @@ pub fn pod_json(namespace: &str, name: &str, uid: &str, containers: &[Value]) ->
     })
 }
 
+/// The stand-in kubelet (`examples/fake_kubelet.rs`, built by `cargo test`) copied to `dir` as
+/// `kubelet-VERSION`: a process named like a kubelet, whose `--version` says VERSION.
+pub fn fake_kubelet(dir: &Path, version: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let built = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples/fake_kubelet");
+    assert!(
+        built.exists(),
+        "{} is built by `cargo test` (examples/fake_kubelet.rs)",
+        built.display()
+    );
+    let at = dir.join(format!("kubelet-{version}"));
+    std::fs::copy(&built, &at).unwrap();
+    at
+}
+
 /// Starts `kubehash shim` (the real binary) in front of `runtime`, with its state file
 /// `dir/shim-state.json` and its log in `dir/shim.log`; returns it and its endpoint.
 pub fn start_shim(dir: &Path, runtime: &str, extra: &[&str]) -> (Child, String) {
