@@ -603,6 +603,59 @@ async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
     assert!(msg.contains("up to 2 containers may restart"), "{msg}");
 }
 
+/// After a rollback the agent restarts containerd, as after apply, when it has the command: until
+/// then the runtime reports the rewritten hashes it loaded, and the old kubelet restarts their
+/// containers at its next sync. A restart that fails is said in the Event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_restarts_containerd_after_a_rollback_too() {
+    rollback_restarts_containerd(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_restart_after_a_rollback_is_said() {
+    rollback_restarts_containerd(true).await;
+}
+
+/// An agent with a restart command applies 1.30 → 1.31, then kubelet 1.30 comes back. The
+/// command only counts its runs; with `fails_again`, its second run (after the rollback) fails.
+async fn rollback_restarts_containerd(fails_again: bool) {
+    let mut rig = Rig::new(1).await;
+    let runs = rig.ctrd.dir.join("restarts");
+    let count = || {
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let mut cmd = format!("echo run >> {}", runs.display());
+    if fails_again {
+        cmd = format!("test ! -e {0} && {cmd}", runs.display());
+    }
+    let mut agent = rig.applied_by_an_agent_with(&["--restart-containerd", &cmd]);
+    assert_eq!(count(), 1, "after apply");
+    rig.kubelet.set_binary("v1.30.2");
+    let sd = rig.state_dir.clone();
+    rig.kubelet_returns_until("v1.30.2", "rollback", || phase(&sd) == "rolled-back");
+    Rig::stop_agent(&mut agent);
+    assert_eq!(rig.extensions().await, rig.originals, "every byte restored");
+    let msg = rig.api.event("KubehashRolledBack").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    if fails_again {
+        assert_eq!(count(), 1);
+        assert!(msg.contains("Restarting containerd failed"), "{msg}");
+        assert!(msg.contains("up to 1 containers may restart"), "{msg}");
+    } else {
+        assert_eq!(count(), 2, "after the rollback");
+        assert!(
+            msg.contains("containerd restarted, so the runtime reports the original hashes again"),
+            "{msg}"
+        );
+        assert!(!msg.contains("may restart"), "{msg}");
+    }
+}
+
 /// The agent's rollback proves each original against the specs it saved with the plan: a
 /// journal whose original holds a hash someone chose (which passes every check the journal and
 /// the record allow) is not written back, the other container is, and the agent says it failed.

@@ -54,7 +54,7 @@ use crate::rewrite::audit_record::audit_files;
 use crate::rewrite::gate::{Open, Unsafe, WriteGate};
 use crate::rewrite::outcome::Applied;
 use crate::rewrite::restart::RestartCommand;
-use crate::rewrite::rollback::rollback;
+use crate::rewrite::rollback::{rollback, RESTORED};
 use crate::rewrite::verify::verify;
 use crate::runtime::containerd::Store;
 use crate::runtime::cri::Cri;
@@ -929,19 +929,41 @@ impl Agent {
             Ok(contents) => self.rollback_proved(&to, &journal, contents).await,
             Err(e) => Err(e),
         };
-        let (ok, detail) = match &result {
+        let (ok, detail, restored) = match &result {
             Ok(r) => {
                 let bad = r.iter().filter(|o| !o.ok).count();
+                let restored = r
+                    .iter()
+                    .filter(|o| o.manifest.is_none() && o.detail == RESTORED)
+                    .count();
                 (
                     bad == 0,
                     format!("rolled back {} of {} containers", r.len() - bad, r.len()),
+                    restored,
                 )
             }
-            Err(e) => (false, format!("rollback failed: {e}")),
+            Err(e) => (false, format!("rollback failed: {e}"), 0),
         };
-        let reason = format!(
-            "{why}: {detail}; journal {journal}. If containerd was restarted after the rewrite, up to {written} containers may restart; restart containerd again so that the runtime reports the original hashes"
-        );
+        // The runtime reports what it loaded at its last start: with the rewritten hashes, the
+        // old kubelet restarts the containers at its next sync of their pods. Restarting
+        // containerd now (its containers keep running) leaves it as little of that time as
+        // can be, even after a partial rollback.
+        let runtime = match (restored, self.cfg.restart_containerd.clone()) {
+            (0, _) if ok => String::new(),
+            (0, _) => format!(
+                ". If containerd was restarted after the rewrite, up to {written} containers may restart"
+            ),
+            (_, None) => format!(
+                ". If containerd was restarted after the rewrite, up to {written} containers may restart; restart containerd again so that the runtime reports the original hashes"
+            ),
+            (_, Some(cmd)) => match RestartCommand::shell(&cmd).run(self.cfg.restart_timeout).await {
+                Ok(()) => "; containerd restarted, so the runtime reports the original hashes again".to_string(),
+                Err(e) => format!(
+                    ". Restarting containerd failed ({e}): until it is restarted, the runtime may report the rewritten hashes, and up to {written} containers may restart"
+                ),
+            },
+        };
+        let reason = format!("{why}: {detail}; journal {journal}{runtime}");
         self.event("KubehashRolledBack", &reason, true).await;
         if ok {
             let audit = self.audit_later(&journal);

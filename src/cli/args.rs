@@ -124,7 +124,8 @@ pub struct AgentArgs {
     #[arg(long, default_value = crate::agent::reconcile::TARGET_ANNOTATION)]
     pub annotation: String,
     /// Restart containerd after apply with this command (e.g. `systemctl restart containerd`,
-    /// or `nsenter -t 1 -m -- systemctl restart containerd` from a pod with host PID).
+    /// or `nsenter -t 1 -m -- systemctl restart containerd` from a pod with host PID), and again
+    /// after a rollback that restored a record.
     #[arg(long, value_name = "COMMAND")]
     pub restart_containerd: Option<String>,
     /// How long --restart-containerd may take before it is killed (the agent then fails).

@@ -30,6 +30,9 @@ use crate::rewrite::outcome::CheckOutcome;
 use crate::rewrite::pin::check_pin;
 use crate::runtime::record::{RecordFormat, RecordStore};
 
+/// What an outcome says of a record or manifest rollback put back.
+pub const RESTORED: &str = "restored";
+
 /// Undoes the writes of one journal, newest first; with `specs`, only originals proved against
 /// them (see the module).
 pub async fn rollback(
@@ -64,7 +67,7 @@ pub async fn rollback(
                 Ok(()) => match proof(specs, store.format(), &w) {
                     Err(e) => (false, format!("not restored: {e}")),
                     Ok(()) => match store.replace(&w.id, &w.written, &w.original).await {
-                        Ok(()) => (true, "restored".to_string()),
+                        Ok(()) => (true, RESTORED.to_string()),
                         Err(e) => (false, format!("not restored: {e}")),
                     },
                 },
@@ -124,7 +127,7 @@ fn unpin(pin: &JournaledPin) -> (bool, String) {
             }
             // Dated as it was before the pin, so that it reads as the file its pod started from.
             match write_atomically_dated(path, &pin.original, pin.original_modified) {
-                Ok(()) => (true, "restored".into()),
+                Ok(()) => (true, RESTORED.to_string()),
                 Err(e) => (false, format!("not restored: {e}")),
             }
         }
