@@ -465,6 +465,12 @@ async fn killed_apply_converges_and_rollback_restores_every_byte() {
             "{id} restored byte for byte"
         );
     }
+    // containerd still reports what it loaded: the next step says to restart it.
+    assert!(
+        text(&rb.stderr).contains("next: restart containerd"),
+        "{}",
+        text(&rb.stderr)
+    );
     // A second rollback finds everything original and writes nothing.
     let rb2 = kubehash(&[
         "node",
@@ -479,6 +485,11 @@ async fn killed_apply_converges_and_rollback_restores_every_byte() {
         text(&rb2.stdout).contains("already holds the original value"),
         "{}",
         text(&rb2.stdout)
+    );
+    assert!(
+        !text(&rb2.stderr).contains("restart containerd"),
+        "nothing restored, nothing to reload: {}",
+        text(&rb2.stderr)
     );
 }
 

@@ -228,10 +228,11 @@ pub enum NodeCommand {
     ///
     /// With the pods (`-i` or `--cluster`, as for apply), each original is also proved against its
     /// container's spec: kubelet TO's hash of it is the written hash, kubelet FROM's the original's.
+    /// Then restart containerd (or pass `--restart-containerd`), so that CRI reports them.
     ///
     /// Exit codes: 0 every record restored or already original; 1 unusable input (a journal that
-    /// does not validate, the runtime unreachable); 2 some record left as written (each listed,
-    /// with why).
+    /// does not validate, the runtime unreachable), or containerd's restart failed (what was
+    /// restored is journaled); 2 some record left as written (each listed, with why).
     Rollback(NodeRollbackArgs),
     /// Read-only: every other reason kubelet TO would kill or recreate this node's pods (cgroups,
     /// admission, sandboxes, resize, checkpoints, refusing to start, eviction), one check each.
@@ -504,6 +505,10 @@ pub struct NodeRollbackArgs {
     /// without one is not restored).
     #[command(flatten)]
     pub source: PodSource,
+    /// Restart containerd afterwards through systemd (`systemctl restart containerd`) when a
+    /// record was restored, so that CRI reports the original hashes again.
+    #[arg(long)]
+    pub restart_containerd: bool,
 }
 
 impl PodSource {

@@ -24,6 +24,7 @@ use crate::rewrite::journal;
 use crate::rewrite::outcome::{Applied, CheckOutcome};
 use crate::rewrite::restart::RestartCommand;
 use crate::rewrite::rollback::rollback;
+use crate::rewrite::rollback::RESTORED;
 use crate::rewrite::verify::verify;
 use crate::runtime::containerd::Store;
 use crate::runtime::cri::Cri;
@@ -237,6 +238,10 @@ fn run_verify(a: NodeJournalArgs) -> Result<ExitStatus> {
 fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
     let a = &r.journal;
     init_logs(a.log_format);
+    let restart = r
+        .restart_containerd
+        .then(|| RestartCommand::systemd("containerd"))
+        .transpose()?;
     let (journal, contents) = journal_of(a)?;
     let rt = runtime()?;
     let specs = match r.source.given() {
@@ -262,7 +267,29 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
         )
         .await
     })?;
-    print_checks(a, "restored or already original", outcomes)
+    // containerd reports what it loaded at its last start: the restored records only after
+    // the next one.
+    let restored = outcomes
+        .iter()
+        .any(|o| o.manifest.is_none() && o.detail == RESTORED);
+    let journal = journal.display();
+    let status = print_checks(a, "restored or already original", outcomes)?;
+    match (restored, restart) {
+        (false, _) => {}
+        (true, Some(restart)) => {
+            rt.block_on(restart.run(RESTART_TIMEOUT))
+                .with_context(|| format!("journal {journal}"))?;
+            eprintln!(
+                "kubehash: containerd restarted, so CRI reports the original hashes again; start the old kubelet, \
+                 and once it has settled: kubehash audit compare --journal {journal}"
+            );
+        }
+        (true, None) => eprintln!(
+            "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the original hashes, \
+             then start the old kubelet; once it has settled, `kubehash audit compare --journal {journal}` says what restarted"
+        ),
+    }
+    Ok(status)
 }
 
 /// The journal named, or the latest; one that does not validate stops the command before the
