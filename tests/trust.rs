@@ -819,3 +819,65 @@ async fn a_kubelet_starting_while_apply_records_for_the_audit_stops_the_first_wr
     );
     assert_eq!(extensions(&ep, &sc.ids).await, originals, "nothing written");
 }
+
+/// 8. Two writers on one journal (an operator's `node apply` or `node rollback` while another,
+///    or the agent, runs on the same node: they share `/var/lib/kubehash/journal`) appended
+///    and cut "torn" tails on the assumption that nobody else did. A rollback then read the
+///    journal while apply went on writing, restored what it had read, and called that
+///    complete; a torn-tail cut could drop the other's write record. A second writer now
+///    refuses at once (exit 1, one line) and writes nothing; once the first has finished,
+///    rollback restores every byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_writer_per_journal() {
+    let specs: Vec<(Value, Value)> = (0..3)
+        .map(|i| {
+            let c =
+                json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]});
+            (c.clone(), c)
+        })
+        .collect();
+    let sc = scenario("1.30", &specs).await;
+    let ep = sc.ctrd.endpoint();
+    let originals = extensions(&ep, &sc.ids).await;
+    let journal = sc.ctrd.dir.join("journals/1.30-to-1.31.jsonl");
+    let upgrade = ["--from", "1.30", "--to", "1.31"];
+    let first = apply_command(&sc, &upgrade)
+        .env("KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS", "1500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for_lines(&journal, "\"kind\":\"written\"", 1));
+    let lines = || std::fs::read_to_string(&journal).unwrap().lines().count();
+    let refused = |out: Output, what: &str| {
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("another kubehash process") && err.contains("1.30-to-1.31.jsonl"),
+            "{what}: {err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: one line: {err}");
+    };
+    let seen = lines();
+    refused(rollback(&sc, None), "rollback");
+    refused(apply(&sc, &upgrade), "a second apply");
+    assert!(lines() >= seen, "the refused wrote nothing and cut nothing");
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let journaled = std::fs::read_to_string(&journal).unwrap();
+    assert!(!journaled.contains("\"kind\":\"rollback\""), "{journaled}");
+    assert_eq!(
+        journaled.matches("\"kind\":\"begin\"").count(),
+        1,
+        "{journaled}"
+    );
+
+    // The first has finished: rollback restores every byte.
+    let rb = rollback(&sc, None);
+    assert!(rb.status.success(), "{}", text(&rb.stderr));
+    assert_eq!(
+        extensions(&ep, &sc.ids).await,
+        originals,
+        "every byte restored"
+    );
+}

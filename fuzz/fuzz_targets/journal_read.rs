@@ -1,6 +1,7 @@
 //! A journal file of any bytes: `journal::read` accepts it or names the line it refuses, and what
 //! it accepts gives its writes and pins (with the upgrade, the journaled specs and the dates
-//! rollback uses); it never panics.
+//! rollback uses); it never panics. Continued for appending, what it accepted reads again with
+//! the same records and no torn tail.
 #![no_main]
 
 use kubehash::rewrite::journal;
@@ -17,5 +18,14 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(contents) = journal::read(&path) {
         let _ = contents.writes();
         let _ = contents.pins();
+        let _ = contents.rolled_back();
+        assert_eq!(contents.len, data.len() as u64);
+        // Continued (as rollback does) it is this process's, and sets any torn tail aside.
+        if let Ok((journal, _)) = journal::Journal::continue_from(&path, &contents) {
+            drop(journal);
+            let again = journal::read(&path).expect("a continued journal reads again");
+            assert!(again.torn.is_none());
+            assert_eq!(again.records.len(), contents.records.len());
+        }
     }
 });

@@ -150,7 +150,8 @@ fn sync_dir(path: &Path) -> Result<()> {
 impl Journal {
     /// Opens a journal for appending, creating it (mode 0600, its directory 0700) if needed. An
     /// existing file must be a kubehash journal; a torn last line is moved to `<journal>.torn`
-    /// first, and returned.
+    /// first, and returned. The journal is this process's until the [`Journal`] is dropped
+    /// ([`lock`]).
     pub fn open(path: &Path) -> Result<(Journal, Option<String>)> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::DirBuilder::new()
@@ -159,23 +160,38 @@ impl Journal {
                 .create(dir)
                 .map_err(|e| io_error(path, e))?;
         }
-        let contents = if path.exists() {
-            Some(read(path)?)
-        } else {
-            None
-        };
-        Journal::continue_after(path, contents.as_ref())
+        let created = !path.exists();
+        let file = lock(path, true)?;
+        if created {
+            // Make the new file's directory entry durable too.
+            sync_dir(path)?;
+            return Journal::continue_after(path, file, None);
+        }
+        // Read once it is ours: what another process appended before is seen.
+        let contents = read(path)?;
+        Journal::continue_after(path, file, Some(&contents))
     }
 
     /// [`Journal::open`] for a journal whose `contents` were just read (rollback reads it whole
-    /// before it writes): the torn tail they found is set aside, and the file is not read again.
+    /// before it writes): the torn tail they found is set aside, and the file is not read again,
+    /// but it must still be as long as it was when read: what another process appended since
+    /// was not seen.
     pub fn continue_from(path: &Path, contents: &Contents) -> Result<(Journal, Option<String>)> {
-        Journal::continue_after(path, Some(contents))
+        let file = lock(path, false)?;
+        let now = file.metadata().map_err(|e| io_error(path, e))?.len();
+        if now != contents.len {
+            return Err(bad_journal(
+                path,
+                "it changed since kubehash read it (another process wrote to it); run again".into(),
+            ));
+        }
+        Journal::continue_after(path, file, Some(contents))
     }
 
-    /// `contents` is `None` for a journal that does not exist yet.
+    /// `contents` is `None` for a journal that did not exist.
     fn continue_after(
         path: &Path,
+        file: File,
         contents: Option<&Contents>,
     ) -> Result<(Journal, Option<String>)> {
         let torn = match contents.and_then(|c| c.torn.as_ref()) {
@@ -185,16 +201,6 @@ impl Journal {
             }
             None => None,
         };
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| io_error(path, e))?;
-        if contents.is_none() {
-            // Make the new file's directory entry durable too.
-            sync_dir(path)?;
-        }
         Ok((
             Journal {
                 path: path.to_path_buf(),
@@ -216,6 +222,29 @@ impl Journal {
             .write_all(&line)
             .and_then(|_| self.file.sync_all())
             .map_err(|e| io_error(&self.path, e))
+    }
+}
+
+/// The journal at `path` opened for appending (made if `create`) and locked (`flock`) for this
+/// process alone: `apply`, `rollback` and the agent each append and cut torn tails on the
+/// assumption that nobody else does, so a second one refuses at once instead of interleaving
+/// with the first. The lock goes with the file when it is closed, or when the process dies.
+fn lock(path: &Path, create: bool) -> Result<File> {
+    let file = OpenOptions::new()
+        .create(create)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| io_error(path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Input {
+            source_name: path.display().to_string(),
+            reason: "another kubehash process (apply, rollback or the agent) is writing this \
+                     journal; run again once it has finished"
+                .into(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_error(path, e)),
     }
 }
 
@@ -259,6 +288,8 @@ pub struct Torn {
 pub struct Contents {
     pub records: Vec<(usize, Record)>,
     pub torn: Option<Torn>,
+    /// The file's length when read, in bytes.
+    pub len: u64,
 }
 
 impl Contents {
@@ -412,7 +443,10 @@ pub struct JournaledWrite {
 /// Reads and validates a whole journal (see the module notes). Any error names the line.
 pub fn read(path: &Path) -> Result<Contents> {
     let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
-    let mut out = Contents::default();
+    let mut out = Contents {
+        len: bytes.len() as u64,
+        ..Contents::default()
+    };
     let mut offset = 0usize;
     let mut line_no = 0usize;
     // Set by each begin line; the first line must be one.
@@ -704,6 +738,39 @@ mod tests {
         std::fs::write(&path, lines(&[begin(), write_record(&old, &new)])).unwrap();
         assert!(!std::fs::read_to_string(&path).unwrap().contains("\"spec\""));
         assert_eq!(read(&path).unwrap().writes()[0].original_spec, None);
+    }
+
+    /// One writer at a time: while a journal is open for appending, apply (open) and rollback
+    /// (continue_from) elsewhere refuse, saying why, and write nothing; once it is closed they
+    /// go on. Rollback also refuses a journal that grew since it read it.
+    #[test]
+    fn a_journal_has_one_writer_and_rollback_sees_all_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.30-to-1.31.jsonl");
+        let (old, new) = good();
+        let (mut first, _) = Journal::open(&path).unwrap();
+        first.append(&begin()).unwrap();
+        let read_before = read(&path).unwrap();
+        let busy = |e: Error| {
+            let e = e.to_string();
+            assert!(e.contains("another kubehash process"), "{e}");
+        };
+        busy(Journal::open(&path).err().unwrap());
+        busy(Journal::continue_from(&path, &read_before).err().unwrap());
+        first.append(&write_record(&old, &new)).unwrap();
+        drop(first);
+        assert_eq!(
+            read(&path).unwrap().records.len(),
+            2,
+            "nothing written by the refused"
+        );
+        let e = Journal::continue_from(&path, &read_before).err().unwrap();
+        assert!(
+            e.to_string().contains("changed since kubehash read it"),
+            "{e}"
+        );
+        let (_again, torn) = Journal::continue_from(&path, &read(&path).unwrap()).unwrap();
+        assert_eq!(torn, None);
     }
 
     /// Rolled back means a rollback record after the last apply's `begin`: one before it was
