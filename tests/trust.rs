@@ -825,8 +825,8 @@ async fn a_kubelet_starting_while_apply_records_for_the_audit_stops_the_first_wr
 ///    and cut "torn" tails on the assumption that nobody else did. A rollback then read the
 ///    journal while apply went on writing, restored what it had read, and called that
 ///    complete; a torn-tail cut could drop the other's write record. A second writer now
-///    refuses at once (exit 1, one line) and writes nothing; once the first has finished,
-///    rollback restores every byte.
+///    refuses (exit 1, one line) and writes nothing; once the first has finished, rollback
+///    restores every byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_writer_per_journal() {
     let specs: Vec<(Value, Value)> = (0..3)
@@ -841,8 +841,10 @@ async fn one_writer_per_journal() {
     let originals = extensions(&ep, &sc.ids).await;
     let journal = sc.ctrd.dir.join("journals/1.30-to-1.31.jsonl");
     let upgrade = ["--from", "1.30", "--to", "1.31"];
+    // Each refusal waits 2 s for the lock (a process killed a moment ago may still hold it):
+    // the first apply pauses long enough after each write to outlast both.
     let first = apply_command(&sc, &upgrade)
-        .env("KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS", "1500")
+        .env("KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS", "4000")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

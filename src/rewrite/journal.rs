@@ -227,8 +227,9 @@ impl Journal {
 
 /// The journal at `path` opened for appending (made if `create`) and locked (`flock`) for this
 /// process alone: `apply`, `rollback` and the agent each append and cut torn tails on the
-/// assumption that nobody else does, so a second one refuses at once instead of interleaving
-/// with the first. The lock goes with the file when it is closed, or when the process dies.
+/// assumption that nobody else does, so a second one refuses instead of interleaving with the
+/// first. The lock goes with the file when it is closed, or when the process dies; a process
+/// killed a moment ago may still be exiting, so a held lock is waited for [`LOCK_WAIT`] first.
 fn lock(path: &Path, create: bool) -> Result<File> {
     let file = OpenOptions::new()
         .create(create)
@@ -236,17 +237,28 @@ fn lock(path: &Path, create: bool) -> Result<File> {
         .mode(0o600)
         .open(path)
         .map_err(|e| io_error(path, e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Input {
-            source_name: path.display().to_string(),
-            reason: "another kubehash process (apply, rollback or the agent) is writing this \
-                     journal; run again once it has finished"
-                .into(),
-        }),
-        Err(std::fs::TryLockError::Error(e)) => Err(io_error(path, e)),
+    let until = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Input {
+                    source_name: path.display().to_string(),
+                    reason: "another kubehash process (apply, rollback or the agent) is writing \
+                             this journal; run again once it has finished"
+                        .into(),
+                })
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_error(path, e)),
+        }
     }
 }
+
+/// How long a journal held by another process is waited for.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Copies a torn tail to `<journal>.torn` (appending, synced), then cuts it from the journal.
 fn set_aside(path: &Path, torn: &Torn) -> Result<()> {
@@ -769,8 +781,15 @@ mod tests {
             e.to_string().contains("changed since kubehash read it"),
             "{e}"
         );
-        let (_again, torn) = Journal::continue_from(&path, &read(&path).unwrap()).unwrap();
+        let (again, torn) = Journal::continue_from(&path, &read(&path).unwrap()).unwrap();
         assert_eq!(torn, None);
+        // A holder that lets go within the wait (a killed process exiting) is waited for.
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(again);
+        });
+        assert!(Journal::open(&path).is_ok());
+        holder.join().unwrap();
     }
 
     /// Rolled back means a rollback record after the last apply's `begin`: one before it was
