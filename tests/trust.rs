@@ -77,6 +77,17 @@ fn apply_command(sc: &Scenario, extra: &[&str]) -> Command {
     c
 }
 
+/// `n` containers `c0`, `c1`, … (distinct by their args), each unchanged since it was created.
+fn unchanged(n: usize) -> Vec<(Value, Value)> {
+    (0..n)
+        .map(|i| {
+            let c =
+                json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]});
+            (c.clone(), c)
+        })
+        .collect()
+}
+
 fn apply(sc: &Scenario, extra: &[&str]) -> Output {
     apply_command(sc, extra).output().unwrap()
 }
@@ -626,13 +637,7 @@ fn wait_for_lines(path: &Path, needle: &str, n: usize) -> bool {
 ///    next run's first record to it, and the whole journal was refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_journal_covers_the_whole_upgrade() {
-    let specs: Vec<(Value, Value)> = (0..4)
-        .map(|i| {
-            let c =
-                json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]});
-            (c.clone(), c)
-        })
-        .collect();
+    let specs = unchanged(4);
     let mut sc = scenario("1.30", &specs).await;
     let ep = sc.ctrd.endpoint();
     let originals = extensions(&ep, &sc.ids).await;
@@ -829,13 +834,7 @@ async fn a_kubelet_starting_while_apply_records_for_the_audit_stops_the_first_wr
 ///    restores every byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_writer_per_journal() {
-    let specs: Vec<(Value, Value)> = (0..3)
-        .map(|i| {
-            let c =
-                json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]});
-            (c.clone(), c)
-        })
-        .collect();
+    let specs = unchanged(3);
     let sc = scenario("1.30", &specs).await;
     let ep = sc.ctrd.endpoint();
     let originals = extensions(&ep, &sc.ids).await;
