@@ -151,7 +151,7 @@ impl Journal {
     /// Opens a journal for appending, creating it (mode 0600, its directory 0700) if needed. An
     /// existing file must be a kubehash journal; a torn last line is moved to `<journal>.torn`
     /// first, and returned. The journal is this process's until the [`Journal`] is dropped
-    /// ([`lock`]).
+    /// (a `flock`, see `lock`).
     pub fn open(path: &Path) -> Result<(Journal, Option<String>)> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::DirBuilder::new()
