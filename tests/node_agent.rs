@@ -355,7 +355,7 @@ fn wait_for_lines(path: &Path, needle: &str, n: usize, deadline: Duration) -> bo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_apply_converges_and_rollback_restores_every_byte() {
-    let ctrd = Containerd::start();
+    let mut ctrd = Containerd::start();
     let ep = ctrd.endpoint();
     let mut cri = Cri::connect(&ep).await.unwrap();
     let specs: Vec<Value> = (0..4)
@@ -442,6 +442,23 @@ async fn killed_apply_converges_and_rollback_restores_every_byte() {
         let meta = parse_metadata(&ext(&store.get(id).await.unwrap()), id).unwrap();
         assert_eq!(stored_hashes(&meta).0, Some(hash(spec, "1.31")));
     }
+    // containerd loads what was written, as the upgrade does.
+    ctrd.restart();
+    let store = Store::connect(&ep).await.unwrap();
+    let verify = || {
+        kubehash(&[
+            "node",
+            "verify",
+            "--cri",
+            &ep,
+            "--containerd",
+            &ep,
+            "--journal",
+            &journal.display().to_string(),
+        ])
+    };
+    let verified = verify();
+    assert!(verified.status.success(), "{}", text(&verified.stdout));
 
     // Rollback from the journal restores every record byte for byte.
     let rb = kubehash(&[
@@ -465,11 +482,38 @@ async fn killed_apply_converges_and_rollback_restores_every_byte() {
             "{id} restored byte for byte"
         );
     }
-    // containerd still reports what it loaded: the next step says to restart it.
+    // containerd still reports what it loaded: the next step says to restart it, and verify,
+    // which now checks the originals, says it has not been.
     assert!(
         text(&rb.stderr).contains("next: restart containerd"),
         "{}",
         text(&rb.stderr)
+    );
+    let unloaded = verify();
+    assert_eq!(
+        unloaded.status.code(),
+        Some(2),
+        "{}",
+        text(&unloaded.stdout)
+    );
+    assert!(
+        text(&unloaded.stderr).contains("was rolled back after its last apply"),
+        "{}",
+        text(&unloaded.stderr)
+    );
+    let table = text(&unloaded.stdout);
+    assert!(table.contains("has the runtime been restarted?"), "{table}");
+    assert!(
+        table.contains("Summary: 0 of 4 containers verified as rolled back."),
+        "{table}"
+    );
+    ctrd.restart();
+    let reloaded = verify();
+    let table = text(&reloaded.stdout);
+    assert!(reloaded.status.success(), "{table}");
+    assert!(
+        table.contains("Summary: 4 of 4 containers verified as rolled back."),
+        "{table}"
     );
     // A second rollback finds everything original and writes nothing.
     let rb2 = kubehash(&[

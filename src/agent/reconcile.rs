@@ -55,7 +55,7 @@ use crate::rewrite::gate::{Open, Unsafe, WriteGate};
 use crate::rewrite::outcome::Applied;
 use crate::rewrite::restart::RestartCommand;
 use crate::rewrite::rollback::{rollback, RESTORED};
-use crate::rewrite::verify::verify;
+use crate::rewrite::verify::{verify, Expect};
 use crate::runtime::containerd::Store;
 use crate::runtime::cri::Cri;
 use crate::source::cluster::Cluster;
@@ -988,7 +988,8 @@ impl Agent {
     async fn verify(&mut self, to: String, journal: String) -> Result<()> {
         let result = match crate::rewrite::journal::read(Path::new(&journal)) {
             Ok(contents) => match self.connect().await {
-                Ok((mut cri, store)) => verify(&mut cri, &store, contents).await,
+                // Kubelet T is up: it needs what was written, whatever happened since.
+                Ok((mut cri, store)) => verify(&mut cri, &store, contents, Expect::Written).await,
                 Err(e) => Err(e),
             },
             Err(e) => Err(e),

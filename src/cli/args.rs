@@ -219,10 +219,12 @@ pub enum NodeCommand {
     /// written is in the journal); 2 some container not written, or writing stopped because the
     /// evidence went (each listed).
     Apply(NodeApplyArgs),
-    /// Check a journal's containers: record as written, and CRI reporting the new hash.
+    /// Check a journal's containers: record as written, and CRI reporting the new hash. After a
+    /// rollback: record holding its original, and CRI reporting the original hash.
     ///
     /// Exit codes: 0 every container verified; 1 unusable input (a journal that does not
-    /// validate, the runtime unreachable); 2 some container not as written (each listed).
+    /// validate, the runtime unreachable); 2 some container not as written, or after a rollback
+    /// not as it was (each listed).
     Verify(NodeJournalArgs),
     /// Restore the original values from a journal (only records still holding kubehash's value).
     ///

@@ -25,7 +25,7 @@ use crate::rewrite::outcome::{Applied, CheckOutcome};
 use crate::rewrite::restart::RestartCommand;
 use crate::rewrite::rollback::rollback;
 use crate::rewrite::rollback::RESTORED;
-use crate::rewrite::verify::verify;
+use crate::rewrite::verify::{verify, Expect};
 use crate::runtime::containerd::Store;
 use crate::runtime::cri::Cri;
 use crate::source::host::HostPaths;
@@ -225,14 +225,26 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
 
 fn run_verify(a: NodeJournalArgs) -> Result<ExitStatus> {
     init_logs(a.log_format);
-    let (_, contents) = journal_of(&a)?;
+    let (journal, contents) = journal_of(&a)?;
+    // After a rollback, what must be there is the originals, for the old kubelet.
+    let expect = Expect::of(&contents);
+    if expect == Expect::Original {
+        eprintln!(
+            "kubehash: journal {} was rolled back after its last apply: checking that each record holds its original and CRI reports the original hash",
+            journal.display()
+        );
+    }
     let rt = runtime()?;
     let outcomes = rt.block_on(async {
         let store = Store::connect(&a.containerd).await?;
         let mut cri = Cri::connect(&a.cri).await?;
-        verify(&mut cri, &store, contents).await
+        verify(&mut cri, &store, contents, expect).await
     })?;
-    print_checks(&a, "verified", outcomes)
+    let done = match expect {
+        Expect::Written => "verified",
+        Expect::Original => "verified as rolled back",
+    };
+    print_checks(&a, done, outcomes)
 }
 
 fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {

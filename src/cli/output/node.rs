@@ -187,7 +187,7 @@ impl Render for ApplyReport {
 
 /// `node verify` / `node rollback`: one line per journaled container.
 pub struct Checks {
-    /// `verified`, or `restored or already original`.
+    /// `verified`, `verified as rolled back`, or `restored or already original`.
     pub done: &'static str,
     pub outcomes: Vec<CheckOutcome>,
 }
