@@ -160,10 +160,11 @@ impl Journal {
                 .create(dir)
                 .map_err(|e| io_error(path, e))?;
         }
-        let created = !path.exists();
         let file = lock(path, true)?;
-        if created {
-            // Make the new file's directory entry durable too.
+        // Judged once it is ours: another process may have made it since this one looked.
+        if file.metadata().map_err(|e| io_error(path, e))?.len() == 0 {
+            // New, or left empty by a run that died before its first record: nothing to keep.
+            // Make the file's directory entry durable too.
             sync_dir(path)?;
             return Journal::continue_after(path, file, None);
         }
@@ -561,7 +562,9 @@ pub fn latest(dir: &Path) -> Result<PathBuf> {
     let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e))?;
     for e in entries {
         let p = e.map_err(|e| io_error(dir, e))?.path();
-        if p.extension().is_none_or(|x| x != "jsonl") {
+        // An empty one was left by an apply that died before its first record: no upgrade.
+        let empty = std::fs::metadata(&p).is_ok_and(|m| m.len() == 0);
+        if p.extension().is_none_or(|x| x != "jsonl") || empty {
             continue;
         }
         let began = read(&p)?.last_begin().unwrap_or(0);
@@ -841,7 +844,13 @@ mod tests {
             // Appending refuses as well: nothing is written to a file that is not a journal.
             assert!(Journal::open(&path).is_err());
         };
-        check("".into(), "not a kubehash journal");
+        // An empty file is not a journal to read, but one to start: it holds nothing to keep.
+        std::fs::write(&path, "").unwrap();
+        assert!(read(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("not a kubehash journal"));
+        assert!(Journal::open(&path).is_ok());
         check("hello\n".into(), "not a kubehash journal");
         check(lines(&[write_record(&old, &new)]), "not a begin record");
         // One corrupted base64 character.
@@ -889,6 +898,9 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.path().join("1.31-to-1.30.jsonl"), lines(&[at(20)])).unwrap();
+        assert!(latest(dir.path()).unwrap().ends_with("1.30-to-1.31.jsonl"));
+        // One left empty by an apply that died before its first record is no upgrade.
+        std::fs::write(dir.path().join("1.31-to-1.32.jsonl"), "").unwrap();
         assert!(latest(dir.path()).unwrap().ends_with("1.30-to-1.31.jsonl"));
         std::fs::write(dir.path().join("junk.jsonl"), "junk\n").unwrap();
         assert!(
