@@ -312,6 +312,24 @@ async fn the_shim_records_what_audit_compare_needs_only_before_it_serves() {
     };
     let out = audit();
     both_kept_as_planned(&out, "the shim");
+    let status = || {
+        text(
+            &kubehash(&[
+                "shim",
+                "--status",
+                "--runtime-endpoint",
+                &ep,
+                "--state",
+                &state,
+            ])
+            .stdout,
+        )
+    };
+    let said = status();
+    assert!(
+        said.contains(&format!("kubehash audit compare --shim-state {state}")),
+        "{said}"
+    );
     let _ = shim.kill();
     let _ = shim.wait();
     let _ = std::fs::remove_file(dir.join("shim.sock"));
@@ -348,6 +366,11 @@ async fn the_shim_records_what_audit_compare_needs_only_before_it_serves() {
     assert!(
         err.contains("no snapshot beside it") && err.contains("--snapshot"),
         "{err}"
+    );
+    let said = status();
+    assert!(
+        said.contains("The shim recorded nothing for the audit"),
+        "{said}"
     );
     let _ = shim.kill();
     let _ = shim.wait();

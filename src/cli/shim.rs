@@ -41,6 +41,10 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
             live,
             translated: state.translations.len(),
             to: state.to.clone(),
+            audited_by: audit_record::audit_files(&a.state)
+                .0
+                .exists()
+                .then(|| a.state.display().to_string()),
         };
         write_shim_status(&status, &mut stdout())?;
         return Ok(ExitStatus::Success);
