@@ -25,6 +25,10 @@
 //! tail aside (to `<journal>.torn`) before appending, so the next record starts on a line of its
 //! own; the next `apply` plans every container again, so the torn record's container is checked
 //! anew.
+//!
+//! One process writes a journal at a time: [`Journal::open`] and [`Journal::continue_from`] lock
+//! the file (`flock`), so apply, rollback and the agent never append, or cut a torn tail, while
+//! another does.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
