@@ -605,20 +605,39 @@ async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
 
 /// After a rollback the agent restarts containerd, as after apply, when it has the command: until
 /// then the runtime reports the rewritten hashes it loaded, and the old kubelet restarts their
-/// containers at its next sync. A restart that fails is said in the Event.
+/// containers at its next sync. It then checks that CRI reports the original hashes, and says
+/// so; a restart that fails, or a command that exits 0 and restarts nothing, is said in the
+/// Event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_restarts_containerd_after_a_rollback_too() {
-    rollback_restarts_containerd(false).await;
+    rollback_restarts_containerd(Restart::Works).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_restart_after_a_rollback_is_said() {
-    rollback_restarts_containerd(true).await;
+    rollback_restarts_containerd(Restart::FailsAgain).await;
 }
 
-/// An agent with a restart command applies 1.30 → 1.31, then kubelet 1.30 comes back. The
-/// command only counts its runs; with `fails_again`, its second run (after the rollback) fails.
-async fn rollback_restarts_containerd(fails_again: bool) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_that_restarts_nothing_after_a_rollback_is_caught() {
+    rollback_restarts_containerd(Restart::DoesNothing).await;
+}
+
+/// The agent's `--restart-containerd` command in these tests, which only counts its runs.
+#[derive(PartialEq)]
+enum Restart {
+    /// containerd, never restarted, still reports the original hashes, as a real restart makes
+    /// it do after a rollback.
+    Works,
+    /// The second run (after the rollback) fails.
+    FailsAgain,
+    /// containerd really restarted after apply (it reports the rewritten hashes), and the
+    /// command restarts nothing after the rollback.
+    DoesNothing,
+}
+
+/// An agent with a restart command applies 1.30 → 1.31, then kubelet 1.30 comes back.
+async fn rollback_restarts_containerd(restart: Restart) {
     let mut rig = Rig::new(1).await;
     let runs = rig.ctrd.dir.join("restarts");
     let count = || {
@@ -628,11 +647,14 @@ async fn rollback_restarts_containerd(fails_again: bool) {
             .count()
     };
     let mut cmd = format!("echo run >> {}", runs.display());
-    if fails_again {
+    if restart == Restart::FailsAgain {
         cmd = format!("test ! -e {0} && {cmd}", runs.display());
     }
     let mut agent = rig.applied_by_an_agent_with(&["--restart-containerd", &cmd]);
     assert_eq!(count(), 1, "after apply");
+    if restart == Restart::DoesNothing {
+        rig.ctrd.restart();
+    }
     rig.kubelet.set_binary("v1.30.2");
     let sd = rig.state_dir.clone();
     rig.kubelet_returns_until("v1.30.2", "rollback", || phase(&sd) == "rolled-back");
@@ -642,17 +664,29 @@ async fn rollback_restarts_containerd(fails_again: bool) {
         .as_str()
         .unwrap()
         .to_string();
-    if fails_again {
-        assert_eq!(count(), 1);
-        assert!(msg.contains("Restarting containerd failed"), "{msg}");
-        assert!(msg.contains("up to 1 containers may restart"), "{msg}");
-    } else {
-        assert_eq!(count(), 2, "after the rollback");
-        assert!(
-            msg.contains("containerd restarted, so the runtime reports the original hashes again"),
-            "{msg}"
-        );
-        assert!(!msg.contains("may restart"), "{msg}");
+    match restart {
+        Restart::FailsAgain => {
+            assert_eq!(count(), 1);
+            assert!(msg.contains("Restarting containerd failed"), "{msg}");
+            assert!(msg.contains("up to 1 containers may restart"), "{msg}");
+        }
+        Restart::Works => {
+            assert_eq!(count(), 2, "after the rollback");
+            assert!(
+                msg.contains(
+                    "containerd restarted, and CRI reports the original hash of all 1 containers"
+                ),
+                "{msg}"
+            );
+            assert!(!msg.contains("may restart"), "{msg}");
+        }
+        Restart::DoesNothing => {
+            assert_eq!(count(), 2, "after the rollback");
+            assert!(
+                msg.contains("but CRI reports the original hash of only 0 of 1 containers"),
+                "{msg}"
+            );
+        }
     }
 }
 

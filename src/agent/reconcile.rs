@@ -957,7 +957,17 @@ impl Agent {
                 ". If containerd was restarted after the rewrite, up to {written} containers may restart; restart containerd again so that the runtime reports the original hashes"
             ),
             (_, Some(cmd)) => match RestartCommand::shell(&cmd).run(self.cfg.restart_timeout).await {
-                Ok(()) => "; containerd restarted, so the runtime reports the original hashes again".to_string(),
+                Ok(()) => match self.originals_reported(&journal).await {
+                    Ok((seen, all)) if seen == all => format!(
+                        "; containerd restarted, and CRI reports the original hash of all {all} containers"
+                    ),
+                    Ok((seen, all)) => format!(
+                        "; containerd restarted, but CRI reports the original hash of only {seen} of {all} containers (kubehash node verify says which): the old kubelet restarts the others"
+                    ),
+                    Err(e) => format!(
+                        "; containerd restarted, but whether CRI reports the original hashes could not be checked ({e})"
+                    ),
+                },
                 Err(e) => format!(
                     ". Restarting containerd failed ({e}): until it is restarted, the runtime may report the rewritten hashes, and up to {written} containers may restart"
                 ),
@@ -970,6 +980,35 @@ impl Agent {
             self.set(Phase::RolledBack { to, reason, audit })
         } else {
             self.set(Phase::Failed { to, reason })
+        }
+    }
+
+    /// After a rollback and a restart of containerd: of the containers `journal` wrote, how
+    /// many have their original value and CRI reporting its hash, out of how many (what
+    /// `node verify` checks after a rollback). A restart command can exit 0 and restart
+    /// nothing; only this says the old kubelet will see the originals. The runtime just
+    /// restarted may take a moment to answer.
+    async fn originals_reported(&self, journal: &str) -> Result<(usize, usize)> {
+        let mut tries = 0;
+        loop {
+            let checked = async {
+                let contents = crate::rewrite::journal::read(Path::new(journal))?;
+                let (mut cri, store) = self.connect().await?;
+                verify(&mut cri, &store, contents, Expect::Original).await
+            }
+            .await;
+            match checked {
+                Ok(out) => {
+                    let containers: Vec<_> = out.iter().filter(|o| o.manifest.is_none()).collect();
+                    let seen = containers.iter().filter(|o| o.ok).count();
+                    return Ok((seen, containers.len()));
+                }
+                Err(e) if tries >= 4 => return Err(e),
+                Err(_) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
         }
     }
 
