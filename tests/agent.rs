@@ -607,7 +607,7 @@ async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
 /// then the runtime reports the rewritten hashes it loaded, and the old kubelet restarts their
 /// containers at its next sync. It then checks that CRI reports the original hashes, and says
 /// so; a restart that fails, or a command that exits 0 and restarts nothing, is said in the
-/// Event.
+/// Event. The same check after apply's restart warns before the new kubelet starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_restarts_containerd_after_a_rollback_too() {
     rollback_restarts_containerd(Restart::Works).await;
@@ -623,11 +623,12 @@ async fn a_restart_that_restarts_nothing_after_a_rollback_is_caught() {
     rollback_restarts_containerd(Restart::DoesNothing).await;
 }
 
-/// The agent's `--restart-containerd` command in these tests, which only counts its runs.
+/// The agent's `--restart-containerd` command in these tests, which only counts its runs (so
+/// after apply, containerd has not reloaded what was written: the agent must say so).
 #[derive(PartialEq)]
 enum Restart {
-    /// containerd, never restarted, still reports the original hashes, as a real restart makes
-    /// it do after a rollback.
+    /// containerd, never restarted, still reports the original hashes after the rollback, as a
+    /// real restart makes it do.
     Works,
     /// The second run (after the rollback) fails.
     FailsAgain,
@@ -652,6 +653,17 @@ async fn rollback_restarts_containerd(restart: Restart) {
     }
     let mut agent = rig.applied_by_an_agent_with(&["--restart-containerd", &cmd]);
     assert_eq!(count(), 1, "after apply");
+    // The command only counted: containerd never reloaded what apply wrote, and the agent says
+    // so before kubelet 1.31 starts.
+    let unseen = rig.api.event("KubehashRuntimeNotReloaded").unwrap();
+    assert_eq!(unseen["type"], "Warning");
+    assert!(
+        unseen["message"]
+            .as_str()
+            .unwrap()
+            .contains("CRI reports the new hash of only 0 of 1 rewritten containers"),
+        "{unseen}"
+    );
     if restart == Restart::DoesNothing {
         rig.ctrd.restart();
     }

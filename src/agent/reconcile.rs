@@ -803,6 +803,19 @@ impl Agent {
                     reason,
                 });
             }
+            // Said now, while there is still time to restart containerd before kubelet T starts.
+            let unseen = match self.reported(journal, Expect::Written).await {
+                Ok((seen, all)) if seen < all => Some(format!(
+                    "containerd was restarted, but CRI reports the new hash of only {seen} of {all} rewritten containers: restart containerd before kubelet {to} starts, or it restarts the others (kubehash node verify --journal {journal} says which)"
+                )),
+                Ok(_) => None,
+                Err(e) => Some(format!(
+                    "containerd was restarted, but whether CRI reports the new hashes could not be checked ({e}); run kubehash node verify --journal {journal} before kubelet {to} starts"
+                )),
+            };
+            if let Some(msg) = unseen {
+                self.event("KubehashRuntimeNotReloaded", &msg, true).await;
+            }
         }
         self.set(Phase::Applied {
             to: to.into(),
@@ -957,7 +970,7 @@ impl Agent {
                 ". If containerd was restarted after the rewrite, up to {written} containers may restart; restart containerd again so that the runtime reports the original hashes"
             ),
             (_, Some(cmd)) => match RestartCommand::shell(&cmd).run(self.cfg.restart_timeout).await {
-                Ok(()) => match self.originals_reported(&journal).await {
+                Ok(()) => match self.reported(&journal, Expect::Original).await {
                     Ok((seen, all)) if seen == all => format!(
                         "; containerd restarted, and CRI reports the original hash of all {all} containers"
                     ),
@@ -983,18 +996,17 @@ impl Agent {
         }
     }
 
-    /// After a rollback and a restart of containerd: of the containers `journal` wrote, how
-    /// many have their original value and CRI reporting its hash, out of how many (what
-    /// `node verify` checks after a rollback). A restart command can exit 0 and restart
-    /// nothing; only this says the old kubelet will see the originals. The runtime just
-    /// restarted may take a moment to answer.
-    async fn originals_reported(&self, journal: &str) -> Result<(usize, usize)> {
+    /// After a restart of containerd: of the containers `journal` wrote, how many have the
+    /// value `expect` names and CRI reporting its hash, out of how many (what `node verify`
+    /// checks). A restart command can exit 0 and restart nothing; only this says which hashes
+    /// the next kubelet will see. The runtime just restarted may take a moment to answer.
+    async fn reported(&self, journal: &str, expect: Expect) -> Result<(usize, usize)> {
         let mut tries = 0;
         loop {
             let checked = async {
                 let contents = crate::rewrite::journal::read(Path::new(journal))?;
                 let (mut cri, store) = self.connect().await?;
-                verify(&mut cri, &store, contents, Expect::Original).await
+                verify(&mut cri, &store, contents, expect).await
             }
             .await;
             match checked {
