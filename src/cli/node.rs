@@ -292,13 +292,14 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
             rt.block_on(restart.run(RESTART_TIMEOUT))
                 .with_context(|| format!("journal {journal}"))?;
             eprintln!(
-                "kubehash: containerd restarted, so CRI reports the original hashes again; start the old kubelet, \
-                 and once it has settled: kubehash audit compare --journal {journal}"
+                "kubehash: containerd restarted; now run: kubehash node verify --journal {journal} (CRI must report the original hashes), \
+                 start the old kubelet, and once it has settled: kubehash audit compare --journal {journal}"
             );
         }
         (true, None) => eprintln!(
             "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the original hashes, \
-             then start the old kubelet; once it has settled, `kubehash audit compare --journal {journal}` says what restarted"
+             run `kubehash node verify --journal {journal}`, then start the old kubelet; once it has settled, \
+             `kubehash audit compare --journal {journal}` says what restarted"
         ),
     }
     Ok(status)
