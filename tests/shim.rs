@@ -418,7 +418,8 @@ async fn translations_that_change_lengths_reach_the_kubelet_whole() {
 /// The shim records for the audit what runs when it first plans, as the moment before the
 /// upgrade. A kubelet that may be the target, already running straight on the runtime (started
 /// before the shim), may have restarted containers by then: the shim records nothing and says
-/// why, as for a kubelet whose binary will not say its version. The old kubelet still running
+/// why, as for a kubelet whose binary will not say its version, and for one that answers on the
+/// kubelet's healthz address with no kubelet process in sight. The old kubelet still running
 /// is no obstacle: it restarts nothing whose spec did not change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_audit_record_while_a_kubelet_that_may_be_the_target_runs() {
@@ -457,4 +458,33 @@ async fn no_audit_record_while_a_kubelet_that_may_be_the_target_runs() {
         let _ = kubelet.wait();
         std::fs::remove_file(ctrd.dir.join("shim-state.json")).unwrap();
     }
+
+    // No kubelet process in sight, but one answers on the kubelet's healthz address: it may be
+    // the new one, in a PID namespace the shim does not see.
+    let port = harness::free_port();
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    let _kubelet = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let pods = pods_file.display().to_string();
+    let (mut shim, _) = harness::start_shim(
+        &ctrd.dir,
+        &ctrd.endpoint(),
+        &[
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+            &pods,
+            "--kubelet-healthz",
+            &healthz,
+        ],
+    );
+    let log = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
+    assert!(!before.exists(), "{log}");
+    assert!(
+        log.contains("answers on the kubelet's healthz address")
+            && log.contains("no kubelet process in sight says which"),
+        "{log}"
+    );
+    stop(&mut shim);
 }

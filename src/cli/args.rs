@@ -195,6 +195,15 @@ pub struct ShimArgs {
     /// Without a plan yet, try to make one this often (serving pass-through meanwhile).
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
     pub plan_retry_seconds: u64,
+    /// The kubelet's healthz URL. Something answering there when the shim first plans, with no
+    /// kubelet process in sight to say which it is, may be the new kubelet (in a PID namespace
+    /// the shim does not see): the shim then records nothing for the audit.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:10248/healthz"
+    )]
+    pub kubelet_healthz: String,
     /// Report how many translated containers are still running, and exit.
     #[arg(long)]
     pub status: bool,

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use crate::agent::kubelet_health::running_kubelet;
 use crate::analysis::plan::{plan, ContainerPlan, RuntimePods};
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
@@ -87,7 +88,7 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                     // Nothing has been served yet: what runs now is what ran before the new
                     // kubelet could see a translation, the moment an audit compares with,
                     // unless that kubelet already runs straight on the runtime.
-                    match rt.block_on(target_kubelet_running(to)) {
+                    match rt.block_on(target_kubelet_running(to, &a.kubelet_healthz)) {
                         None => rt.block_on(record_for_audit(&mut planned, &a.state)),
                         Some(found) => {
                             audit_record::forget(&a.state);
@@ -175,20 +176,28 @@ async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<Planned> {
     Ok(Planned { state, plans, cri })
 }
 
-/// A kubelet process that may be `to`: its binary says `to`, or will not say. It runs straight
-/// on the runtime (the shim does not serve yet), so it may have restarted containers on their
-/// stored hashes already. The old kubelet, or none, is what the audit's record needs; a kubelet
-/// in a PID namespace the shim does not see is not found.
-async fn target_kubelet_running(to: KubeletVersion) -> Option<String> {
-    for (pid, name) in kubelet_processes() {
-        match process_kubelet_version(pid).await {
+/// A kubelet that may be `to`: a process whose binary says `to` or will not say, or, with no
+/// kubelet process in sight, whatever answers on the kubelet's `healthz` address (a kubelet in
+/// a PID namespace the shim does not see). It runs straight on the runtime (the shim does not
+/// serve yet), so it may have restarted containers on their stored hashes already. The old
+/// kubelet, or none, is what the audit's record needs.
+async fn target_kubelet_running(to: KubeletVersion, healthz: &str) -> Option<String> {
+    let kubelets = kubelet_processes();
+    for (pid, name) in &kubelets {
+        match process_kubelet_version(*pid).await {
             None => {}
             Some(Ok(v)) if v.minor() != to.minor() => {}
             Some(Ok(v)) => return Some(format!("{name}, pid {pid}, kubelet {v}")),
             Some(Err(e)) => return Some(format!("{name}, pid {pid}, of no known version: {e}")),
         }
     }
-    None
+    if !kubelets.is_empty() {
+        return None;
+    }
+    let found = running_kubelet(Some(healthz)).await?;
+    Some(format!(
+        "{found}, and no kubelet process in sight says which"
+    ))
 }
 
 /// Records what runs and the plan beside the shim's state, for `audit compare --shim-state`.
