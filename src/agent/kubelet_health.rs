@@ -190,7 +190,12 @@ pub async fn running_kubelet(healthz: Option<&str>) -> Option<String> {
     if let Some(found) = kubelet_process() {
         return Some(found);
     }
-    let addr = healthz_address(healthz?)?;
+    healthz_answers(healthz?).await
+}
+
+/// Something accepting connections on the kubelet's healthz address `healthz`, described.
+pub async fn healthz_answers(healthz: &str) -> Option<String> {
+    let addr = healthz_address(healthz)?;
     let connect = tokio::net::TcpStream::connect(addr.as_str());
     match tokio::time::timeout(Duration::from_secs(2), connect).await {
         Ok(Ok(_)) => Some(format!(

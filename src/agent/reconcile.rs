@@ -54,7 +54,7 @@ use crate::rewrite::audit_record::audit_files;
 use crate::rewrite::gate::{Open, Unsafe, WriteGate};
 use crate::rewrite::outcome::Applied;
 use crate::rewrite::restart::RestartCommand;
-use crate::rewrite::rollback::{rollback, RESTORED};
+use crate::rewrite::rollback::{records_restored, rollback};
 use crate::rewrite::verify::{verify, Expect};
 use crate::runtime::containerd::Store;
 use crate::runtime::cri::Cri;
@@ -945,14 +945,10 @@ impl Agent {
         let (ok, detail, restored) = match &result {
             Ok(r) => {
                 let bad = r.iter().filter(|o| !o.ok).count();
-                let restored = r
-                    .iter()
-                    .filter(|o| o.manifest.is_none() && o.detail == RESTORED)
-                    .count();
                 (
                     bad == 0,
                     format!("rolled back {} of {} containers", r.len() - bad, r.len()),
-                    restored,
+                    records_restored(r),
                 )
             }
             Err(e) => (false, format!("rollback failed: {e}"), 0),

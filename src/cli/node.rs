@@ -23,8 +23,8 @@ use crate::rewrite::gate::Open;
 use crate::rewrite::journal;
 use crate::rewrite::outcome::{Applied, CheckOutcome};
 use crate::rewrite::restart::RestartCommand;
+use crate::rewrite::rollback::records_restored;
 use crate::rewrite::rollback::rollback;
-use crate::rewrite::rollback::RESTORED;
 use crate::rewrite::verify::{verify, Expect};
 use crate::runtime::containerd::Store;
 use crate::runtime::cri::Cri;
@@ -281,9 +281,7 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
     })?;
     // containerd reports what it loaded at its last start: the restored records only after
     // the next one.
-    let restored = outcomes
-        .iter()
-        .any(|o| o.manifest.is_none() && o.detail == RESTORED);
+    let restored = records_restored(&outcomes) > 0;
     let journal = journal.display();
     let status = print_checks(a, "restored or already original", outcomes)?;
     match (restored, restart) {

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::agent::kubelet_health::running_kubelet;
+use crate::agent::kubelet_health::healthz_answers;
 use crate::analysis::plan::{plan, ContainerPlan, RuntimePods};
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
@@ -194,7 +194,7 @@ async fn target_kubelet_running(to: KubeletVersion, healthz: &str) -> Option<Str
     if !kubelets.is_empty() {
         return None;
     }
-    let found = running_kubelet(Some(healthz)).await?;
+    let found = healthz_answers(healthz).await?;
     Some(format!(
         "{found}, and no kubelet process in sight says which"
     ))

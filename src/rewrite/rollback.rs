@@ -31,7 +31,16 @@ use crate::rewrite::pin::check_pin;
 use crate::runtime::record::{RecordFormat, RecordStore};
 
 /// What an outcome says of a record or manifest rollback put back.
-pub const RESTORED: &str = "restored";
+const RESTORED: &str = "restored";
+
+/// How many containers' records rollback put back: what containerd must reload (a restart)
+/// before CRI reports their original hashes.
+pub fn records_restored(outcomes: &[CheckOutcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| o.manifest.is_none() && o.detail == RESTORED)
+        .count()
+}
 
 /// Undoes the writes of one journal, newest first; with `specs`, only originals proved against
 /// them (see the module).
