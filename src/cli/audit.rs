@@ -46,22 +46,25 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
     let (snapshot_file, plan_file) = match &a.snapshot {
         Some(s) => (s.clone(), a.plan.clone()),
         None => {
-            let (beside, what, who) = match (&a.shim_state, &a.journal) {
-                (Some(s), _) => (
+            let (beside, what, who, rolled_back) = match &a.shim_state {
+                Some(s) => (
                     s.clone(),
                     "shim state",
                     "the shim records one when it plans before serving",
+                    false,
                 ),
-                (None, Some(j)) => (
-                    j.clone(),
-                    "journal",
-                    "node apply records one when it begins",
-                ),
-                (None, None) => (
-                    journal::latest(&a.journal_dir)?,
-                    "journal",
-                    "node apply records one when it begins",
-                ),
+                None => {
+                    let (j, contents) =
+                        journal::named_or_latest(a.journal.as_deref(), &a.journal_dir)?;
+                    // After a rollback the old kubelet is back: apply's plan was for the other.
+                    let rolled_back = contents.rolled_back();
+                    (
+                        j,
+                        "journal",
+                        "node apply records one when it begins",
+                        rolled_back,
+                    )
+                }
             };
             let (before, plan) = audit_files(&beside);
             if !before.exists() {
@@ -71,8 +74,6 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
                     before.display()
                 );
             }
-            // After a rollback the old kubelet is back: apply's plan was for the other one.
-            let rolled_back = a.shim_state.is_none() && journal::read(&beside)?.rolled_back();
             if rolled_back && a.plan.is_none() {
                 eprintln!(
                     "kubehash: journal {} was rolled back after its last apply, so its plan predicts nothing about the kubelet that runs: fates without predictions",

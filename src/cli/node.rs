@@ -306,12 +306,10 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
 /// The journal named, or the latest; one that does not validate stops the command before the
 /// runtime is asked anything.
 fn journal_of(a: &NodeJournalArgs) -> Result<(PathBuf, journal::Contents)> {
-    let journal = match &a.journal {
-        Some(j) => j.clone(),
-        None => journal::latest(&a.journal_dir)?,
-    };
-    let contents = journal::read(&journal)?;
-    Ok((journal, contents))
+    Ok(journal::named_or_latest(
+        a.journal.as_deref(),
+        &a.journal_dir,
+    )?)
 }
 
 fn print_checks(

@@ -560,9 +560,18 @@ pub fn read(path: &Path) -> Result<Contents> {
     Ok(out)
 }
 
-/// The journal of the latest upgrade in a directory: the one whose last `apply` run began last.
-pub fn latest(dir: &Path) -> Result<PathBuf> {
-    let mut best: Option<(u64, PathBuf)> = None;
+/// The journal `named`, or else the latest in `dir` ([`latest`]), with what it holds.
+pub fn named_or_latest(named: Option<&Path>, dir: &Path) -> Result<(PathBuf, Contents)> {
+    match named {
+        Some(j) => Ok((j.to_path_buf(), read(j)?)),
+        None => latest(dir),
+    }
+}
+
+/// The journal of the latest upgrade in a directory: the one whose last `apply` run began last,
+/// with what it holds (every journal there is read, and must validate).
+pub fn latest(dir: &Path) -> Result<(PathBuf, Contents)> {
+    let mut best: Option<(u64, PathBuf, Contents)> = None;
     let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e))?;
     for e in entries {
         let p = e.map_err(|e| io_error(dir, e))?.path();
@@ -571,12 +580,13 @@ pub fn latest(dir: &Path) -> Result<PathBuf> {
         if p.extension().is_none_or(|x| x != "jsonl") || empty {
             continue;
         }
-        let began = read(&p)?.last_begin().unwrap_or(0);
-        if best.as_ref().is_none_or(|(t, q)| (began, &p) > (*t, q)) {
-            best = Some((began, p));
+        let contents = read(&p)?;
+        let began = contents.last_begin().unwrap_or(0);
+        if best.as_ref().is_none_or(|(t, q, _)| (began, &p) > (*t, q)) {
+            best = Some((began, p, contents));
         }
     }
-    best.map(|(_, p)| p).ok_or_else(|| Error::Input {
+    best.map(|(_, p, c)| (p, c)).ok_or_else(|| Error::Input {
         source_name: dir.display().to_string(),
         reason: "no journal (*.jsonl) here; pass --journal".into(),
     })
@@ -902,10 +912,16 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.path().join("1.31-to-1.30.jsonl"), lines(&[at(20)])).unwrap();
-        assert!(latest(dir.path()).unwrap().ends_with("1.30-to-1.31.jsonl"));
+        assert!(latest(dir.path())
+            .unwrap()
+            .0
+            .ends_with("1.30-to-1.31.jsonl"));
         // One left empty by an apply that died before its first record is no upgrade.
         std::fs::write(dir.path().join("1.31-to-1.32.jsonl"), "").unwrap();
-        assert!(latest(dir.path()).unwrap().ends_with("1.30-to-1.31.jsonl"));
+        assert!(latest(dir.path())
+            .unwrap()
+            .0
+            .ends_with("1.30-to-1.31.jsonl"));
         std::fs::write(dir.path().join("junk.jsonl"), "junk\n").unwrap();
         assert!(
             latest(dir.path()).is_err(),
