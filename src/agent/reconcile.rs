@@ -965,22 +965,7 @@ impl Agent {
             (_, None) => format!(
                 ". If containerd was restarted after the rewrite, up to {written} containers may restart; restart containerd again so that the runtime reports the original hashes"
             ),
-            (_, Some(cmd)) => match RestartCommand::shell(&cmd).run(self.cfg.restart_timeout).await {
-                Ok(()) => match self.reported(&journal, Expect::Original).await {
-                    Ok((seen, all)) if seen == all => format!(
-                        "; containerd restarted, and CRI reports the original hash of all {all} containers"
-                    ),
-                    Ok((seen, all)) => format!(
-                        "; containerd restarted, but CRI reports the original hash of only {seen} of {all} containers (kubehash node verify says which): the old kubelet restarts the others"
-                    ),
-                    Err(e) => format!(
-                        "; containerd restarted, but whether CRI reports the original hashes could not be checked ({e})"
-                    ),
-                },
-                Err(e) => format!(
-                    ". Restarting containerd failed ({e}): until it is restarted, the runtime may report the rewritten hashes, and up to {written} containers may restart"
-                ),
-            },
+            (_, Some(cmd)) => self.restart_after_rollback(&cmd, &journal, written).await,
         };
         let reason = format!("{why}: {detail}; journal {journal}{runtime}");
         self.event("KubehashRolledBack", &reason, true).await;
@@ -989,6 +974,30 @@ impl Agent {
             self.set(Phase::RolledBack { to, reason, audit })
         } else {
             self.set(Phase::Failed { to, reason })
+        }
+    }
+
+    /// Restarts containerd with `cmd` after rolling back `journal` and checks that CRI reports
+    /// the original hashes; what happened, as the end of the `KubehashRolledBack` message.
+    async fn restart_after_rollback(&self, cmd: &str, journal: &str, written: usize) -> String {
+        if let Err(e) = RestartCommand::shell(cmd)
+            .run(self.cfg.restart_timeout)
+            .await
+        {
+            return format!(
+                ". Restarting containerd failed ({e}): until it is restarted, the runtime may report the rewritten hashes, and up to {written} containers may restart"
+            );
+        }
+        match self.reported(journal, Expect::Original).await {
+            Ok((seen, all)) if seen == all => format!(
+                "; containerd restarted, and CRI reports the original hash of all {all} containers"
+            ),
+            Ok((seen, all)) => format!(
+                "; containerd restarted, but CRI reports the original hash of only {seen} of {all} containers (kubehash node verify says which): the old kubelet restarts the others"
+            ),
+            Err(e) => format!(
+                "; containerd restarted, but whether CRI reports the original hashes could not be checked ({e})"
+            ),
         }
     }
 
