@@ -95,9 +95,19 @@ where
 
 /// The shim in front of `ctrd`, planning 1.30 → 1.31 for the pods in `pods_file`.
 fn start_planned_shim(ctrd: &Containerd, pods_file: &std::path::Path) -> (Child, String) {
+    start_planned_shim_with(ctrd, pods_file, &[])
+}
+
+/// [`start_planned_shim`] with more arguments.
+fn start_planned_shim_with(
+    ctrd: &Containerd,
+    pods_file: &std::path::Path,
+    extra: &[&str],
+) -> (Child, String) {
     let pods = pods_file.display().to_string();
-    let plan = ["--to", "1.31", "--from", "1.30", "-i", &pods];
-    start_shim(&ctrd.dir, &ctrd.endpoint(), &plan)
+    let mut args = vec!["--to", "1.31", "--from", "1.30", "-i", &pods];
+    args.extend_from_slice(extra);
+    start_shim(&ctrd.dir, &ctrd.endpoint(), &args)
 }
 
 fn stop(child: &mut Child) {
@@ -464,21 +474,8 @@ async fn no_audit_record_while_a_kubelet_that_may_be_the_target_runs() {
     let port = harness::free_port();
     let healthz = format!("http://127.0.0.1:{port}/healthz");
     let _kubelet = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
-    let pods = pods_file.display().to_string();
-    let (mut shim, _) = harness::start_shim(
-        &ctrd.dir,
-        &ctrd.endpoint(),
-        &[
-            "--to",
-            "1.31",
-            "--from",
-            "1.30",
-            "-i",
-            &pods,
-            "--kubelet-healthz",
-            &healthz,
-        ],
-    );
+    let (mut shim, _) =
+        start_planned_shim_with(&ctrd, &pods_file, &["--kubelet-healthz", &healthz]);
     let log = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
     assert!(!before.exists(), "{log}");
     assert!(
