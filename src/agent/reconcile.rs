@@ -53,7 +53,7 @@ use crate::rewrite::apply::{apply, Target};
 use crate::rewrite::audit_record::audit_files;
 use crate::rewrite::gate::{Open, Unsafe, WriteGate};
 use crate::rewrite::outcome::Applied;
-use crate::rewrite::restart::RestartCommand;
+use crate::rewrite::restart::{reloaded, RestartCommand};
 use crate::rewrite::rollback::{records_restored, rollback};
 use crate::rewrite::verify::{verify, Expect};
 use crate::runtime::containerd::Store;
@@ -1001,32 +1001,11 @@ impl Agent {
         }
     }
 
-    /// After a restart of containerd: of the containers `journal` wrote, how many have the
-    /// value `expect` names and CRI reporting its hash, out of how many (what `node verify`
-    /// checks). A restart command can exit 0 and restart nothing; only this says which hashes
-    /// the next kubelet will see. The runtime just restarted may take a moment to answer.
+    /// After a restart of containerd: of the containers `journal` wrote, how many CRI reports
+    /// with the value `expect` names, out of how many.
     async fn reported(&self, journal: &str, expect: Expect) -> Result<(usize, usize)> {
-        let mut tries = 0;
-        loop {
-            let checked = async {
-                let contents = crate::rewrite::journal::read(Path::new(journal))?;
-                let (mut cri, store) = self.connect().await?;
-                verify(&mut cri, &store, contents, expect).await
-            }
-            .await;
-            match checked {
-                Ok(out) => {
-                    let containers: Vec<_> = out.iter().filter(|o| o.manifest.is_none()).collect();
-                    let seen = containers.iter().filter(|o| o.ok).count();
-                    return Ok((seen, containers.len()));
-                }
-                Err(e) if tries >= 4 => return Err(e),
-                Err(_) => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
-        }
+        let r = reloaded(|| self.connect(), Path::new(journal), expect).await?;
+        Ok((r.seen(), r.containers))
     }
 
     /// The audit due `audit_after` from now, against what apply recorded beside `journal`;

@@ -2,10 +2,15 @@
 //! start-up, so the runtime is restarted, by systemd (`node apply --restart-containerd`) or by
 //! the operator's command (the agent's `--restart-containerd CMD`), with a time limit.
 
+use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::rewrite::journal;
+use crate::rewrite::verify::{verify, Expect};
+use crate::runtime::cri::Cri;
+use crate::runtime::record::RecordStore;
 
 /// A command that restarts the runtime.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,9 +71,91 @@ impl RestartCommand {
     }
 }
 
+/// After a restart of the runtime: of the containers a journal wrote, those CRI does not report
+/// with the value `expect` names (the record holding it, and CRI its hash). A restart command
+/// can exit 0 and restart nothing; only this says which hashes the next kubelet will see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// How many containers the journal wrote.
+    pub containers: usize,
+    /// The names of those not reported as expected, in journal order.
+    pub unseen: Vec<String>,
+}
+
+impl Reloaded {
+    /// How many are reported as expected.
+    pub fn seen(&self) -> usize {
+        self.containers - self.unseen.len()
+    }
+
+    /// The first few of those not reported as expected, for a message: `a, b, c, …`.
+    pub fn unseen_named(&self) -> String {
+        const NAMED: usize = 5;
+        let mut named = self.unseen[..self.unseen.len().min(NAMED)].join(", ");
+        if self.unseen.len() > NAMED {
+            named.push_str(", …");
+        }
+        named
+    }
+}
+
+/// What `node verify` checks, for the containers of `journal` (not its pinned manifests), on
+/// the runtime `connect` reaches. The runtime just restarted may take a moment to answer: five
+/// tries, a second apart.
+pub async fn reloaded<S, F, C>(connect: C, journal: &Path, expect: Expect) -> Result<Reloaded>
+where
+    S: RecordStore,
+    F: Future<Output = Result<(Cri, S)>>,
+    C: Fn() -> F,
+{
+    let mut tries = 0;
+    loop {
+        let checked = async {
+            let contents = journal::read(journal)?;
+            let (mut cri, store) = connect().await?;
+            verify(&mut cri, &store, contents, expect).await
+        }
+        .await;
+        match checked {
+            Ok(out) => {
+                let containers: Vec<_> = out.into_iter().filter(|o| o.manifest.is_none()).collect();
+                return Ok(Reloaded {
+                    containers: containers.len(),
+                    unseen: containers
+                        .into_iter()
+                        .filter(|o| !o.ok)
+                        .map(|o| o.name)
+                        .collect(),
+                });
+            }
+            Err(e) if tries >= 4 => return Err(e),
+            Err(_) => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_most_five_unseen_containers_are_named() {
+        let r = |n: usize| Reloaded {
+            containers: 7,
+            unseen: (0..n).map(|i| format!("ns/p/c{i}")).collect(),
+        };
+        assert_eq!(
+            (r(2).seen(), r(2).unseen_named()),
+            (5, "ns/p/c0, ns/p/c1".into())
+        );
+        assert_eq!(r(5).unseen_named().matches("ns/p/").count(), 5);
+        assert!(!r(5).unseen_named().ends_with('…'));
+        let six = r(6).unseen_named();
+        assert!(six.ends_with("ns/p/c4, …") && !six.contains("c5"), "{six}");
+    }
 
     #[tokio::test]
     async fn a_failing_or_slow_command_is_an_error_naming_it() {
