@@ -537,6 +537,135 @@ async fn killed_apply_converges_and_rollback_restores_every_byte() {
     );
 }
 
+/// What the test does when kubehash's restart command asks it to.
+#[derive(Clone, Copy)]
+enum OnRestart {
+    Restart,
+    Stop,
+}
+
+/// Runs kubehash with `--restart-containerd=COMMAND`, where COMMAND creates `marker` and waits
+/// for it to go: the test then restarts or stops the real containerd, as the command would, and
+/// removes it.
+fn run_with_restart(
+    ctrd: &mut Containerd,
+    args: &[String],
+    on_restart: OnRestart,
+) -> std::process::Output {
+    let marker = ctrd.dir.join("restart-wanted");
+    let command = format!(
+        "--restart-containerd=touch {0}; while [ -e {0} ]; do sleep 0.1; done",
+        marker.display()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(args)
+        .arg(command)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        if marker.exists() {
+            match on_restart {
+                OnRestart::Restart => ctrd.restart(),
+                OnRestart::Stop => ctrd.stop(),
+            }
+            std::fs::remove_file(&marker).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// `node apply` and `node rollback` with `--restart-containerd` check, after the restart, that
+/// CRI reports what the next kubelet must see: a command that exits 0 and restarts nothing, or
+/// a runtime that does not come back, must not pass for a restart (exit 2, or 1 when it cannot
+/// be checked), and the operator is told not to start the kubelet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_of_containerd_is_checked_after_apply_and_rollback() {
+    let mut ctrd = Containerd::start();
+    let ep = ctrd.endpoint();
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    let specs: Vec<Value> = (0..2)
+        .map(|i| json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]}))
+        .collect();
+    let (pod, pods_file) = harness::current_pod(&ctrd, &mut cri, &specs, "1.30").await;
+    let store = Store::connect(&ep).await.unwrap();
+    let originals = extensions_of(&store, &pod.container_ids).await;
+    let journal = ctrd.dir.join("journal/run.jsonl").display().to_string();
+    let owned = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let endpoints = ["--cri", &ep, "--containerd", &ep, "--journal", &journal];
+    let apply = owned(
+        &[
+            &["node", "apply", "--to", "1.31", "--from", "1.30"][..],
+            &endpoints,
+            &["-i", &pods_file.display().to_string()],
+        ]
+        .concat(),
+    );
+    let rollback = owned(&[&["node", "rollback"][..], &endpoints].concat());
+    let said = |out: &std::process::Output, code: i32, want: &[&str]| {
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{}{err}", text(&out.stdout));
+        for w in want {
+            assert!(err.contains(w), "{w:?} not in: {err}");
+        }
+    };
+
+    // A restart that restarts: the new hashes are reported, and the next step is kubelet 1.31.
+    let out = run_with_restart(&mut ctrd, &apply, OnRestart::Restart);
+    said(&out, 0, &["containerd restarted; CRI reports the new hash of all 2 rewritten containers. Now start kubelet 1.31"]);
+
+    // A "restart" that restarts nothing after a rollback: CRI still reports the rewritten
+    // hashes, which the old kubelet would take for changed specs.
+    let mut nothing = rollback.clone();
+    nothing.push("--restart-containerd=true".into());
+    let out = kubehash(&nothing.iter().map(String::as_str).collect::<Vec<_>>());
+    said(
+        &out,
+        2,
+        &[
+            "CRI reports the original hash of only 0 of 2 containers of the journal (not ns/p/c",
+            "do not start the old kubelet yet",
+        ],
+    );
+    assert_eq!(
+        extensions_of(&store, &pod.container_ids).await,
+        originals,
+        "restored all the same"
+    );
+
+    // The same after apply, once containerd holds the originals again.
+    ctrd.restart();
+    let mut nothing = apply.clone();
+    nothing.push("--restart-containerd=true".into());
+    let out = kubehash(&nothing.iter().map(String::as_str).collect::<Vec<_>>());
+    said(
+        &out,
+        2,
+        &[
+            "CRI reports the new hash of only 0 of 2 rewritten containers",
+            "do not start kubelet 1.31 yet",
+            "To undo: kubehash node rollback",
+        ],
+    );
+
+    // A rollback whose restart restarts: the originals are reported.
+    let out = run_with_restart(&mut ctrd, &rollback, OnRestart::Restart);
+    said(&out, 0, &["CRI reports the original hash of all 2 containers of the journal. Now start the old kubelet"]);
+    let store = Store::connect(&ep).await.unwrap();
+    assert_eq!(extensions_of(&store, &pod.container_ids).await, originals);
+
+    // A runtime that does not come back: one line, exit 1, and no claim either way.
+    let out = run_with_restart(&mut ctrd, &apply, OnRestart::Stop);
+    said(&out, 1, &["containerd was restarted, but whether CRI reports the new hash of the rewritten containers could not be checked"]);
+    let err = text(&out.stderr);
+    let said: Vec<_> = err.lines().filter(|l| l.starts_with("kubehash:")).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("node verify --journal"), "{err}");
+}
+
 /// Each record's CRI metadata extension, in the order of `ids`.
 async fn extensions_of(store: &Store, ids: &[String]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();

@@ -222,11 +222,14 @@ pub enum NodeCommand {
     /// Rewrite the stored hash of every `rewrite` container in containerd (kubelet stopped).
     ///
     /// Journals every old and new value first (fsync), validates every new value, reads every
-    /// record back, and is safe to run again. Then restart containerd and run `node verify`.
+    /// record back, and is safe to run again. Then restart containerd and run `node verify`
+    /// (`--restart-containerd` does both).
     ///
     /// Exit codes: 0 done; 1 unusable input or flags, or an error that stopped the run (what was
-    /// written is in the journal); 2 some container not written, or writing stopped because the
-    /// evidence went (each listed).
+    /// written is in the journal; with --restart-containerd, also a restart that failed or a
+    /// runtime that did not answer after it); 2 some container not written, or writing stopped
+    /// because the evidence went (each listed), or after --restart-containerd CRI does not
+    /// report every new hash.
     Apply(NodeApplyArgs),
     /// Check a journal's containers: record as written, and CRI reporting the new hash. After a
     /// rollback: record holding its original, and CRI reporting the original hash.
@@ -239,11 +242,14 @@ pub enum NodeCommand {
     ///
     /// With the pods (`-i` or `--cluster`, as for apply), each original is also proved against its
     /// container's spec: kubelet TO's hash of it is the written hash, kubelet FROM's the original's.
-    /// Then restart containerd (or pass `--restart-containerd`), so that CRI reports them.
+    /// Then restart containerd and run `node verify`, so that CRI reports them
+    /// (`--restart-containerd` does both).
     ///
     /// Exit codes: 0 every record restored or already original; 1 unusable input (a journal that
-    /// does not validate, the runtime unreachable), or containerd's restart failed (what was
-    /// restored is journaled); 2 some record left as written (each listed, with why).
+    /// does not validate, the runtime unreachable), or containerd's restart failed or the runtime
+    /// did not answer after it (what was restored is journaled); 2 some record left as written
+    /// (each listed, with why), or after --restart-containerd CRI does not report every original
+    /// hash.
     Rollback(NodeRollbackArgs),
     /// Read-only: every other reason kubelet TO would kill or recreate this node's pods (cgroups,
     /// admission, sandboxes, resize, checkpoints, refusing to start, eviction), one check each.
@@ -446,9 +452,12 @@ pub struct NodeApplyArgs {
     pub journal_dir: PathBuf,
     #[command(flatten)]
     pub kubelet: KubeletArgs,
-    /// Restart containerd afterwards through systemd (`systemctl restart containerd`).
-    #[arg(long, conflicts_with = "pins_only")]
-    pub restart_containerd: bool,
+    /// Restart containerd afterwards, then check that CRI reports every new hash (exit 2 if
+    /// not: do not start the new kubelet yet). Alone, through systemd (`systemctl restart
+    /// containerd`); `--restart-containerd=COMMAND` runs `sh -c COMMAND` instead (e.g.
+    /// `--restart-containerd='rc-service containerd restart'`).
+    #[arg(long, value_name = "COMMAND", num_args = 0..=1, require_equals = true, conflicts_with = "pins_only")]
+    pub restart_containerd: Option<Option<String>>,
     /// Only pin static pods' UIDs in their manifests; rewrite no hash. Harmless to a running
     /// kubelet (it derives the very UID pinned), so it runs while the kubelet does.
     #[arg(long)]
@@ -516,10 +525,12 @@ pub struct NodeRollbackArgs {
     /// without one is not restored).
     #[command(flatten)]
     pub source: PodSource,
-    /// Restart containerd afterwards through systemd (`systemctl restart containerd`) when a
-    /// record was restored, so that CRI reports the original hashes again.
-    #[arg(long)]
-    pub restart_containerd: bool,
+    /// When a record was restored, restart containerd so that CRI reports the original hashes
+    /// again, then check that it does (exit 2 if not: do not start the old kubelet yet). Alone,
+    /// through systemd (`systemctl restart containerd`); `--restart-containerd=COMMAND` runs
+    /// `sh -c COMMAND` instead.
+    #[arg(long, value_name = "COMMAND", num_args = 0..=1, require_equals = true)]
+    pub restart_containerd: Option<Option<String>>,
 }
 
 impl PodSource {

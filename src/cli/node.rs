@@ -1,7 +1,7 @@
 //! `kubehash node plan|apply|verify|rollback`: this node's containers over CRI, and the write
 //! path with its journal.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -22,7 +22,7 @@ use crate::rewrite::apply::{apply, Target};
 use crate::rewrite::gate::Open;
 use crate::rewrite::journal;
 use crate::rewrite::outcome::{Applied, CheckOutcome};
-use crate::rewrite::restart::RestartCommand;
+use crate::rewrite::restart::{reloaded, RestartCommand};
 use crate::rewrite::rollback::records_restored;
 use crate::rewrite::rollback::rollback;
 use crate::rewrite::verify::{verify, Expect};
@@ -161,10 +161,7 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
     let to = version_flag("--to", &a.plan.to)?;
     let rt = runtime()?;
     // Checked before anything is read from the runtime, and again before every write.
-    let restart = a
-        .restart_containerd
-        .then(|| RestartCommand::systemd("containerd"))
-        .transpose()?;
+    let restart = restart_command(&a.restart_containerd)?;
     let (mut cri, running) = rt.block_on(runtime_pods(&a.plan.cri))?;
     let inputs = rt.block_on(node_pods::read(&a.plan.source, Some(&running)))?;
     let (mut pods, node_version) = (inputs.index, inputs.version);
@@ -205,12 +202,18 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
     if report.stopped.is_some() {
         // The table says why apply stopped; containerd is not restarted while the evidence is gone.
     } else if let Some(restart) = restart {
-        rt.block_on(restart.run(RESTART_TIMEOUT))
-            .with_context(|| format!("journal {journal}"))?;
-        eprintln!(
-            "kubehash: containerd restarted; now run: kubehash node verify --journal {journal}, start kubelet {to}, \
-             and once it has settled: kubehash audit compare --journal {journal}"
+        let (cri, ctrd, new) = (&a.plan.cri, &a.containerd, format!("kubelet {to}"));
+        let check = restart_and_check(
+            &restart,
+            Path::new(journal),
+            cri,
+            ctrd,
+            Expect::Written,
+            &new,
         );
+        if !rt.block_on(check)? {
+            return Ok(ExitStatus::Incomplete);
+        }
     } else if written > 0 && !a.pins_only {
         eprintln!(
             "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the new hashes, \
@@ -250,10 +253,7 @@ fn run_verify(a: NodeJournalArgs) -> Result<ExitStatus> {
 fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
     let a = &r.journal;
     init_logs(a.log_format);
-    let restart = r
-        .restart_containerd
-        .then(|| RestartCommand::systemd("containerd"))
-        .transpose()?;
+    let restart = restart_command(&r.restart_containerd)?;
     let (journal, contents) = journal_of(a)?;
     let rt = runtime()?;
     let specs = match r.source.given() {
@@ -282,25 +282,93 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
     // containerd reports what it loaded at its last start: the restored records only after
     // the next one.
     let restored = records_restored(&outcomes) > 0;
-    let journal = journal.display();
     let status = print_checks(a, "restored or already original", outcomes)?;
     match (restored, restart) {
         (false, _) => {}
         (true, Some(restart)) => {
-            rt.block_on(restart.run(RESTART_TIMEOUT))
-                .with_context(|| format!("journal {journal}"))?;
-            eprintln!(
-                "kubehash: containerd restarted; now run: kubehash node verify --journal {journal} (CRI must report the original hashes), \
-                 start the old kubelet, and once it has settled: kubehash audit compare --journal {journal}"
-            );
+            let (cri, ctrd, old) = (&a.cri, &a.containerd, "the old kubelet");
+            if !rt.block_on(restart_and_check(
+                &restart,
+                &journal,
+                cri,
+                ctrd,
+                Expect::Original,
+                old,
+            ))? {
+                return Ok(ExitStatus::Incomplete);
+            }
         }
-        (true, None) => eprintln!(
-            "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the original hashes, \
-             run `kubehash node verify --journal {journal}`, then start the old kubelet; once it has settled, \
-             `kubehash audit compare --journal {journal}` says what restarted"
-        ),
+        (true, None) => {
+            let journal = journal.display();
+            eprintln!(
+                "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the original hashes, \
+                 run `kubehash node verify --journal {journal}`, then start the old kubelet; once it has settled, \
+                 `kubehash audit compare --journal {journal}` says what restarted"
+            )
+        }
     }
     Ok(status)
+}
+
+/// `--restart-containerd`: through systemd alone, `sh -c COMMAND` with a value.
+fn restart_command(flag: &Option<Option<String>>) -> Result<Option<RestartCommand>> {
+    Ok(match flag {
+        None => None,
+        Some(None) => Some(RestartCommand::systemd("containerd")?),
+        Some(Some(cmd)) if cmd.trim().is_empty() => {
+            anyhow::bail!("--restart-containerd=COMMAND: the command is empty")
+        }
+        Some(Some(cmd)) => Some(RestartCommand::shell(cmd)),
+    })
+}
+
+/// Restarts containerd after apply or rollback wrote to `journal`, checks which of its
+/// containers CRI reports as `expect` names, on the runtime at `cri` / `containerd` (a restart
+/// command can exit 0 and restart nothing), and says so with the next step. False when some are
+/// not reported so: `kubelet` must not start yet.
+async fn restart_and_check(
+    restart: &RestartCommand,
+    journal: &Path,
+    cri: &str,
+    containerd: &str,
+    expect: Expect,
+    kubelet: &str,
+) -> Result<bool> {
+    let at = journal.display();
+    restart
+        .run(RESTART_TIMEOUT)
+        .await
+        .with_context(|| format!("journal {at}"))?;
+    let (hash, whose) = match expect {
+        Expect::Written => ("the new hash", "rewritten containers"),
+        Expect::Original => ("the original hash", "containers of the journal"),
+    };
+    let connect = || async { Ok((Cri::connect(cri).await?, Store::connect(containerd).await?)) };
+    let r = reloaded(connect, journal, expect).await.with_context(|| {
+        format!(
+            "containerd was restarted, but whether CRI reports {hash} of the {whose} could not be checked: run kubehash node verify --journal {at} before {kubelet} starts"
+        )
+    })?;
+    if r.unseen.is_empty() {
+        eprintln!(
+            "kubehash: containerd restarted; CRI reports {hash} of all {} {whose}. Now start {kubelet}, \
+             and once it has settled: kubehash audit compare --journal {at}",
+            r.containers
+        );
+        return Ok(true);
+    }
+    let undo = match expect {
+        Expect::Written => format!(" To undo: kubehash node rollback --journal {at}"),
+        Expect::Original => String::new(),
+    };
+    eprintln!(
+        "kubehash: containerd was restarted, but CRI reports {hash} of only {} of {} {whose} (not {}): \
+         do not start {kubelet} yet, or it restarts them. Restart containerd, then run kubehash node verify --journal {at}.{undo}",
+        r.seen(),
+        r.containers,
+        r.unseen_named()
+    );
+    Ok(false)
 }
 
 /// The journal named, or the latest; one that does not validate stops the command before the
