@@ -466,8 +466,21 @@ fn usage_errors_are_one_line_and_exit_1() {
         &["hash", "--versions"][..],
         &["node"][..],
         // A restart command is given with `=`, and is not empty.
-        &["node", "apply", "--to", "1.31", "-i", "p.json", "--restart-containerd="][..],
-        &["node", "rollback", "--restart-containerd", "systemctl restart containerd"][..],
+        &[
+            "node",
+            "apply",
+            "--to",
+            "1.31",
+            "-i",
+            "p.json",
+            "--restart-containerd=",
+        ][..],
+        &[
+            "node",
+            "rollback",
+            "--restart-containerd",
+            "systemctl restart containerd",
+        ][..],
     ] {
         let out = kubehash(args, b"");
         assert_eq!(out.status.code(), Some(1), "{args:?}");

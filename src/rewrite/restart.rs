@@ -99,21 +99,25 @@ impl Reloaded {
     }
 }
 
+/// How long the runtime just restarted has to answer CRI: containerd's CRI plugin recovers
+/// every container before it serves, which takes seconds on a busy node.
+pub const RELOAD_WAIT: Duration = Duration::from_secs(30);
+
 /// What `node verify` checks, for the containers of `journal` (not its pinned manifests), on
-/// the runtime `connect` reaches. The runtime just restarted may take a moment to answer: five
-/// tries, a second apart.
+/// the runtime `connect` reaches, tried once a second for up to [`RELOAD_WAIT`] while the
+/// runtime does not answer. A journal that does not read is an error at once.
 pub async fn reloaded<S, F, C>(connect: C, journal: &Path, expect: Expect) -> Result<Reloaded>
 where
     S: RecordStore,
     F: Future<Output = Result<(Cri, S)>>,
     C: Fn() -> F,
 {
-    let mut tries = 0;
+    let contents = journal::read(journal)?;
+    let deadline = tokio::time::Instant::now() + RELOAD_WAIT;
     loop {
         let checked = async {
-            let contents = journal::read(journal)?;
             let (mut cri, store) = connect().await?;
-            verify(&mut cri, &store, contents, expect).await
+            verify(&mut cri, &store, contents.clone(), expect).await
         }
         .await;
         match checked {
@@ -128,11 +132,8 @@ where
                         .collect(),
                 });
             }
-            Err(e) if tries >= 4 => return Err(e),
-            Err(_) => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
 }
