@@ -666,6 +666,85 @@ async fn a_restart_of_containerd_is_checked_after_apply_and_rollback() {
     assert!(said[0].contains("node verify --journal"), "{err}");
 }
 
+/// An upgrade tried, rolled back, and tried again later on the same journal (one per F → T):
+/// meanwhile the old kubelet removed a container the first try had rewritten and the rollback
+/// restored. That container is no part of the second try: verify must not fail on it, nor the
+/// second rollback, and the container written twice is restored to what it held before the
+/// second write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_tried_again_after_a_rollback_is_verified_and_rolled_back_alone() {
+    use harness::KubeletCalls;
+    let mut ctrd = Containerd::start();
+    let ep = ctrd.endpoint();
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    let specs: Vec<Value> = (0..2)
+        .map(|i| json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]}))
+        .collect();
+    let (pod, pods_file) = harness::current_pod(&ctrd, &mut cri, &specs, "1.30").await;
+    let store = Store::connect(&ep).await.unwrap();
+    let originals = extensions_of(&store, &pod.container_ids).await;
+    let journal = ctrd.dir.join("journal/run.jsonl").display().to_string();
+    let endpoints = ["--cri", &ep, "--containerd", &ep, "--journal", &journal];
+    let pods = ["-i", &pods_file.display().to_string()].map(String::from);
+    // verify takes no pods.
+    let run = |cmd: &[&str]| {
+        let pods = match cmd[1] {
+            "verify" => &[][..],
+            _ => &pods[..],
+        };
+        let pods: Vec<&str> = pods.iter().map(String::as_str).collect();
+        kubehash(&[cmd, &endpoints[..], &pods].concat())
+    };
+    let apply = ["node", "apply", "--to", "1.31", "--from", "1.30"];
+    let ok = |out: &std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    };
+
+    // The first try, undone.
+    ok(&run(&apply));
+    ok(&run(&["node", "rollback"]));
+    assert_eq!(extensions_of(&store, &pod.container_ids).await, originals);
+    ctrd.restart();
+    // The old kubelet runs on, and removes c1 (its pod changed, say).
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    cri.stop_container(&pod.container_ids[1], 0).await.unwrap();
+    cri.remove_container(&pod.container_ids[1]).await.unwrap();
+
+    // The second try rewrites c0 alone; verify checks it alone.
+    ok(&run(&apply));
+    ctrd.restart();
+    let verified = run(&["node", "verify"]);
+    ok(&verified);
+    let table = text(&verified.stdout);
+    assert!(
+        table.contains("Summary: 1 of 1 containers verified."),
+        "{table}"
+    );
+    assert!(!table.contains("c1"), "{table}");
+
+    // Rolling the second try back restores c0, and c1, gone, is no failure.
+    let store = Store::connect(&ep).await.unwrap();
+    let rb = run(&["node", "rollback"]);
+    ok(&rb);
+    let table = text(&rb.stdout);
+    assert!(
+        table.contains("nothing to restore: the rollback at journal line"),
+        "{table}"
+    );
+    assert!(table.contains("Summary: 2 of 2"), "{table}");
+    assert_eq!(
+        extensions_of(&store, &pod.container_ids[..1]).await,
+        originals[..1]
+    );
+    ctrd.restart();
+    ok(&run(&["node", "verify"]));
+}
+
 /// Each record's CRI metadata extension, in the order of `ids`.
 async fn extensions_of(store: &Store, ids: &[String]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();

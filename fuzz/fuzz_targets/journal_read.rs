@@ -1,7 +1,7 @@
 //! A journal file of any bytes: `journal::read` accepts it or names the line it refuses, and what
 //! it accepts gives its writes and pins (with the upgrade, the journaled specs and the dates
-//! rollback uses); it never panics. Continued for appending, what it accepted reads again with
-//! the same records and no torn tail.
+//! rollback uses), the last attempt's among them; it never panics. Continued for appending, what
+//! it accepted reads again with the same records and no torn tail.
 #![no_main]
 
 use kubehash::rewrite::journal;
@@ -16,8 +16,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     if let Ok(contents) = journal::read(&path) {
-        let _ = contents.writes();
-        let _ = contents.pins();
+        let (writes, pins) = (contents.writes(), contents.pins());
+        // This attempt's are some of them, each as a whole.
+        let (now, pinned) = (contents.attempt_writes(), contents.attempt_pins());
+        assert!(now.iter().all(|w| writes.contains(w)));
+        assert!(pinned.iter().all(|p| pins.contains(p)));
         let _ = contents.rolled_back();
         assert_eq!(contents.len, data.len() as u64);
         // Continued (as rollback does) it is this process's, and sets any torn tail aside.

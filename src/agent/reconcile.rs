@@ -485,7 +485,7 @@ impl Agent {
 
     fn journaled_writes(&self, journal: &str) -> usize {
         crate::rewrite::journal::read(Path::new(journal))
-            .map(|c| c.writes().len())
+            .map(|c| c.attempt_writes().len())
             .unwrap_or(0)
     }
 

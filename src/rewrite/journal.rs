@@ -26,6 +26,11 @@
 //! own; the next `apply` plans every container again, so the torn record's container is checked
 //! anew.
 //!
+//! An upgrade tried again after a rollback continues the journal. A `rollback` record that found
+//! or put back a container's original ends that container's history: a later `write` starts
+//! afresh, and one not written again after the next `begin` belongs to the earlier try
+//! ([`Contents::attempt_writes`]). Manifests alike.
+//!
 //! One process writes a journal at a time: [`Journal::open`] and [`Journal::continue_from`] lock
 //! the file (`flock`), so apply, rollback and the agent never append, or cut a torn tail, while
 //! another does.
@@ -328,36 +333,80 @@ impl Contents {
             .any(|(_, r)| matches!(r, Record::Rollback { .. } | Record::Unpinned { .. }))
     }
 
+    /// The line of the last `begin` record (the first line is one).
+    fn last_begin_line(&self) -> usize {
+        self.records
+            .iter()
+            .rev()
+            .find(|(_, r)| matches!(r, Record::Begin { .. }))
+            .map_or(0, |(line, _)| *line)
+    }
+
     /// Per container, in order of first write: the value before kubehash's first write and the
-    /// value of its last one (both validated when read).
+    /// value of its last one (both validated when read). A write after a rollback that found or
+    /// put back the original starts afresh: its own old value is the original (the record may
+    /// have changed in between, e.g. re-serialized by a newer containerd). [`JournaledWrite::undone`]
+    /// marks a container such a rollback ended and kubehash has not written since.
     pub fn writes(&self) -> Vec<JournaledWrite> {
         let mut out: Vec<JournaledWrite> = Vec::new();
         // The upgrade of the run each write belongs to: the begin record before it.
         let mut upgrade: (Option<&String>, &str) = (None, "");
         for (line, r) in &self.records {
-            if let Record::Begin { from, to, .. } = r {
-                upgrade = (from.as_ref(), to);
-                continue;
-            }
-            let Record::Write {
-                container_id,
-                pod,
-                container,
-                old_value,
-                new_value,
-                new_hash,
-                spec,
-                ..
-            } = r
-            else {
-                continue;
+            let (container_id, pod, container, old_value, new_value, new_hash, spec) = match r {
+                Record::Begin { from, to, .. } => {
+                    upgrade = (from.as_ref(), to);
+                    continue;
+                }
+                Record::Rollback {
+                    container_id,
+                    result,
+                } if holds_original(result) => {
+                    if let Some(j) = out.iter_mut().find(|j| &j.id == container_id) {
+                        j.undone = Some(*line);
+                    }
+                    continue;
+                }
+                Record::Write {
+                    container_id,
+                    pod,
+                    container,
+                    old_value,
+                    new_value,
+                    new_hash,
+                    spec,
+                    ..
+                } => (
+                    container_id,
+                    pod,
+                    container,
+                    old_value,
+                    new_value,
+                    new_hash,
+                    spec,
+                ),
+                _ => continue,
             };
             // Validated by `read`.
             let (original, written) = (
                 decode(old_value).unwrap_or_default(),
                 decode(new_value).unwrap_or_default(),
             );
+            let first = JournaledWrite {
+                id: container_id.clone(),
+                name: format!("{pod}/{container}"),
+                original,
+                written: written.clone(),
+                new_hash: new_hash.clone(),
+                first_line: *line,
+                last_line: *line,
+                from: upgrade.0.cloned(),
+                to: upgrade.1.to_string(),
+                original_spec: spec.clone(),
+                written_spec: spec.clone(),
+                undone: None,
+            };
             match out.iter_mut().find(|j| &j.id == container_id) {
+                Some(j) if j.undone.is_some() => *j = first,
                 Some(j) => {
                     j.written = written;
                     j.new_hash = new_hash.clone();
@@ -365,46 +414,60 @@ impl Contents {
                     j.to = upgrade.1.to_string();
                     j.written_spec = spec.clone();
                 }
-                None => out.push(JournaledWrite {
-                    id: container_id.clone(),
-                    name: format!("{pod}/{container}"),
-                    original,
-                    written,
-                    new_hash: new_hash.clone(),
-                    first_line: *line,
-                    last_line: *line,
-                    from: upgrade.0.cloned(),
-                    to: upgrade.1.to_string(),
-                    original_spec: spec.clone(),
-                    written_spec: spec.clone(),
-                }),
+                None => out.push(first),
             }
         }
         out
     }
+
+    /// What the upgrade attempt the last `begin` belongs to wrote: [`Contents::writes`] without
+    /// the containers a rollback before it ended, which kubehash has not written since. Those
+    /// belong to an earlier attempt on this journal, rolled back; the old kubelet has run them
+    /// since, and may have removed them.
+    pub fn attempt_writes(&self) -> Vec<JournaledWrite> {
+        let begin = self.last_begin_line();
+        let mut writes = self.writes();
+        writes.retain(|w| w.undone.is_none_or(|line| line > begin));
+        writes
+    }
 }
 
+/// Whether a rollback record's result says the record (or manifest) held its original after
+/// it: put back, or found so.
+fn holds_original(result: &str) -> bool {
+    [RESTORED, ALREADY_ORIGINAL, ALREADY_ORIGINAL_TEXT].contains(&result)
+}
+
+/// The results of a rollback record after which the record or manifest holds its original.
+pub const RESTORED: &str = "restored";
+pub const ALREADY_ORIGINAL: &str = "already holds the original value";
+pub const ALREADY_ORIGINAL_TEXT: &str = "already holds the original text";
+
 impl Contents {
-    /// Per manifest, in order of first pin: the text before kubehash's first pin and the pinned
-    /// text (both validated when read).
+    /// Per manifest, in order of first pin: the text before kubehash's pin and the pinned text
+    /// (both validated when read). A pin after a rollback that found or put back the original
+    /// starts afresh, as a write does ([`Contents::writes`]).
     pub fn pins(&self) -> Vec<JournaledPin> {
         let mut out: Vec<JournaledPin> = Vec::new();
         for (line, r) in &self.records {
-            let Record::Pin {
-                path,
-                uid,
-                old_value,
-                new_value,
-                old_modified_ns,
-                ..
-            } = r
-            else {
-                continue;
+            let (path, uid, old_value, new_value, old_modified_ns) = match r {
+                Record::Unpinned { path, result } if holds_original(result) => {
+                    if let Some(p) = out.iter_mut().find(|p| &p.path == path) {
+                        p.undone = Some(*line);
+                    }
+                    continue;
+                }
+                Record::Pin {
+                    path,
+                    uid,
+                    old_value,
+                    new_value,
+                    old_modified_ns,
+                    ..
+                } => (path, uid, old_value, new_value, old_modified_ns),
+                _ => continue,
             };
-            if out.iter().any(|p| &p.path == path) {
-                continue;
-            }
-            out.push(JournaledPin {
+            let pin = JournaledPin {
                 path: path.clone(),
                 uid: uid.clone(),
                 original: decode(old_value).unwrap_or_default(),
@@ -412,9 +475,25 @@ impl Contents {
                 line: *line,
                 original_modified: old_modified_ns
                     .map(|ns| std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns)),
-            });
+                undone: None,
+            };
+            match out.iter_mut().find(|p| &p.path == path) {
+                Some(p) if p.undone.is_some() => *p = pin,
+                // Pinned again after a crash before the rename: the same texts.
+                Some(_) => {}
+                None => out.push(pin),
+            }
         }
         out
+    }
+
+    /// What the upgrade attempt the last `begin` belongs to pinned, as
+    /// [`Contents::attempt_writes`].
+    pub fn attempt_pins(&self) -> Vec<JournaledPin> {
+        let begin = self.last_begin_line();
+        let mut pins = self.pins();
+        pins.retain(|p| p.undone.is_none_or(|line| line > begin));
+        pins
     }
 }
 
@@ -429,6 +508,9 @@ pub struct JournaledPin {
     pub line: usize,
     /// When the original was last modified, where the journal says.
     pub original_modified: Option<std::time::SystemTime>,
+    /// The line of the rollback record that found or put back the original, when kubehash has
+    /// not pinned the manifest since.
+    pub undone: Option<usize>,
 }
 
 /// What a journal says about one container.
@@ -455,6 +537,9 @@ pub struct JournaledWrite {
     /// written hash.
     pub original_spec: Option<serde_json::Value>,
     pub written_spec: Option<serde_json::Value>,
+    /// The line of the rollback record that found or put back the original, when kubehash has
+    /// not written the container since.
+    pub undone: Option<usize>,
 }
 
 /// Reads and validates a whole journal (see the module notes). Any error names the line.
@@ -649,6 +734,112 @@ mod tests {
             .iter()
             .map(|r| serde_json::to_string(r).unwrap() + "\n")
             .collect()
+    }
+
+    /// A rollback that found or put back the original ends a container's (or manifest's)
+    /// history: the next write starts afresh, and the upgrade attempt begun after it does not
+    /// own what it does not write again.
+    #[test]
+    fn a_rollback_ends_what_the_next_attempt_does_not_write_again() {
+        let (old, new) = good();
+        let other = |h: &str| {
+            String::from_utf8(
+                crate::runtime::containerd::rewrite_hashes(old.as_bytes(), ID, h, None).unwrap(),
+            )
+            .unwrap()
+        };
+        let rollback = |result: &str| Record::Rollback {
+            container_id: ID.into(),
+            result: result.into(),
+        };
+        let contents = |records: Vec<Record>| Contents {
+            records: records.into_iter().zip(1..).map(|(r, l)| (l, r)).collect(),
+            ..Contents::default()
+        };
+        let write = write_record(&old, &new);
+        // Written, restored, then the next attempt writes it over another original.
+        let (old2, new2) = (other("11111111"), other("22222222"));
+        let c = contents(vec![
+            begin(),
+            write.clone(),
+            rollback(RESTORED),
+            begin(),
+            write_record(&old2, &new2),
+        ]);
+        let w = &c.writes()[0];
+        assert_eq!(
+            (&w.original, &w.written),
+            (&old2.clone().into_bytes(), &new2.clone().into_bytes())
+        );
+        assert_eq!((w.first_line, w.last_line, w.undone), (5, 5, None));
+        assert_eq!(c.attempt_writes(), c.writes());
+        // Restored (or found original), then not written again: no part of the next attempt.
+        for done in [RESTORED, ALREADY_ORIGINAL] {
+            let c = contents(vec![begin(), write.clone(), rollback(done), begin()]);
+            assert_eq!(c.writes()[0].undone, Some(3));
+            assert!(c.attempt_writes().is_empty());
+            // Still this attempt's before another begin: verify after the rollback checks it.
+            let c = contents(vec![begin(), write.clone(), rollback(done)]);
+            assert_eq!(c.attempt_writes().len(), 1);
+        }
+        // A rollback that did not restore ends nothing: the record may hold what was written.
+        let c = contents(vec![
+            begin(),
+            write.clone(),
+            rollback("not restored: no"),
+            begin(),
+        ]);
+        assert_eq!(c.writes()[0].undone, None);
+        assert_eq!(c.attempt_writes().len(), 1);
+        // Written again without a rollback in between: the first original stays.
+        let c = contents(vec![
+            begin(),
+            write.clone(),
+            begin(),
+            write_record(&new, &new2),
+        ]);
+        let w = &c.writes()[0];
+        assert_eq!(
+            (&w.original, w.first_line, w.last_line),
+            (&old.clone().into_bytes(), 2, 4)
+        );
+
+        // Manifests alike.
+        let pin = |old: &str, new: &str| Record::Pin {
+            at_unix: 9,
+            path: "/m.yaml".into(),
+            uid: "u".into(),
+            old_value: encode(old.as_bytes()),
+            new_value: encode(new.as_bytes()),
+            old_modified_ns: None,
+        };
+        let unpinned = |result: &str| Record::Unpinned {
+            path: "/m.yaml".into(),
+            result: result.into(),
+        };
+        let c = contents(vec![
+            begin(),
+            pin("a", "b"),
+            unpinned(ALREADY_ORIGINAL_TEXT),
+            begin(),
+            pin("c", "d"),
+        ]);
+        let p = &c.pins()[0];
+        assert_eq!(
+            (&p.original[..], &p.written[..], p.line, p.undone),
+            (&b"c"[..], &b"d"[..], 5, None)
+        );
+        let c = contents(vec![begin(), pin("a", "b"), unpinned(RESTORED), begin()]);
+        assert_eq!(c.pins()[0].undone, Some(3));
+        assert!(c.attempt_pins().is_empty());
+        let c = contents(vec![
+            begin(),
+            pin("a", "b"),
+            unpinned("skipped: x"),
+            begin(),
+            pin("a", "b"),
+        ]);
+        assert_eq!((c.pins()[0].line, c.attempt_pins().len()), (2, 1));
     }
 
     #[test]

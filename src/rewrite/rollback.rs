@@ -25,13 +25,13 @@ use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::durable::write_atomically_dated;
 use crate::rewrite::gate::WriteGate;
-use crate::rewrite::journal::{Contents, Journal, JournaledPin, JournaledWrite, Record};
+use crate::rewrite::journal::{
+    Contents, Journal, JournaledPin, JournaledWrite, Record, ALREADY_ORIGINAL,
+    ALREADY_ORIGINAL_TEXT, RESTORED,
+};
 use crate::rewrite::outcome::CheckOutcome;
 use crate::rewrite::pin::check_pin;
 use crate::runtime::record::{RecordFormat, RecordStore};
-
-/// What an outcome says of a record or manifest rollback put back.
-const RESTORED: &str = "restored";
 
 /// How many containers' records rollback put back: what containerd must reload (a restart)
 /// before CRI reports their original hashes.
@@ -63,8 +63,11 @@ pub async fn rollback(
     let mut out = Vec::new();
     for w in writes.into_iter().rev() {
         let (ok, detail) = match store.read(&w.id).await {
-            Err(e) => (false, format!("skipped: {e}")),
-            Ok(v) if v == w.original => (true, "already holds the original value".to_string()),
+            Err(e) => match w.undone {
+                Some(line) => (true, left_original(line, format!("it cannot be read: {e}"))),
+                None => (false, format!("skipped: {e}")),
+            },
+            Ok(v) if v == w.original => (true, ALREADY_ORIGINAL.to_string()),
             Ok(v) if v == w.written => match restorable(store.format(), &w) {
                 Err(e) => (
                     false,
@@ -81,10 +84,13 @@ pub async fn rollback(
                     },
                 },
             },
-            Ok(_) => (
-                false,
-                "skipped: the record changed since kubehash wrote it".to_string(),
-            ),
+            Ok(_) => match w.undone {
+                Some(line) => (true, left_original(line, "it changed since".into())),
+                None => (
+                    false,
+                    "skipped: the record changed since kubehash wrote it".to_string(),
+                ),
+            },
         };
         journal.append(&Record::Rollback {
             container_id: w.id.clone(),
@@ -122,8 +128,11 @@ pub async fn rollback(
 fn unpin(pin: &JournaledPin) -> (bool, String) {
     let path = Path::new(&pin.path);
     match std::fs::read(path) {
-        Err(e) => (false, format!("skipped: {e}")),
-        Ok(now) if now == pin.original => (true, "already holds the original text".into()),
+        Err(e) => match pin.undone {
+            Some(line) => (true, left_original(line, format!("it cannot be read: {e}"))),
+            None => (false, format!("skipped: {e}")),
+        },
+        Ok(now) if now == pin.original => (true, ALREADY_ORIGINAL_TEXT.into()),
         Ok(now) if now == pin.written => {
             if let Err(e) = check_pin(&pin.original, &pin.written, &pin.uid) {
                 return (
@@ -140,11 +149,24 @@ fn unpin(pin: &JournaledPin) -> (bool, String) {
                 Err(e) => (false, format!("not restored: {e}")),
             }
         }
-        Ok(_) => (
-            false,
-            "skipped: the manifest changed since kubehash pinned it".into(),
-        ),
+        Ok(_) => match pin.undone {
+            Some(line) => (true, left_original(line, "it changed since".into())),
+            None => (
+                false,
+                "skipped: the manifest changed since kubehash pinned it".into(),
+            ),
+        },
     }
+}
+
+/// The result for a record or manifest an earlier rollback (journal line `line`) left holding
+/// its original, which kubehash has not written since, and which is no longer as it left it
+/// (`now`): nothing of kubehash's is there to restore. The old kubelet has run since, and may
+/// have removed the container, or the runtime re-serialized its record.
+fn left_original(line: usize, now: String) -> String {
+    format!(
+        "nothing to restore: the rollback at journal line {line} left it original, and kubehash has not written it since ({now})"
+    )
 }
 
 /// Proves that the journaled original may replace the value kubehash wrote: it is exactly the

@@ -45,7 +45,7 @@ pub async fn verify(
         written,
         new_hash,
         ..
-    } in contents.writes()
+    } in contents.attempt_writes()
     {
         let (value, hash, what) = match expect {
             Expect::Written => (written, Some(new_hash), "the value kubehash wrote"),
@@ -93,7 +93,7 @@ pub async fn verify(
             name,
         });
     }
-    for pin in contents.pins() {
+    for pin in contents.attempt_pins() {
         let (text, said) = match expect {
             Expect::Written => (
                 &pin.written,
