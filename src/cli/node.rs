@@ -350,10 +350,13 @@ async fn restart_and_check(
         )
     })?;
     if r.unseen.is_empty() {
+        let seen = match r.containers {
+            0 => format!("the journal holds no {whose}"),
+            n => format!("CRI reports {hash} of all {n} {whose}"),
+        };
         eprintln!(
-            "kubehash: containerd restarted; CRI reports {hash} of all {} {whose}. Now start {kubelet}, \
-             and once it has settled: kubehash audit compare --journal {at}",
-            r.containers
+            "kubehash: containerd restarted; {seen}. Now start {kubelet}, \
+             and once it has settled: kubehash audit compare --journal {at}"
         );
         return Ok(true);
     }
