@@ -267,6 +267,75 @@ async fn apply_records_what_audit_compare_needs() {
     );
 }
 
+/// `node apply --force` with a kubelet running makes no record for the audit, and removes an
+/// earlier run's: the kubelet may be the new one, and have restarted containers already; a
+/// snapshot taken then lists their replacements, and the audit would call them kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_forced_past_a_running_kubelet_records_nothing_for_the_audit() {
+    let specs = [
+        json!({"name": "web", "image": "i:1"}),
+        json!({"name": "log", "image": "i:1", "args": ["--to=stdout"]}),
+    ];
+    let (mut ctrd, ids, pods_file) = made_by_1_30(&specs).await;
+    let ep = ctrd.endpoint();
+    let journals = ctrd.dir.join("journals");
+    let pods = pods_file.display().to_string();
+    let journal_dir = journals.display().to_string();
+    let apply = [
+        "node",
+        "apply",
+        "--to",
+        "1.31",
+        "--from",
+        "1.30",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "-i",
+        &pods,
+        "--journal-dir",
+        &journal_dir,
+    ];
+    let applied = kubehash(&apply);
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+    let before = journals.join("1.30-to-1.31.before.json");
+    assert!(before.exists());
+
+    // Kubelet 1.31 starts, before containerd was restarted: it restarts `log`.
+    ctrd.restart();
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    restart_in_shop_pod(&mut cri, &ctrd, &ids[1], &specs[1], "web-1-again").await;
+    // apply is run again, forced past the running kubelet.
+    let forced = harness::kubehash_beside_process(
+        "kubelet",
+        &ctrd.dir,
+        &[&apply[..], &["--force"]].concat(),
+    );
+    let err = text(&forced.stderr);
+    assert!(forced.status.success(), "{err}");
+    assert!(err.contains("no record for the audit"), "{err}");
+    assert!(
+        !before.exists(),
+        "a record made with a kubelet running, or an old one, is left"
+    );
+    // The audit cannot be made from the journal: it says so, rather than calling `log` kept.
+    let out = kubehash(&[
+        "audit",
+        "compare",
+        "--cri",
+        &ep,
+        "--journal-dir",
+        &journal_dir,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("no snapshot beside it"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// An upgrade made through `kubehash shim` writes nothing to the runtime, but the shim records,
 /// when it plans before serving, what runs and its plan beside its state, so that `audit compare
 /// --shim-state` needs no snapshot of the operator's own. A shim that served before it could

@@ -166,6 +166,8 @@ pub struct KubeletGuard {
     pub healthz: Option<String>,
     /// Go on anyway (`--force`).
     pub force: bool,
+    /// The running kubelet a check went on past because of `force`.
+    pub forced_past: Option<String>,
 }
 
 impl WriteGate for KubeletGuard {
@@ -175,12 +177,17 @@ impl WriteGate for KubeletGuard {
         };
         if self.force {
             warn!(kubelet = %found, "a kubelet is running; going on because of --force");
+            self.forced_past = Some(found);
             return Ok(());
         }
         Err(Unsafe(format!(
             "a kubelet is running ({found}): stop it first, so that it never sees the hashes \
              kubehash writes, or pass --force"
         )))
+    }
+
+    fn overridden(&self) -> Option<&str> {
+        self.forced_past.as_deref()
     }
 }
 

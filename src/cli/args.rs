@@ -487,6 +487,7 @@ impl KubeletArgs {
         KubeletGuard {
             healthz: Some(self.kubelet_healthz.clone()),
             force: self.force,
+            forced_past: None,
         }
     }
 }

@@ -75,7 +75,16 @@ pub async fn apply(
     // recording for the audit took time since, and then the gate is asked again.
     let mut first = true;
     if !t.pins_only {
-        record_for_audit(cri, t.journal, &plans).await;
+        match gate.overridden() {
+            None => record_for_audit(cri, t.journal, &plans).await,
+            // What runs now may be what that kubelet restarted: recorded as "before", the
+            // audit would call those containers kept. An earlier run's record goes too: it may
+            // be an earlier try's.
+            Some(kubelet) => {
+                audit_record::forget(t.journal);
+                warn!(%kubelet, "no record for the audit: a kubelet runs (--force), and what runs now may already include its restarts; to audit this upgrade, compare against a snapshot taken before any kubelet ran");
+            }
+        }
         if let Some(ms) = std::env::var(RECORD_PAUSE_ENV)
             .ok()
             .and_then(|v| v.parse::<u64>().ok())

@@ -14,6 +14,13 @@ pub struct Unsafe(pub String);
 pub trait WriteGate {
     /// `Err` when writing is no longer safe.
     fn check(&mut self) -> impl Future<Output = Result<(), Unsafe>>;
+
+    /// What a check let through only because it was told to go on anyway (`--force`): the
+    /// running kubelet it saw. Writing goes on; evidence taken now, such as what runs, may
+    /// already show that kubelet's doing.
+    fn overridden(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A gate that is always open, for callers who have established safety some other way (tests,
