@@ -537,6 +537,40 @@ async fn killed_apply_converges_and_rollback_restores_every_byte() {
     );
 }
 
+/// A real containerd running one pod of two containers as kubelet 1.30 created them, the pods
+/// file, each record's extension as created, and where the journal goes.
+struct Upgradable {
+    ctrd: Containerd,
+    ep: String,
+    pod: harness::CreatedPod,
+    pods_file: std::path::PathBuf,
+    originals: Vec<Vec<u8>>,
+    journal: String,
+}
+
+impl Upgradable {
+    async fn new() -> Self {
+        let ctrd = Containerd::start();
+        let ep = ctrd.endpoint();
+        let mut cri = Cri::connect(&ep).await.unwrap();
+        let specs: Vec<Value> = (0..2)
+            .map(|i| json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]}))
+            .collect();
+        let (pod, pods_file) = harness::current_pod(&ctrd, &mut cri, &specs, "1.30").await;
+        let store = Store::connect(&ep).await.unwrap();
+        let originals = extensions_of(&store, &pod.container_ids).await;
+        let journal = ctrd.dir.join("journal/run.jsonl").display().to_string();
+        Upgradable {
+            ctrd,
+            ep,
+            pod,
+            pods_file,
+            originals,
+            journal,
+        }
+    }
+}
+
 /// What the test does when kubehash's restart command asks it to.
 #[derive(Clone, Copy)]
 enum OnRestart {
@@ -584,16 +618,15 @@ fn run_with_restart(
 /// be checked), and the operator is told not to start the kubelet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_of_containerd_is_checked_after_apply_and_rollback() {
-    let mut ctrd = Containerd::start();
-    let ep = ctrd.endpoint();
-    let mut cri = Cri::connect(&ep).await.unwrap();
-    let specs: Vec<Value> = (0..2)
-        .map(|i| json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]}))
-        .collect();
-    let (pod, pods_file) = harness::current_pod(&ctrd, &mut cri, &specs, "1.30").await;
+    let Upgradable {
+        mut ctrd,
+        ep,
+        pod,
+        pods_file,
+        originals,
+        journal,
+    } = Upgradable::new().await;
     let store = Store::connect(&ep).await.unwrap();
-    let originals = extensions_of(&store, &pod.container_ids).await;
-    let journal = ctrd.dir.join("journal/run.jsonl").display().to_string();
     let owned = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let endpoints = ["--cri", &ep, "--containerd", &ep, "--journal", &journal];
     let apply = owned(
@@ -674,16 +707,15 @@ async fn a_restart_of_containerd_is_checked_after_apply_and_rollback() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_tried_again_after_a_rollback_is_verified_and_rolled_back_alone() {
     use harness::KubeletCalls;
-    let mut ctrd = Containerd::start();
-    let ep = ctrd.endpoint();
-    let mut cri = Cri::connect(&ep).await.unwrap();
-    let specs: Vec<Value> = (0..2)
-        .map(|i| json!({"name":format!("c{i}"),"image":harness::IMAGE,"args":[format!("--n={i}")]}))
-        .collect();
-    let (pod, pods_file) = harness::current_pod(&ctrd, &mut cri, &specs, "1.30").await;
+    let Upgradable {
+        mut ctrd,
+        ep,
+        pod,
+        pods_file,
+        originals,
+        journal,
+    } = Upgradable::new().await;
     let store = Store::connect(&ep).await.unwrap();
-    let originals = extensions_of(&store, &pod.container_ids).await;
-    let journal = ctrd.dir.join("journal/run.jsonl").display().to_string();
     let endpoints = ["--cri", &ep, "--containerd", &ep, "--journal", &journal];
     let pods = ["-i", &pods_file.display().to_string()].map(String::from);
     // verify takes no pods.
@@ -725,7 +757,7 @@ async fn an_upgrade_tried_again_after_a_rollback_is_verified_and_rolled_back_alo
         table.contains("Summary: 1 of 1 containers verified."),
         "{table}"
     );
-    assert!(!table.contains("c1"), "{table}");
+    assert!(!table.contains("ns/p/c1"), "{table}");
 
     // Rolling the second try back restores c0, and c1, gone, is no failure.
     let store = Store::connect(&ep).await.unwrap();
