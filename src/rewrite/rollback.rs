@@ -302,3 +302,174 @@ fn proven(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::rewrite::gate::Open;
+    use crate::rewrite::journal::{encode, read};
+    use crate::runtime::containerd::METADATA;
+
+    const BEFORE: &str = include_str!("../../testdata/containerd/container_metadata_before.json");
+    const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
+
+    /// Records in memory, replaced only while they hold what is expected, as containerd's are.
+    struct Records(Mutex<HashMap<String, Vec<u8>>>);
+
+    impl Records {
+        fn holding(value: &[u8]) -> Self {
+            Records(Mutex::new(HashMap::from([(
+                ID.to_string(),
+                value.to_vec(),
+            )])))
+        }
+        fn now(&self) -> Option<Vec<u8>> {
+            self.0.lock().unwrap().get(ID).cloned()
+        }
+    }
+
+    impl RecordStore for Records {
+        fn format(&self) -> &dyn RecordFormat {
+            &METADATA
+        }
+        fn runtime(&self) -> String {
+            "containerd 1.7.0".into()
+        }
+        async fn read(&self, id: &str) -> Result<Vec<u8>> {
+            let now = self.0.lock().unwrap().get(id).cloned();
+            now.ok_or_else(|| Error::record(id, "not found".into()))
+        }
+        async fn replace(&self, id: &str, expected: &[u8], new: &[u8]) -> Result<()> {
+            let mut records = self.0.lock().unwrap();
+            match records.get(id) {
+                Some(v) if v == expected => {
+                    records.insert(id.to_string(), new.to_vec());
+                    Ok(())
+                }
+                _ => Err(Error::record(id, "changed".into())),
+            }
+        }
+    }
+
+    /// A record of the container as kubelet `v` created it from `spec`; `extra` re-serializes
+    /// it with one more key, as a newer containerd may.
+    fn record(spec: &serde_json::Value, v: &str, extra: bool) -> Vec<u8> {
+        let v: KubeletVersion = v.parse().unwrap();
+        let h = format_hash(hash_container(spec, &[v], "p").unwrap().get(v).unwrap());
+        let base = match extra {
+            false => BEFORE.trim_end().to_string(),
+            true => BEFORE.trim_end().replacen(
+                r#""Metadata":{"#,
+                r#""Metadata":{"ImageDigest":"sha256:1","#,
+                1,
+            ),
+        };
+        METADATA.set_hashes(ID, base.as_bytes(), &h, None).unwrap()
+    }
+
+    fn begin() -> Record {
+        Record::Begin {
+            at_unix: 1,
+            to: "1.31".into(),
+            from: Some("1.30".into()),
+            runtime: "containerd 1.7.0".into(),
+        }
+    }
+
+    fn write(old: &[u8], new: &[u8], spec: &serde_json::Value) -> Record {
+        let hash = |v: &[u8]| METADATA.stored_hashes(ID, v).unwrap().hash.unwrap();
+        Record::Write {
+            at_unix: 2,
+            container_id: ID.into(),
+            pod: "ns/p".into(),
+            container: "app".into(),
+            verdict: "rewrite".into(),
+            old_hash: hash(old),
+            new_hash: hash(new),
+            old_value: encode(old),
+            new_value: encode(new),
+            spec: Some(spec.clone()),
+        }
+    }
+
+    fn restored() -> Record {
+        Record::Rollback {
+            container_id: ID.into(),
+            result: RESTORED.into(),
+        }
+    }
+
+    async fn roll_back(records: &[Record], store: &Records) -> CheckOutcome {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let lines: String = records
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap() + "\n")
+            .collect();
+        std::fs::write(&path, lines).unwrap();
+        let contents = read(&path).unwrap();
+        let mut out = rollback(store, &path, contents, &mut Open, None)
+            .await
+            .unwrap();
+        assert_eq!(out.len(), 1);
+        out.remove(0)
+    }
+
+    /// A try rolled back, then another: rollback restores what the record held before the
+    /// latest try's write, ends nothing it must still restore, and has nothing to restore in a
+    /// container an earlier rollback left original that is gone or changed since.
+    #[tokio::test]
+    async fn rollback_after_a_second_try_restores_that_try_and_leaves_the_first_alone() {
+        let spec = json!({"name": "app", "image": "docker.io/local/app:1"});
+        let (o1, n1) = (record(&spec, "1.30", false), record(&spec, "1.31", false));
+        // Between the tries, a newer containerd re-serialized the record.
+        let (o2, n2) = (record(&spec, "1.30", true), record(&spec, "1.31", true));
+        let two_tries = [
+            begin(),
+            write(&o1, &n1, &spec),
+            restored(),
+            begin(),
+            write(&o2, &n2, &spec),
+        ];
+        let store = Records::holding(&n2);
+        let out = roll_back(&two_tries, &store).await;
+        assert!(out.ok && out.detail == RESTORED, "{out:?}");
+        assert_eq!(
+            store.now(),
+            Some(o2.clone()),
+            "what it held before the second try's write"
+        );
+
+        let first_try = [begin(), write(&o1, &n1, &spec), restored(), begin()];
+        // Gone since (the old kubelet removed it), or changed since: nothing to restore.
+        let gone = Records(Mutex::new(HashMap::new()));
+        let out = roll_back(&first_try, &gone).await;
+        assert!(
+            out.ok && out.detail.starts_with("nothing to restore"),
+            "{out:?}"
+        );
+        assert_eq!(gone.now(), None);
+        let changed = Records::holding(&o2);
+        let out = roll_back(&first_try, &changed).await;
+        assert!(
+            out.ok && out.detail.starts_with("nothing to restore"),
+            "{out:?}"
+        );
+        assert_eq!(changed.now(), Some(o2.clone()), "written nothing");
+        // A line claiming a restore that never was (forged, say) hides nothing: the record
+        // holding kubehash's value is restored, proved as ever.
+        let forged = Records::holding(&n1);
+        let out = roll_back(&first_try, &forged).await;
+        assert!(out.ok && out.detail == RESTORED, "{out:?}");
+        assert_eq!(forged.now(), Some(o1.clone()));
+        // Never restored, then gone: still a failure, as before.
+        let gone = Records(Mutex::new(HashMap::new()));
+        let out = roll_back(&[begin(), write(&o1, &n1, &spec)], &gone).await;
+        assert!(!out.ok && out.detail.starts_with("skipped"), "{out:?}");
+    }
+}
