@@ -1,6 +1,7 @@
 //! Making the runtime load rewritten records: containerd's CRI plugin reads its records only at
-//! start-up, so the runtime is restarted, by systemd (`node apply --restart-containerd`) or by
-//! the operator's command (the agent's `--restart-containerd CMD`), with a time limit.
+//! start-up, so the runtime is restarted, by systemd or by the operator's command (`node apply`
+//! and `node rollback --restart-containerd[=COMMAND]`, the agent's `--restart-containerd
+//! COMMAND`), with a time limit; then [`reloaded`] checks what CRI reports.
 
 use std::future::Future;
 use std::path::Path;
