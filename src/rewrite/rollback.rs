@@ -472,4 +472,35 @@ mod tests {
         let out = roll_back(&[begin(), write(&o1, &n1, &spec)], &gone).await;
         assert!(!out.ok && out.detail.starts_with("skipped"), "{out:?}");
     }
+
+    /// The same for a pinned manifest: one an earlier rollback left original, gone or changed
+    /// since, has nothing to restore; one still holding the pinned text is restored.
+    #[test]
+    fn a_manifest_an_earlier_rollback_left_original_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.yaml");
+        let original = b"apiVersion: v1\nkind: Pod\nmetadata:\n  name: m\n".to_vec();
+        let written = crate::rewrite::pin::pin_text(&original, "u-1").unwrap();
+        let pin = |undone| JournaledPin {
+            path: path.display().to_string(),
+            uid: "u-1".into(),
+            original: original.clone(),
+            written: written.clone(),
+            line: 2,
+            original_modified: None,
+            undone,
+        };
+        let (ok, detail) = unpin(&pin(Some(3)));
+        assert!(ok && detail.starts_with("nothing to restore"), "{detail}");
+        std::fs::write(&path, b"edited since").unwrap();
+        let (ok, detail) = unpin(&pin(Some(3)));
+        assert!(ok && detail.starts_with("nothing to restore"), "{detail}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"edited since");
+        let (ok, detail) = unpin(&pin(None));
+        assert!(!ok && detail.starts_with("skipped"), "{detail}");
+        std::fs::write(&path, &written).unwrap();
+        let (ok, detail) = unpin(&pin(Some(3)));
+        assert!(ok && detail == RESTORED, "{detail}");
+        assert_eq!(std::fs::read(&path).unwrap(), original);
+    }
 }
