@@ -53,7 +53,7 @@ use crate::rewrite::apply::{apply, Target};
 use crate::rewrite::audit_record::audit_files;
 use crate::rewrite::gate::{Open, Unsafe, WriteGate};
 use crate::rewrite::outcome::Applied;
-use crate::rewrite::restart::{reloaded, RestartCommand};
+use crate::rewrite::restart::{reloaded, Reloaded, RestartCommand};
 use crate::rewrite::rollback::{records_restored, rollback};
 use crate::rewrite::verify::{verify, Expect};
 use crate::runtime::containerd::Store;
@@ -805,8 +805,11 @@ impl Agent {
             }
             // Said now, while there is still time to restart containerd before kubelet T starts.
             let unseen = match self.reported(journal, Expect::Written).await {
-                Ok((seen, all)) if seen < all => Some(format!(
-                    "containerd was restarted, but CRI reports the new hash of only {seen} of {all} rewritten containers: restart containerd before kubelet {to} starts, or it restarts the others (kubehash node verify --journal {journal} says which)"
+                Ok(r) if !r.unseen.is_empty() => Some(format!(
+                    "containerd was restarted, but CRI reports the new hash of only {} of {} rewritten containers (not {}): restart containerd before kubelet {to} starts, or it restarts them (kubehash node verify --journal {journal})",
+                    r.seen(),
+                    r.containers,
+                    r.unseen_named()
                 )),
                 Ok(_) => None,
                 Err(e) => Some(format!(
@@ -989,11 +992,15 @@ impl Agent {
             );
         }
         match self.reported(journal, Expect::Original).await {
-            Ok((seen, all)) if seen == all => format!(
-                "; containerd restarted, and CRI reports the original hash of all {all} containers"
+            Ok(r) if r.unseen.is_empty() => format!(
+                "; containerd restarted, and CRI reports the original hash of all {} containers",
+                r.containers
             ),
-            Ok((seen, all)) => format!(
-                "; containerd restarted, but CRI reports the original hash of only {seen} of {all} containers (kubehash node verify says which): the old kubelet restarts the others"
+            Ok(r) => format!(
+                "; containerd restarted, but CRI reports the original hash of only {} of {} containers (not {}): the old kubelet restarts them",
+                r.seen(),
+                r.containers,
+                r.unseen_named()
             ),
             Err(e) => format!(
                 "; containerd restarted, but whether CRI reports the original hashes could not be checked ({e})"
@@ -1001,11 +1008,10 @@ impl Agent {
         }
     }
 
-    /// After a restart of containerd: of the containers `journal` wrote, how many CRI reports
-    /// with the value `expect` names, out of how many.
-    async fn reported(&self, journal: &str, expect: Expect) -> Result<(usize, usize)> {
-        let r = reloaded(|| self.connect(), Path::new(journal), expect).await?;
-        Ok((r.seen(), r.containers))
+    /// After a restart of containerd: which of the containers `journal` wrote CRI reports with
+    /// the value `expect` names.
+    async fn reported(&self, journal: &str, expect: Expect) -> Result<Reloaded> {
+        reloaded(|| self.connect(), Path::new(journal), expect).await
     }
 
     /// The audit due `audit_after` from now, against what apply recorded beside `journal`;
