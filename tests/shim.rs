@@ -485,3 +485,28 @@ async fn no_audit_record_while_a_kubelet_that_may_be_the_target_runs() {
     );
     stop(&mut shim);
 }
+
+/// No kubelet process in sight and nothing on the healthz address (kubelet 1.31 in another PID
+/// namespace, its healthz elsewhere), but it has already restarted a container: the new instance
+/// carries kubelet 1.31's hash, which kubelet 1.30's is not. That alone means the upgrade has
+/// begun, and the shim records nothing for the audit (a record would call the new instance kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_audit_record_once_a_container_carries_the_targets_hash() {
+    let ctrd = Containerd::start();
+    let web = serde_json::json!({"name": "web", "image": harness::IMAGE});
+    let log = serde_json::json!({"name": "log", "image": harness::IMAGE, "args": ["-v"]});
+    let before = ctrd.dir.join("shim-state.before.json");
+    let stored = [
+        (web.clone(), hash(&web, "1.30")),
+        (log.clone(), hash(&log, "1.31")),
+    ];
+    let (_, pods_file) = harness::shop_pod(&ctrd, "1.30", &stored).await;
+    let (mut shim, _) = start_planned_shim(&ctrd, &pods_file);
+    let log_text = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
+    assert!(!before.exists(), "{log_text}");
+    assert!(
+        log_text.contains("container shop/web-1/log carries kubelet 1.31's hash of its spec, which kubelet 1.30's is not"),
+        "{log_text}"
+    );
+    stop(&mut shim);
+}

@@ -93,6 +93,21 @@ pub struct ContainerPlan {
     pub reason: String,
 }
 
+impl ContainerPlan {
+    /// Whether kubelet `v`'s hash of the current spec is the stored hash (one of the
+    /// [`ContainerPlan::provenance`] ranges holds `v`).
+    pub fn stored_by(&self, v: KubeletVersion) -> bool {
+        self.provenance.iter().any(|range| {
+            let mut ends = range.split('–').map(str::parse::<KubeletVersion>);
+            match (ends.next(), ends.next()) {
+                (Some(Ok(a)), None) => a.minor() == v.minor(),
+                (Some(Ok(a)), Some(Ok(b))) => (a.minor()..=b.minor()).contains(&v.minor()),
+                _ => false,
+            }
+        })
+    }
+}
+
 /// Pod specs by pod UID (and by namespace/name, for specs saved without a UID).
 #[derive(Debug, Default)]
 pub struct PodIndex {
@@ -865,5 +880,25 @@ mod tests {
             .map(|s| v(s))
             .collect();
         assert_eq!(version_ranges(&vs), ["1.8–1.10", "1.12", "1.31"]);
+        // Read back: which kubelets' hash is the stored one.
+        let containers = [container("c", "u", "app", Some("1"))];
+        let none = Manifests::default();
+        let unplanned = plan(&containers, &PodIndex::default(), &none, v("1.31"), None);
+        let p = ContainerPlan {
+            provenance: version_ranges(&vs),
+            ..unplanned[0].clone()
+        };
+        for (version, stored) in [
+            ("1.8", true),
+            ("1.9", true),
+            ("1.10", true),
+            ("1.11", false),
+            ("1.12", true),
+            ("1.30", false),
+            ("1.31", true),
+            ("1.32", false),
+        ] {
+            assert_eq!(p.stored_by(v(version)), stored, "{version}");
+        }
     }
 }

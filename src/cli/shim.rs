@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::agent::kubelet_health::healthz_answers;
-use crate::analysis::plan::{plan, ContainerPlan, RuntimePods};
+use crate::analysis::plan::{plan, ContainerPlan, RuntimePods, Verdict};
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
@@ -88,12 +88,18 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                     // Nothing has been served yet: what runs now is what ran before the new
                     // kubelet could see a translation, the moment an audit compares with,
                     // unless that kubelet already runs straight on the runtime.
-                    match rt.block_on(target_kubelet_running(to, &a.kubelet_healthz)) {
+                    let running = rt.block_on(target_kubelet_running(to, &a.kubelet_healthz));
+                    let begun = running
+                        .map(|found| {
+                            format!("a kubelet that may be {to} runs ({found}) and may already have restarted containers")
+                        })
+                        .or_else(|| carries_the_targets_hash(&planned.plans, planned.from, to));
+                    match begun {
                         None => rt.block_on(record_for_audit(&mut planned, &a.state)),
-                        Some(found) => {
+                        Some(why) => {
                             audit_record::forget(&a.state);
                             eprintln!(
-                                "kubehash: a kubelet that may be {to} runs ({found}) and may already have restarted containers, so what runs now is no record of before the upgrade: nothing recorded for the audit"
+                                "kubehash: {why}, so what runs now is no record of before the upgrade: nothing recorded for the audit"
                             );
                         }
                     }
@@ -155,10 +161,12 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// A plan made: the shim's state, the plan it came from, and the runtime it was made with.
+/// A plan made: the shim's state, the plan it came from, the old kubelet it was made for, and
+/// the runtime it was made with.
 struct Planned {
     state: ShimState,
     plans: Vec<ContainerPlan>,
+    from: Option<KubeletVersion>,
     cri: Cri,
 }
 
@@ -173,7 +181,12 @@ async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<Planned> {
     let manifests = node_pods::manifests(&a.source)?;
     let plans = plan(&containers, &pods, &manifests, to, from);
     let state = ShimState::from_plans(&plans, &pods, to, from);
-    Ok(Planned { state, plans, cri })
+    Ok(Planned {
+        state,
+        plans,
+        from,
+        cri,
+    })
 }
 
 /// A kubelet that may be `to`: a process whose binary says `to` or will not say, or, with no
@@ -197,6 +210,26 @@ async fn target_kubelet_running(to: KubeletVersion, healthz: &str) -> Option<Str
     let found = healthz_answers(healthz).await?;
     Some(format!(
         "{found}, and no kubelet process in sight says which"
+    ))
+}
+
+/// A container that carries kubelet `to`'s hash of its spec where kubelet `from`'s differs:
+/// made by a kubelet that hashes as `to` does (`to` itself, run straight on the runtime, in
+/// whatever PID namespace and with whatever healthz address), or rewritten (`node apply`).
+/// Either way the upgrade has begun, and what runs may include restarts. Without `from`,
+/// nothing says so.
+fn carries_the_targets_hash(
+    plans: &[ContainerPlan],
+    from: Option<KubeletVersion>,
+    to: KubeletVersion,
+) -> Option<String> {
+    let from = from?;
+    let p = plans
+        .iter()
+        .find(|p| p.verdict == Verdict::Unchanged && !p.stored_by(from))?;
+    Some(format!(
+        "container {}/{}/{} carries kubelet {to}'s hash of its spec, which kubelet {from}'s is not: a kubelet hashing as {to} does made it (or kubehash node apply rewrote it), so the upgrade has begun",
+        p.namespace, p.pod, p.container
     ))
 }
 
