@@ -336,6 +336,60 @@ async fn an_apply_forced_past_a_running_kubelet_records_nothing_for_the_audit() 
     );
 }
 
+/// A run of `node apply` after the new kubelet has made a container (started too early, and
+/// stopped again) records nothing for the audit and removes the earlier record: the container
+/// carries kubelet 1.31's hash, which kubelet 1.30's is not, and the journal did not write it,
+/// so the upgrade began before this run and a record would call the new instance kept. Records
+/// the journal rewrote itself are no such evidence: a run after an interrupted one records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_records_nothing_once_the_new_kubelet_has_made_a_container() {
+    let specs = [
+        json!({"name": "web", "image": "i:1"}),
+        json!({"name": "log", "image": "i:1", "args": ["--to=stdout"]}),
+    ];
+    let (mut ctrd, ids, pods_file) = made_by_1_30(&specs).await;
+    let ep = ctrd.endpoint();
+    let journals = ctrd.dir.join("journals");
+    let (pods, journal_dir) = (
+        pods_file.display().to_string(),
+        journals.display().to_string(),
+    );
+    let apply = [
+        "node",
+        "apply",
+        "--to",
+        "1.31",
+        "--from",
+        "1.30",
+        "--cri",
+        &ep,
+        "--containerd",
+        &ep,
+        "-i",
+        &pods,
+        "--journal-dir",
+        &journal_dir,
+    ];
+    let before = journals.join("1.30-to-1.31.before.json");
+    for run in ["first", "again"] {
+        let out = kubehash(&apply);
+        assert!(out.status.success(), "{run}: {}", text(&out.stderr));
+        assert!(before.exists(), "{run}: {}", text(&out.stderr));
+    }
+
+    ctrd.restart();
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    restart_in_shop_pod(&mut cri, &ctrd, &ids[1], &specs[1], "web-1-again").await;
+    let out = kubehash(&apply);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!before.exists(), "{err}");
+    assert!(
+        err.contains("no record for the audit: container shop/web-1-again/log carries the new kubelet's hash of its spec, which kubelet 1.30's is not, and this journal did not write it"),
+        "{err}"
+    );
+}
+
 /// An upgrade made through `kubehash shim` writes nothing to the runtime, but the shim records,
 /// when it plans before serving, what runs and its plan beside its state, so that `audit compare
 /// --shim-state` needs no snapshot of the operator's own. A shim that served before it could

@@ -108,6 +108,20 @@ impl ContainerPlan {
     }
 }
 
+/// A container, of those `ours` does not claim, whose stored hash is kubelet `to`'s of its spec
+/// where kubelet `from`'s is not: a kubelet that hashes as `to` does made it (`to` itself, in
+/// whatever PID namespace, with whatever healthz address), or something rewrote it. Evidence that
+/// the upgrade to `to` has begun, and that what runs may include its restarts.
+pub fn made_for_the_target(
+    plans: &[ContainerPlan],
+    from: KubeletVersion,
+    ours: impl Fn(&str) -> bool,
+) -> Option<&ContainerPlan> {
+    plans
+        .iter()
+        .find(|p| p.verdict == Verdict::Unchanged && !p.stored_by(from) && !ours(&p.id))
+}
+
 /// Pod specs by pod UID (and by namespace/name, for specs saved without a UID).
 #[derive(Debug, Default)]
 pub struct PodIndex {

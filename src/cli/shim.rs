@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::agent::kubelet_health::healthz_answers;
-use crate::analysis::plan::{plan, ContainerPlan, RuntimePods, Verdict};
+use crate::analysis::plan::{made_for_the_target, plan, ContainerPlan, RuntimePods};
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
@@ -213,10 +213,8 @@ async fn target_kubelet_running(to: KubeletVersion, healthz: &str) -> Option<Str
     ))
 }
 
-/// A container that carries kubelet `to`'s hash of its spec where kubelet `from`'s differs:
-/// made by a kubelet that hashes as `to` does (`to` itself, run straight on the runtime, in
-/// whatever PID namespace and with whatever healthz address), or rewritten (`node apply`).
-/// Either way the upgrade has begun, and what runs may include restarts. Without `from`,
+/// A container that carries kubelet `to`'s hash of its spec where kubelet `from`'s differs
+/// ([`made_for_the_target`]); the shim rewrites nothing, so none is its own. Without `from`,
 /// nothing says so.
 fn carries_the_targets_hash(
     plans: &[ContainerPlan],
@@ -224,9 +222,7 @@ fn carries_the_targets_hash(
     to: KubeletVersion,
 ) -> Option<String> {
     let from = from?;
-    let p = plans
-        .iter()
-        .find(|p| p.verdict == Verdict::Unchanged && !p.stored_by(from))?;
+    let p = made_for_the_target(plans, from, |_| false)?;
     Some(format!(
         "container {}/{}/{} carries kubelet {to}'s hash of its spec, which kubelet {from}'s is not: a kubelet hashing as {to} does made it (or kubehash node apply rewrote it), so the upgrade has begun",
         p.namespace, p.pod, p.container

@@ -6,11 +6,12 @@
 //! replaces with compare-and-swap and reads back, and is idempotent: a record that already holds
 //! the new hash is left alone, so an interrupted run can simply be run again.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use tracing::{info, warn};
 
-use crate::analysis::plan::{plan_node, ContainerPlan, PodIndex, Verdict};
+use crate::analysis::plan::{made_for_the_target, plan_node, ContainerPlan, PodIndex, Verdict};
 use crate::analysis::statics::{PinAction, StaticPod};
 use crate::clock::now_unix;
 use crate::error::{Error, Result};
@@ -75,14 +76,18 @@ pub async fn apply(
     // recording for the audit took time since, and then the gate is asked again.
     let mut first = true;
     if !t.pins_only {
-        match gate.overridden() {
-            None => record_for_audit(cri, t.journal, &plans).await,
-            // What runs now may be what that kubelet restarted: recorded as "before", the
-            // audit would call those containers kept. An earlier run's record goes too: it may
-            // be an earlier try's.
-            Some(kubelet) => {
+        // What runs now may be what the new kubelet restarted: recorded as "before", the audit
+        // would call those containers kept. An earlier run's record goes too: it may be an
+        // earlier try's.
+        match (gate.overridden(), begun_before(&plans, t.journal, t.from)) {
+            (None, None) => record_for_audit(cri, t.journal, &plans).await,
+            (Some(kubelet), _) => {
                 audit_record::forget(t.journal);
                 warn!(%kubelet, "no record for the audit: a kubelet runs (--force), and what runs now may already include its restarts; to audit this upgrade, compare against a snapshot taken before any kubelet ran");
+            }
+            (None, Some(why)) => {
+                audit_record::forget(t.journal);
+                warn!("no record for the audit: {why}; to audit this upgrade, compare against a snapshot taken before any kubelet {} ran", t.to);
             }
         }
         if let Some(ms) = std::env::var(RECORD_PAUSE_ENV)
@@ -213,6 +218,28 @@ async fn record_for_audit(cri: &mut Cri, journal: &Path, plans: &[ContainerPlan]
             warn!(error = %e, "cannot record the running containers; audit this upgrade with a snapshot of your own")
         }
     }
+}
+
+/// Why the upgrade may have begun before this run, with no kubelet running now: a container
+/// carries kubelet T's hash where F's differs, and this journal did not write it
+/// ([`made_for_the_target`]). Without F, or its journal, nothing says so.
+fn begun_before(
+    plans: &[ContainerPlan],
+    journal: &Path,
+    from: Option<KubeletVersion>,
+) -> Option<String> {
+    let from = from?;
+    let ours: HashSet<String> = crate::rewrite::journal::read(journal)
+        .ok()?
+        .writes()
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    let p = made_for_the_target(plans, from, |id| ours.contains(id))?;
+    Some(format!(
+        "container {}/{}/{} carries the new kubelet's hash of its spec, which kubelet {from}'s is not, and this journal did not write it: a kubelet hashing as the new one does made it, so the upgrade began before this run",
+        p.namespace, p.pod, p.container
+    ))
 }
 
 /// Pins one static pod's manifest: the file must still hold what the plan read, the pinned text
