@@ -613,6 +613,44 @@ async fn the_agent_restarts_containerd_after_a_rollback_too() {
     rollback_restarts_containerd(Restart::Works).await;
 }
 
+/// Kubelet 1.31 ran before the agent applied (started too early, and stopped again) and
+/// restarted a container: what runs is no record of before the upgrade. The agent's apply records
+/// nothing for the audit, and `KubehashApplied`, a warning, says so and why, so that nobody
+/// waits for an audit that will not come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_begun_before_the_agent_applied_is_said_to_go_unaudited() {
+    let mut rig = Rig::new(1).await;
+    let mut agent = rig.start_agent(&[]);
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+    let (spec, id) = rig.current[0].clone();
+    let mut cri = Cri::connect(&rig.ctrd.endpoint()).await.unwrap();
+    harness::restart_in_shop_pod(&mut cri, &rig.ctrd, &id, &spec, "web-1-again").await;
+    rig.swap_and_stop("v1.31.0");
+    wait("apply", Duration::from_secs(30), || {
+        phase(&rig.state_dir) == "applied"
+    });
+    Rig::stop_agent(&mut agent);
+    let applied = rig.api.event("KubehashApplied").unwrap();
+    let msg = applied["message"].as_str().unwrap();
+    assert_eq!(applied["type"], "Warning", "{applied}");
+    assert!(
+        msg.contains("nothing recorded for the audit, so the agent will not audit this upgrade: container shop/web-1-again/web0 carries the new kubelet's hash"),
+        "{msg}"
+    );
+    // No record beside the journal the Event names.
+    let journal = msg
+        .split("; journal ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap();
+    assert!(Path::new(journal).exists(), "{journal}");
+    let before = Path::new(journal).with_extension("before.json");
+    assert!(!before.exists(), "{}", before.display());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_restart_after_a_rollback_is_said() {
     rollback_restarts_containerd(Restart::FailsAgain).await;

@@ -782,11 +782,19 @@ impl Agent {
         self.metrics.wrote(written);
         let errors = report.count(Applied::Error);
         let total = self.journaled_writes(journal);
-        let msg = format!(
+        let mut msg = format!(
             "rewrote {written} containers for kubelet {to} ({} already done, {errors} errors); journal {journal}",
             report.count(Applied::AlreadyRewritten)
         );
-        self.event("KubehashApplied", &msg, errors > 0).await;
+        // Without the record there is no audit later: said now, for the operator to audit by
+        // hand.
+        if let Some(why) = &report.unaudited {
+            msg.push_str(&format!(
+                "; nothing recorded for the audit, so the agent will not audit this upgrade: {why}"
+            ));
+        }
+        let warn = errors > 0 || report.unaudited.is_some();
+        self.event("KubehashApplied", &msg, warn).await;
         if let Some(why) = &report.stopped {
             let msg = format!(
                 "stopped writing after {written} of {} planned rewrites: {why}; containerd is not restarted",

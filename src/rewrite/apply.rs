@@ -75,21 +75,23 @@ pub async fn apply(
     // The gate was checked just before planning; the first write goes on that check unless
     // recording for the audit took time since, and then the gate is asked again.
     let mut first = true;
+    let mut unaudited = None;
     if !t.pins_only {
         // What runs now may be what the new kubelet restarted: recorded as "before", the audit
         // would call those containers kept. An earlier run's record goes too: it may be an
         // earlier try's.
-        match (gate.overridden(), begun_before(&plans, t.journal, t.from)) {
-            (None, None) => record_for_audit(cri, t.journal, &plans).await,
-            (Some(kubelet), _) => {
-                audit_record::forget(t.journal);
-                warn!(%kubelet, "no record for the audit: a kubelet runs (--force), and what runs now may already include its restarts; to audit this upgrade, compare against a snapshot taken before any kubelet ran");
-            }
-            (None, Some(why)) => {
+        let begun = match (gate.overridden(), begun_before(&plans, t.journal, t.from)) {
+            (Some(kubelet), _) => Some(format!("a kubelet runs ({kubelet}; --force), and what runs now may already include its restarts")),
+            (None, why) => why,
+        };
+        unaudited = match begun {
+            None => record_for_audit(cri, t.journal, &plans).await,
+            Some(why) => {
                 audit_record::forget(t.journal);
                 warn!("no record for the audit: {why}; to audit this upgrade, compare against a snapshot taken before any kubelet {} ran", t.to);
+                Some(why)
             }
-        }
+        };
         if let Some(ms) = std::env::var(RECORD_PAUSE_ENV)
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
@@ -201,6 +203,7 @@ pub async fn apply(
         pins,
         outcomes,
         stopped,
+        unaudited,
     })
 }
 
@@ -209,13 +212,19 @@ pub async fn apply(
 /// nothing restarts before the new one starts) and the plan. A record for people, never a
 /// condition of writing: what cannot be recorded is logged, and that upgrade is audited only by
 /// hand.
-async fn record_for_audit(cri: &mut Cri, journal: &Path, plans: &[ContainerPlan]) {
+async fn record_for_audit(
+    cri: &mut Cri,
+    journal: &Path,
+    plans: &[ContainerPlan],
+) -> Option<String> {
     match audit_record::record(cri, journal, plans).await {
         Ok(before) => {
-            info!(snapshot = %before.display(), "recorded the running containers for the audit")
+            info!(snapshot = %before.display(), "recorded the running containers for the audit");
+            None
         }
         Err(e) => {
-            warn!(error = %e, "cannot record the running containers; audit this upgrade with a snapshot of your own")
+            warn!(error = %e, "cannot record the running containers; audit this upgrade with a snapshot of your own");
+            Some(format!("the running containers could not be recorded: {e}"))
         }
     }
 }

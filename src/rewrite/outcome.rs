@@ -55,6 +55,10 @@ pub struct ApplyReport {
     pub outcomes: Vec<ApplyOutcome>,
     /// Why apply stopped before writing everything it planned (the gate's reason).
     pub stopped: Option<String>,
+    /// Why nothing was recorded for the audit beside the journal (`None`: recorded, or pins
+    /// only). Said on stderr as it happens.
+    #[serde(skip)]
+    pub unaudited: Option<String>,
 }
 
 impl ApplyReport {
