@@ -352,11 +352,8 @@ impl Contents {
         // The upgrade of the run each write belongs to: the begin record before it.
         let mut upgrade: (Option<&String>, &str) = (None, "");
         for (line, r) in &self.records {
-            let (container_id, pod, container, old_value, new_value, new_hash, spec) = match r {
-                Record::Begin { from, to, .. } => {
-                    upgrade = (from.as_ref(), to);
-                    continue;
-                }
+            match r {
+                Record::Begin { from, to, .. } => upgrade = (from.as_ref(), to),
                 Record::Rollback {
                     container_id,
                     result,
@@ -364,27 +361,21 @@ impl Contents {
                     if let Some(j) = out.iter_mut().find(|j| &j.id == container_id) {
                         j.undone = Some(*line);
                     }
-                    continue;
                 }
-                Record::Write {
-                    container_id,
-                    pod,
-                    container,
-                    old_value,
-                    new_value,
-                    new_hash,
-                    spec,
-                    ..
-                } => (
-                    container_id,
-                    pod,
-                    container,
-                    old_value,
-                    new_value,
-                    new_hash,
-                    spec,
-                ),
-                _ => continue,
+                _ => {}
+            }
+            let Record::Write {
+                container_id,
+                pod,
+                container,
+                old_value,
+                new_value,
+                new_hash,
+                spec,
+                ..
+            } = r
+            else {
+                continue;
             };
             // Validated by `read`.
             let (original, written) = (
@@ -427,9 +418,15 @@ impl Contents {
     pub fn attempt_writes(&self) -> Vec<JournaledWrite> {
         let begin = self.last_begin_line();
         let mut writes = self.writes();
-        writes.retain(|w| w.undone.is_none_or(|line| line > begin));
+        writes.retain(|w| after(w.undone, begin));
         writes
     }
+}
+
+/// Whether what a rollback at line `undone` ended (if one did) is still the attempt begun at line
+/// `begin`: that rollback came after it.
+fn after(undone: Option<usize>, begin: usize) -> bool {
+    undone.is_none_or(|line| line > begin)
 }
 
 /// Whether a rollback record's result says the record (or manifest) held its original after
@@ -450,22 +447,23 @@ impl Contents {
     pub fn pins(&self) -> Vec<JournaledPin> {
         let mut out: Vec<JournaledPin> = Vec::new();
         for (line, r) in &self.records {
-            let (path, uid, old_value, new_value, old_modified_ns) = match r {
-                Record::Unpinned { path, result } if holds_original(result) => {
-                    if let Some(p) = out.iter_mut().find(|p| &p.path == path) {
+            if let Record::Unpinned { path, result } = r {
+                if let Some(p) = out.iter_mut().find(|p| &p.path == path) {
+                    if holds_original(result) {
                         p.undone = Some(*line);
                     }
-                    continue;
                 }
-                Record::Pin {
-                    path,
-                    uid,
-                    old_value,
-                    new_value,
-                    old_modified_ns,
-                    ..
-                } => (path, uid, old_value, new_value, old_modified_ns),
-                _ => continue,
+            }
+            let Record::Pin {
+                path,
+                uid,
+                old_value,
+                new_value,
+                old_modified_ns,
+                ..
+            } = r
+            else {
+                continue;
             };
             let pin = JournaledPin {
                 path: path.clone(),
@@ -492,7 +490,7 @@ impl Contents {
     pub fn attempt_pins(&self) -> Vec<JournaledPin> {
         let begin = self.last_begin_line();
         let mut pins = self.pins();
-        pins.retain(|p| p.undone.is_none_or(|line| line > begin));
+        pins.retain(|p| after(p.undone, begin));
         pins
     }
 }
