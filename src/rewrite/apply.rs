@@ -80,9 +80,9 @@ pub async fn apply(
         // What runs now may be what the new kubelet restarted: recorded as "before", the audit
         // would call those containers kept. An earlier run's record goes too: it may be an
         // earlier try's.
-        let begun = match (gate.overridden(), begun_before(&plans, t.journal, t.from)) {
-            (Some(kubelet), _) => Some(format!("a kubelet runs ({kubelet}; --force), and what runs now may already include its restarts")),
-            (None, why) => why,
+        let begun = match gate.overridden() {
+            Some(kubelet) => Some(format!("a kubelet runs ({kubelet}; --force), and what runs now may already include its restarts")),
+            None => begun_before(&plans, t.journal, t.from),
         };
         unaudited = match begun {
             None => record_for_audit(cri, t.journal, &plans).await,
