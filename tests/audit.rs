@@ -145,34 +145,69 @@ async fn kept_containers_report_no_restart_and_a_replaced_one_is_caught() {
 /// `node apply` records, beside its journal, what ran when it began and its plan, so that after
 /// the upgrade `kubehash audit compare` needs no snapshot of the operator's own: the latest
 /// journal's are found and used. A journal without them is one clear line, exit 1.
+/// The shop pod's two containers as kubelet 1.30 made them on a real containerd, and the
+/// `node apply` 1.30 → 1.31 of them, with its journals in `journals`.
+struct ToApply {
+    ctrd: Containerd,
+    ids: Vec<String>,
+    specs: [Value; 2],
+    journals: std::path::PathBuf,
+    /// The arguments of `node apply`.
+    apply: Vec<String>,
+}
+
+impl ToApply {
+    async fn new() -> Self {
+        let specs = [
+            json!({"name": "web", "image": "i:1"}),
+            json!({"name": "log", "image": "i:1", "args": ["--to=stdout"]}),
+        ];
+        let (ctrd, ids, pods_file) = made_by_1_30(&specs).await;
+        let ep = ctrd.endpoint();
+        let journals = ctrd.dir.join("journals");
+        let apply = [
+            "node",
+            "apply",
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "--cri",
+            &ep,
+            "--containerd",
+            &ep,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            "-i".into(),
+            pods_file.display().to_string(),
+            "--journal-dir".into(),
+            journals.display().to_string(),
+        ])
+        .collect();
+        ToApply {
+            ctrd,
+            ids,
+            specs,
+            journals,
+            apply,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_records_what_audit_compare_needs() {
-    let specs = [
-        json!({"name": "web", "image": "i:1"}),
-        json!({"name": "log", "image": "i:1", "args": ["--to=stdout"]}),
-    ];
-    let (mut ctrd, ids, pods_file) = made_by_1_30(&specs).await;
+    let ToApply {
+        mut ctrd,
+        ids,
+        specs,
+        journals,
+        apply,
+    } = ToApply::new().await;
+    let apply: Vec<&str> = apply.iter().map(String::as_str).collect();
+    let applied = kubehash(&[&apply[..], &["-o", "json"]].concat());
     let ep = ctrd.endpoint();
-    let dir = ctrd.dir.clone();
-    let journals = dir.join("journals");
-    let applied = kubehash(&[
-        "node",
-        "apply",
-        "--to",
-        "1.31",
-        "--from",
-        "1.30",
-        "--cri",
-        &ep,
-        "--containerd",
-        &ep,
-        "-i",
-        &pods_file.display().to_string(),
-        "--journal-dir",
-        &journals.display().to_string(),
-        "-o",
-        "json",
-    ]);
     assert!(applied.status.success(), "{}", text(&applied.stderr));
     let before: Value =
         serde_json::from_slice(&std::fs::read(journals.join("1.30-to-1.31.before.json")).unwrap())
@@ -272,31 +307,15 @@ async fn apply_records_what_audit_compare_needs() {
 /// snapshot taken then lists their replacements, and the audit would call them kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apply_forced_past_a_running_kubelet_records_nothing_for_the_audit() {
-    let specs = [
-        json!({"name": "web", "image": "i:1"}),
-        json!({"name": "log", "image": "i:1", "args": ["--to=stdout"]}),
-    ];
-    let (mut ctrd, ids, pods_file) = made_by_1_30(&specs).await;
-    let ep = ctrd.endpoint();
-    let journals = ctrd.dir.join("journals");
-    let pods = pods_file.display().to_string();
-    let journal_dir = journals.display().to_string();
-    let apply = [
-        "node",
-        "apply",
-        "--to",
-        "1.31",
-        "--from",
-        "1.30",
-        "--cri",
-        &ep,
-        "--containerd",
-        &ep,
-        "-i",
-        &pods,
-        "--journal-dir",
-        &journal_dir,
-    ];
+    let ToApply {
+        mut ctrd,
+        ids,
+        specs,
+        journals,
+        apply,
+    } = ToApply::new().await;
+    let apply: Vec<&str> = apply.iter().map(String::as_str).collect();
+    let (ep, journal_dir) = (ctrd.endpoint(), journals.display().to_string());
     let applied = kubehash(&apply);
     assert!(applied.status.success(), "{}", text(&applied.stderr));
     let before = journals.join("1.30-to-1.31.before.json");
@@ -343,33 +362,15 @@ async fn an_apply_forced_past_a_running_kubelet_records_nothing_for_the_audit() 
 /// the journal rewrote itself are no such evidence: a run after an interrupted one records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_records_nothing_once_the_new_kubelet_has_made_a_container() {
-    let specs = [
-        json!({"name": "web", "image": "i:1"}),
-        json!({"name": "log", "image": "i:1", "args": ["--to=stdout"]}),
-    ];
-    let (mut ctrd, ids, pods_file) = made_by_1_30(&specs).await;
+    let ToApply {
+        mut ctrd,
+        ids,
+        specs,
+        journals,
+        apply,
+    } = ToApply::new().await;
+    let apply: Vec<&str> = apply.iter().map(String::as_str).collect();
     let ep = ctrd.endpoint();
-    let journals = ctrd.dir.join("journals");
-    let (pods, journal_dir) = (
-        pods_file.display().to_string(),
-        journals.display().to_string(),
-    );
-    let apply = [
-        "node",
-        "apply",
-        "--to",
-        "1.31",
-        "--from",
-        "1.30",
-        "--cri",
-        &ep,
-        "--containerd",
-        &ep,
-        "-i",
-        &pods,
-        "--journal-dir",
-        &journal_dir,
-    ];
     let before = journals.join("1.30-to-1.31.before.json");
     for run in ["first", "again"] {
         let out = kubehash(&apply);
