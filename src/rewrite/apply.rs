@@ -246,7 +246,7 @@ fn begun_before(
         .collect();
     let p = made_for_the_target(plans, from, |id| ours.contains(id))?;
     Some(format!(
-        "container {}/{}/{} carries the new kubelet's hash of its spec, which kubelet {from}'s is not, and this journal did not write it: a kubelet hashing as the new one does made it, so the upgrade began before this run",
+        "container {}/{}/{} carries the new kubelet's hash of its spec, which kubelet {from}'s is not, and this journal did not write it: a kubelet hashing as the new one does made it (or a run with another journal rewrote it), so the upgrade may have begun before this run",
         p.namespace, p.pod, p.container
     ))
 }
