@@ -676,13 +676,15 @@ pub fn latest(dir: &Path) -> Result<(PathBuf, Contents)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const BEFORE: &str = include_str!("../../testdata/containerd/container_metadata_before.json");
-    const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
+    pub(crate) const BEFORE: &str =
+        include_str!("../../testdata/containerd/container_metadata_before.json");
+    pub(crate) const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
 
-    fn begin() -> Record {
+    /// The begin record of an upgrade 1.30 → 1.31.
+    pub(crate) fn begin() -> Record {
         Record::Begin {
             at_unix: 7,
             to: "1.31".into(),
@@ -691,7 +693,8 @@ mod tests {
         }
     }
 
-    fn write_record(old: &str, new: &str) -> Record {
+    /// The write record of `old` → `new` in container [`ID`]'s record, without a spec.
+    pub(crate) fn write_record(old: &str, new: &str) -> Record {
         let hash = |v: &str| {
             let m = crate::runtime::containerd::parse_metadata(v.as_bytes(), ID).unwrap();
             crate::runtime::containerd::stored_hashes(&m).0.unwrap()
@@ -710,7 +713,7 @@ mod tests {
         }
     }
 
-    fn with_spec(mut r: Record, with: serde_json::Value) -> Record {
+    pub(crate) fn with_spec(mut r: Record, with: serde_json::Value) -> Record {
         if let Record::Write { spec, .. } = &mut r {
             *spec = Some(with);
         }

@@ -312,11 +312,9 @@ mod tests {
 
     use super::*;
     use crate::rewrite::gate::Open;
-    use crate::rewrite::journal::{encode, read};
+    use crate::rewrite::journal::read;
+    use crate::rewrite::journal::tests::{begin, with_spec, write_record, BEFORE, ID};
     use crate::runtime::containerd::METADATA;
-
-    const BEFORE: &str = include_str!("../../testdata/containerd/container_metadata_before.json");
-    const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
 
     /// Records in memory, replaced only while they hold what is expected, as containerd's are.
     struct Records(Mutex<HashMap<String, Vec<u8>>>);
@@ -372,29 +370,9 @@ mod tests {
         METADATA.set_hashes(ID, base.as_bytes(), &h, None).unwrap()
     }
 
-    fn begin() -> Record {
-        Record::Begin {
-            at_unix: 1,
-            to: "1.31".into(),
-            from: Some("1.30".into()),
-            runtime: "containerd 1.7.0".into(),
-        }
-    }
-
     fn write(old: &[u8], new: &[u8], spec: &serde_json::Value) -> Record {
-        let hash = |v: &[u8]| METADATA.stored_hashes(ID, v).unwrap().hash.unwrap();
-        Record::Write {
-            at_unix: 2,
-            container_id: ID.into(),
-            pod: "ns/p".into(),
-            container: "app".into(),
-            verdict: "rewrite".into(),
-            old_hash: hash(old),
-            new_hash: hash(new),
-            old_value: encode(old),
-            new_value: encode(new),
-            spec: Some(spec.clone()),
-        }
+        let text = |v: &[u8]| String::from_utf8(v.to_vec()).unwrap();
+        with_spec(write_record(&text(old), &text(new)), spec.clone())
     }
 
     fn restored() -> Record {
