@@ -124,7 +124,15 @@ async fn node_scan_gives_every_verdict() {
     assert_eq!(web["provenance"], json!(["1.16–1.30"]));
     assert_eq!(web["state"], "running");
     assert_eq!(by_name("web-1", "changed")["verdict"], "will-restart");
-    assert_eq!(by_name("new-1", "current")["verdict"], "unchanged");
+    let new = by_name("new-1", "current");
+    assert_eq!(new["verdict"], "unchanged");
+    // Made by kubelet 1.31: the reason says the upgrade has begun.
+    assert!(
+        new["reason"].as_str().unwrap().contains(
+            "and kubelet 1.30 another: a kubelet that hashes as 1.31 does made the container"
+        ),
+        "{new}"
+    );
     assert_eq!(by_name("old-1", "current")["verdict"], "no-pod");
 
     // The table names the runtime and counts verdicts first.

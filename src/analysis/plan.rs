@@ -564,7 +564,13 @@ fn decide(
     p.provenance = version_ranges(&matching);
     if p.new_hash.as_deref() == Some(stored.as_str()) {
         p.verdict = Verdict::Unchanged;
-        p.reason = format!("kubelet {to} computes the stored hash {stored}");
+        p.reason = match from {
+            // Not what kubelet F made: a kubelet hashing as T made it, or the hash was rewritten.
+            Some(f) if !matching.contains(&f) => format!(
+                "kubelet {to} computes the stored hash {stored}, and kubelet {f} another: a kubelet that hashes as {to} does made the container, or kubehash rewrote its hash (the upgrade has begun)"
+            ),
+            _ => format!("kubelet {to} computes the stored hash {stored}"),
+        };
         return;
     }
     let (verdict, reason) = prove(spec, &stored, &p.provenance, &hashes, from, to, &path);
