@@ -19,7 +19,7 @@ use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::audit_record;
 use crate::rewrite::durable::write_atomically;
 use crate::rewrite::gate::WriteGate;
-use crate::rewrite::journal::{encode, Journal, Record};
+use crate::rewrite::journal::{encode, Contents, Journal, Record};
 use crate::rewrite::outcome::{Applied, ApplyOutcome, ApplyReport, PinOutcome};
 use crate::rewrite::pin::pin_text;
 use crate::runtime::cri::Cri;
@@ -60,8 +60,8 @@ pub async fn apply(
     let view = plan_node(cri, t.pods, t.manifests, t.node, t.to, t.from).await?;
     let plans = view.containers;
 
-    let (mut journal, torn) = Journal::open(t.journal)?;
-    if let Some(torn) = torn {
+    let (mut journal, held) = Journal::open_read(t.journal)?;
+    if let Some(torn) = held.torn.as_ref().map(|t| &t.text) {
         warn!(journal = %t.journal.display(), %torn, "the journal's last line was torn by a crash; moved it to .torn (no write followed it) and planning every container again");
     }
     let runtime = store.runtime();
@@ -82,7 +82,7 @@ pub async fn apply(
         // earlier try's.
         let begun = match gate.overridden() {
             Some(kubelet) => Some(format!("a kubelet runs ({kubelet}; --force), and what runs now may already include its restarts")),
-            None => begun_before(&plans, t.journal, t.from),
+            None => begun_before(&plans, &held, t.from),
         };
         unaudited = match begun {
             None => record_for_audit(cri, t.journal, &plans).await,
@@ -230,20 +230,15 @@ async fn record_for_audit(
 }
 
 /// Why the upgrade may have begun before this run, with no kubelet running now: a container
-/// carries kubelet T's hash where F's differs, and this journal did not write it
-/// ([`made_for_the_target`]). Without F, or its journal, nothing says so.
+/// carries kubelet T's hash where F's differs, and the journal (`held` before this run) did not
+/// write it ([`made_for_the_target`]). Without F, nothing says so.
 fn begun_before(
     plans: &[ContainerPlan],
-    journal: &Path,
+    held: &Contents,
     from: Option<KubeletVersion>,
 ) -> Option<String> {
     let from = from?;
-    let ours: HashSet<String> = crate::rewrite::journal::read(journal)
-        .ok()?
-        .writes()
-        .into_iter()
-        .map(|w| w.id)
-        .collect();
+    let ours: HashSet<String> = held.writes().into_iter().map(|w| w.id).collect();
     let p = made_for_the_target(plans, from, |id| ours.contains(id))?;
     Some(format!(
         "container {}/{}/{} carries the new kubelet's hash of its spec, which kubelet {from}'s is not, and this journal did not write it: a kubelet hashing as the new one does made it (or a run with another journal rewrote it), so the upgrade may have begun before this run",

@@ -162,6 +162,14 @@ impl Journal {
     /// first, and returned. The journal is this process's until the [`Journal`] is dropped
     /// (a `flock`, see `lock`).
     pub fn open(path: &Path) -> Result<(Journal, Option<String>)> {
+        let (journal, held) = Journal::open_read(path)?;
+        Ok((journal, held.torn.map(|t| t.text)))
+    }
+
+    /// [`Journal::open`], also giving what the journal held when this process took it (nothing
+    /// for a new one; its torn tail, if any, is the one set aside), so that the caller need
+    /// not read it again.
+    pub fn open_read(path: &Path) -> Result<(Journal, Contents)> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -175,11 +183,13 @@ impl Journal {
             // New, or left empty by a run that died before its first record: nothing to keep.
             // Make the file's directory entry durable too.
             sync_dir(path)?;
-            return Journal::continue_after(path, file, None);
+            let (journal, _) = Journal::continue_after(path, file, None)?;
+            return Ok((journal, Contents::default()));
         }
         // Read once it is ours: what another process appended before is seen.
         let contents = read(path)?;
-        Journal::continue_after(path, file, Some(&contents))
+        let (journal, _) = Journal::continue_after(path, file, Some(&contents))?;
+        Ok((journal, contents))
     }
 
     /// [`Journal::open`] for a journal whose `contents` were just read (rollback reads it whole
