@@ -545,6 +545,49 @@ fn deeply_nested_yaml_is_one_clear_error() {
     assert!(err.contains("deeper than 256 levels"), "{err}");
 }
 
+/// The two kinds of text serde_json stops on that Go's decoders read (README, "How exact it
+/// is") are refused whole, exit 1, one line with the place, and named as kubehash's limits, not as
+/// invalid JSON: from a file, stdin, a List's items and YAML alike.
+#[test]
+fn what_kubehash_does_not_read_is_named_as_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = format!(
+        r#"{{"name":"a","image":"b","x":{}{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let big = r#"{"name":"a","image":"b","x":1e400}"#.to_string();
+    let list = format!(r#"{{"kind":"List","items":[{deep}]}}"#);
+    let yaml = format!("name: a\nimage: b\nx: {}{}\n", "[".repeat(200), "]".repeat(200));
+    for (name, body, says) in [
+        ("deep.json", &deep, "nesting deeper than 128 levels"),
+        ("big.json", &big, "a number beyond float64's range"),
+        ("list.json", &list, "nesting deeper than 128 levels"),
+        ("deep.yaml", &yaml, "nesting deeper than 128 levels"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        let p = path.display().to_string();
+        for (args, stdin) in [
+            (vec!["hash", "-i", p.as_str()], &b""[..]),
+            (vec!["hash", "-i", "-"], body.as_bytes()),
+        ] {
+            let out = kubehash(&args, stdin);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{name} {args:?}: {err}");
+            assert!(out.stdout.is_empty(), "{name} {args:?}");
+            assert_eq!(err.lines().count(), 1, "{name} {args:?}: {err}");
+            assert!(
+                err.contains(says)
+                    && err.contains("which kubehash does not read")
+                    && err.contains(" at line ")
+                    && !err.contains("not valid JSON"),
+                "{name} {args:?}: {err}"
+            );
+        }
+    }
+}
+
 /// A downgrade, and a jump wider than the version-skew policy, are said on stderr; the scan still
 /// runs.
 #[test]

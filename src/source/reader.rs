@@ -48,8 +48,21 @@ pub fn for_each_object<R: Read>(
         }),
         Err(e) => Err(Error::Input {
             source_name: source.to_string(),
-            reason: format!("not valid JSON: {e}"),
+            reason: own_limit(&e.to_string()).unwrap_or_else(|| format!("not valid JSON: {e}")),
         }),
+    }
+}
+
+/// What serde_json or serde_yaml_ng said, where it is one of kubehash's own limits: the two
+/// kinds of text they stop on that Go's decoders read (README, "How exact it is"), named as such
+/// rather than as a fault of the input.
+pub fn own_limit(reason: &str) -> Option<String> {
+    if let Some(place) = reason.strip_prefix("recursion limit exceeded") {
+        Some(format!("nesting deeper than 128 levels, which kubehash does not read (Go's decoders do; no pod nests that deep){place}"))
+    } else {
+        reason.strip_prefix("number out of range").map(|place| {
+            format!("a number beyond float64's range, which kubehash does not read (Go's decoder reads a quantity's text and skips a field it does not know){place}")
+        })
     }
 }
 

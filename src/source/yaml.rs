@@ -240,7 +240,10 @@ impl Stream<'_> {
     fn error(&self, doc: usize, reason: String) -> Error {
         Error::Input {
             source_name: self.source.to_string(),
-            reason: format!("YAML document {doc}: {reason}"),
+            reason: format!(
+                "YAML document {doc}: {}",
+                crate::source::reader::own_limit(&reason).unwrap_or(reason)
+            ),
         }
     }
 
@@ -878,9 +881,11 @@ mod tests {
         let mut out = Vec::new();
         let mut any = false;
         for (i, doc) in serde_yaml_ng::Deserializer::from_slice(bytes).enumerate() {
-            let v = GoYaml { text: bytes }
-                .document(doc)
-                .map_err(|e| format!("YAML document {}: {e}", i + 1))?;
+            let v = GoYaml { text: bytes }.document(doc).map_err(|e| {
+                let e = crate::source::reader::own_limit(&e.to_string())
+                    .unwrap_or_else(|| e.to_string());
+                format!("YAML document {}: {e}", i + 1)
+            })?;
             match v {
                 Value::Null => continue,
                 Value::Object(mut m) if m.get("items").is_some_and(Value::is_array) => {
