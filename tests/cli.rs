@@ -558,7 +558,11 @@ fn what_kubehash_does_not_read_is_named_as_its_limit() {
     );
     let big = r#"{"name":"a","image":"b","x":1e400}"#.to_string();
     let list = format!(r#"{{"kind":"List","items":[{deep}]}}"#);
-    let yaml = format!("name: a\nimage: b\nx: {}{}\n", "[".repeat(200), "]".repeat(200));
+    let yaml = format!(
+        "name: a\nimage: b\nx: {}{}\n",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
     for (name, body, says) in [
         ("deep.json", &deep, "nesting deeper than 128 levels"),
         ("big.json", &big, "a number beyond float64's range"),

@@ -178,26 +178,55 @@ async fn node_scan_gives_every_verdict() {
     assert_eq!(web["verdict"], "not-running", "{web}");
 }
 
+/// No socket, a path that is no socket, and a socket nobody listens on: one line each, saying
+/// which, with every cause said once.
 #[test]
 fn an_unreachable_runtime_is_one_clear_line() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args([
-            "scan",
-            "--cri",
-            "unix:///nonexistent/containerd.sock",
-            "--to",
-            "1.31",
-            "--pods",
-            "testdata/cluster/pods.json",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        "kubehash: CRI endpoint unix:///nonexistent/containerd.sock: no socket at /nonexistent/containerd.sock (is the runtime running?)\n"
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("containerd.sock");
+    std::fs::write(&file, b"").unwrap();
+    let dead = dir.path().join("dead.sock");
+    // Bound and closed: the socket file stays, and nothing accepts on it.
+    drop(std::os::unix::net::UnixListener::bind(&dead).unwrap());
+    let (file, dead) = (file.display(), dead.display());
+    let dir = dir.path().display();
+    for (endpoint, says) in [
+        (
+            "unix:///nonexistent/containerd.sock".to_string(),
+            "no socket at /nonexistent/containerd.sock (is the runtime running?)".to_string(),
+        ),
+        (
+            format!("unix://{dir}"),
+            format!("{dir} is a directory, not a socket"),
+        ),
+        (
+            format!("unix://{file}"),
+            format!("{file} is a file, not a socket"),
+        ),
+        (
+            format!("unix://{dead}"),
+            format!("cannot connect to {dead}: transport error: Connection refused (os error 111)"),
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args([
+                "scan",
+                "--cri",
+                &endpoint,
+                "--to",
+                "1.31",
+                "--pods",
+                "testdata/cluster/pods.json",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("kubehash: CRI endpoint {endpoint}: {says}\n")
+        );
+    }
 }
 
 /// A static pod (pkg/kubelet/config/common.go applyDefaults): the kubelet runs it under a UID

@@ -84,10 +84,18 @@ pub async fn unix_channel(endpoint: &str) -> Result<Channel> {
         endpoint: endpoint.to_string(),
         reason,
     };
-    if !std::path::Path::new(&path).exists() {
-        return Err(fail(format!(
-            "no socket at {path} (is the runtime running?)"
-        )));
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(fail(format!(
+                "no socket at {path} (is the runtime running?)"
+            )))
+        }
+        Err(e) => return Err(fail(format!("cannot reach {path}: {e}"))),
+        Ok(m) if !std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => {
+            let what = if m.is_dir() { "a directory" } else { "a file" };
+            return Err(fail(format!("{path} is {what}, not a socket")));
+        }
+        Ok(_) => {}
     }
     let connector_path = path.clone();
     Endpoint::try_from("http://[::]:0")
@@ -102,12 +110,16 @@ pub async fn unix_channel(endpoint: &str) -> Result<Channel> {
         .map_err(|e| fail(format!("cannot connect to {path}: {}", source_chain(&e))))
 }
 
+/// The error and its causes, each said once (hyper and tonic repeat their cause's text).
 fn source_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
         cur = c.source();
     }
     s
