@@ -273,6 +273,37 @@ fn an_unreachable_cluster_is_one_clear_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+/// A kubeconfig that is not YAML, or is cut short: one line naming the file, the line and the
+/// column (the YAML parser also draws the line with a caret, which is left out), exit 1.
+#[test]
+fn a_broken_kubeconfig_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, body, says) in [
+        ("words", "not a kubeconfig\n", "line 1 column 1"),
+        (
+            "cut",
+            "apiVersion: v1\nkind: Config\nclusters: [\n",
+            "line 3 column 11",
+        ),
+    ] {
+        let kc = dir.path().join(name);
+        std::fs::write(&kc, body).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(["scan", "--to", "1.31", "--kubeconfig"])
+            .arg(&kc)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("kubehash: kubeconfig {}: ", kc.display()))
+                && err.contains(says),
+            "{err}"
+        );
+    }
+}
+
 /// `KUBECONFIG` as a list: files that do not exist are skipped, as kubectl skips them, and the
 /// rest are merged.
 #[test]
