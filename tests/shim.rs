@@ -510,3 +510,56 @@ async fn no_audit_record_once_a_container_carries_the_targets_hash() {
     );
     stop(&mut shim);
 }
+
+/// The old kubelet connects through the shim after it recorded what ran before the upgrade (the
+/// binary rolled back with the shim left in place, or pointed at the shim before the swap). From
+/// then on it restarts what it restarts, which the record would count as the upgrade's: the
+/// record is removed, the log says why, and `audit compare --shim-state` refuses. The target
+/// kubelet's connection, and a client that is no kubelet, leave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_kubelet_connecting_through_the_shim_removes_its_audit_record() {
+    let ctrd = Containerd::start();
+    let web = serde_json::json!({"name": "web", "image": harness::IMAGE});
+    let (_, pods_file) =
+        harness::shop_pod(&ctrd, "1.30", &[(web.clone(), hash(&web, "1.30"))]).await;
+    let before = ctrd.dir.join("shim-state.before.json");
+    let (mut shim, ep) = start_planned_shim(&ctrd, &pods_file);
+    let shim_log = || std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
+    assert!(before.exists(), "{}", shim_log());
+    let list_as = |version: &str| {
+        let kubelet = harness::fake_kubelet(&ctrd.dir, version);
+        let out = Command::new(&kubelet).args(["list", &ep]).output().unwrap();
+        assert!(out.status.success(), "kubelet {version}: {out:?}");
+    };
+    list_as("v1.31.4");
+    assert!(Cri::connect(&ep)
+        .await
+        .unwrap()
+        .list_containers()
+        .await
+        .is_ok());
+    assert!(before.exists(), "after kubelet 1.31: {}", shim_log());
+    list_as("v1.30.2");
+    assert!(!before.exists(), "after kubelet 1.30: {}", shim_log());
+    assert!(
+        shim_log().contains(
+            "kubelet 1.30 connected through the shim after it recorded what ran before the upgrade"
+        ),
+        "{}",
+        shim_log()
+    );
+    stop(&mut shim);
+    let state = ctrd.dir.join("shim-state.json").display().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(["audit", "compare", "--shim-state", &state, "--cri"])
+        .arg(ctrd.endpoint())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no snapshot beside it")
+            && err.contains("removes it when the old kubelet connects through it"),
+        "{err}"
+    );
+}

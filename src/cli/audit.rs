@@ -50,7 +50,7 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
                 Some(s) => (
                     s.clone(),
                     "shim state",
-                    "the shim records one when it plans before serving",
+                    "the shim records one when it plans before serving, unless the upgrade had begun, and removes it when the old kubelet connects through it",
                     false,
                 ),
                 None => {
@@ -61,7 +61,7 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
                     (
                         j,
                         "journal",
-                        "node apply records one when it begins",
+                        "node apply records one when it begins, unless the upgrade had begun",
                         rolled_back,
                     )
                 }
@@ -69,7 +69,7 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
             let (before, plan) = audit_files(&beside);
             if !before.exists() {
                 bail!(
-                    "{what} {}: no snapshot beside it ({}); {who} (kubehash before this, or it could not take one): pass --snapshot",
+                    "{what} {}: no snapshot beside it ({}); {who} (its log says why; kubehash before this recorded none): pass --snapshot",
                     beside.display(),
                     before.display()
                 );

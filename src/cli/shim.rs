@@ -154,7 +154,7 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
     };
     rt.block_on(async {
         tokio::select! {
-            r = crate::shim::proxy::serve(&a.listen, &a.runtime_endpoint, shown.clone(), mode, limits, stop_requested()) => r,
+            r = crate::shim::proxy::serve(&a.listen, &a.runtime_endpoint, shown.clone(), mode, limits, Some(&a.state), stop_requested()) => r,
             () = planner => Ok(()),
         }
     })?;

@@ -24,7 +24,8 @@
 
 use std::collections::BTreeMap;
 use std::future::{poll_fn, Future};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -41,6 +42,7 @@ use tracing::{debug, info, warn};
 use crate::analysis::plan::{ContainerPlan, PodIndex, Verdict};
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
+use crate::rewrite::audit_record::{self, audit_files};
 use crate::runtime::cri::socket_path;
 use crate::shim::batched::{Batched, OutboxHandle};
 use crate::shim::decisions::Decisions;
@@ -240,6 +242,29 @@ struct Shim {
     /// The runtime's socket.
     runtime_path: String,
     limits: Limits,
+    /// The state file beside which the audit's record of before the upgrade lies, if any.
+    record_beside: Option<PathBuf>,
+    /// Whether an old kubelet's connection has removed that record (said once).
+    record_voided: AtomicBool,
+}
+
+impl Shim {
+    /// Kubelet `old` connected through the shim while the plan is for kubelet `to`: the
+    /// upgrade was rolled back, or the old kubelet was pointed at the shim before it was
+    /// swapped. From now on it restarts what it restarts (a crash, a changed image), and the
+    /// record of before the upgrade would count those as the upgrade's. The record is removed,
+    /// so that `audit compare --shim-state` refuses rather than misreport, as `node apply` does
+    /// for an upgrade begun before it.
+    fn void_record(&self, old: KubeletVersion, to: KubeletVersion) {
+        let Some(state) = &self.record_beside else {
+            return;
+        };
+        if !audit_files(state).0.exists() || self.record_voided.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        audit_record::forget(state);
+        warn!(kubelet = %old, plan = %to, "kubelet {old} connected through the shim after it recorded what ran before the upgrade: that record no longer is the moment before kubelet {to} starts, and is removed; to audit the upgrade, take `kubehash audit snapshot` right before kubelet {to} starts");
+    }
 }
 
 /// Bounds on what kubelet connections may hold.
@@ -397,7 +422,8 @@ async fn serve_kubelet(shim: Arc<Shim>, io: UnixStream, mut stop: watch::Receive
     if let Some(to) = shim.shown.current().to {
         match &peer {
             Peer::Kubelet(v) if !peer.translated_for(Some(to)) => {
-                warn!(kubelet = %v, plan = %to, "kubelet {v} connected, and the plan translates hashes for kubelet {to} only: its calls pass through untranslated")
+                warn!(kubelet = %v, plan = %to, "kubelet {v} connected, and the plan translates hashes for kubelet {to} only: its calls pass through untranslated");
+                shim.void_record(*v, to);
             }
             Peer::Unknown(why) => {
                 warn!(error = %why, plan = %to, "a process named like a kubelet connected, and its binary does not say which kubelet it is: serving the plan for kubelet {to}")
@@ -698,7 +724,8 @@ async fn window(to: &mut SendStream<Bytes>) -> bool {
 }
 
 /// Serves kubelet connections on `listen` until `shutdown` resolves, showing `shown` (a plan, or
-/// pass-through until one is set).
+/// pass-through until one is set). The audit's record beside `state` is removed when an old
+/// kubelet connects (`Shim::void_record`).
 ///
 /// The socket is created race-free: bound inside a fresh directory only its owner can enter,
 /// given `socket_mode`, then renamed into place, so it never exists at `listen` with a wider
@@ -709,6 +736,7 @@ pub async fn serve(
     shown: ShownPlan,
     socket_mode: u32,
     limits: Limits,
+    state: Option<&Path>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
     let listen_path = socket_path(listen)?;
@@ -719,6 +747,8 @@ pub async fn serve(
         shown,
         runtime_path,
         limits,
+        record_beside: state.map(Path::to_path_buf),
+        record_voided: AtomicBool::new(false),
     });
     let (stop, stopped) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
