@@ -545,6 +545,34 @@ fn deeply_nested_yaml_is_one_clear_error() {
     assert!(err.contains("deeper than 256 levels"), "{err}");
 }
 
+/// A file where the agent's state directory should be: one line saying so (not the bare "File
+/// exists"), exit 1, before any cluster is asked.
+#[test]
+fn a_file_in_place_of_the_agents_state_directory_is_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state");
+    std::fs::write(&file, b"x").unwrap();
+    let out = kubehash(
+        &[
+            "agent",
+            "--node-name",
+            "n",
+            "--state-dir",
+            &file.display().to_string(),
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "kubehash: {}: a file is there, not a directory\n",
+            file.display()
+        )
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+}
+
 /// The two kinds of text serde_json stops on that Go's decoders read (README, "How exact it
 /// is") are refused whole, exit 1, one line with the place, and named as kubehash's limits, not as
 /// invalid JSON: from a file, stdin, a List's items and YAML alike.

@@ -159,7 +159,7 @@ pub fn load_phase(dir: &Path) -> Result<Phase> {
 
 /// Takes the state directory's lock, made if missing: one agent per node.
 pub(super) fn lock_state_dir(dir: &Path) -> Result<std::fs::File> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+    crate::rewrite::durable::make_dir(dir, 0o777).map_err(|e| Error::Io {
         source_name: dir.display().to_string(),
         source: e,
     })?;

@@ -9,6 +9,23 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
+/// Makes directory `dir` and its missing parents (new ones with `mode`); a file where a directory
+/// should be is said so, not as the bare "File exists" the system call gives.
+pub fn make_dir(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(std::io::Error::new(
+            e.kind(),
+            "a file is there, not a directory",
+        )),
+        done => done,
+    }
+}
+
 /// Replaces `path` with `bytes` atomically and durably (creating its directory if needed).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomically_dated(path, bytes, None)
@@ -29,7 +46,7 @@ pub fn write_atomically_dated(
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
+    make_dir(dir, 0o777).map_err(io)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

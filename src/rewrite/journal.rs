@@ -37,13 +37,14 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Problem, Result};
+use crate::rewrite::durable::make_dir;
 use crate::runtime::record::{format_named, RecordFormat};
 
 /// Where journals go by default.
@@ -171,11 +172,10 @@ impl Journal {
     /// not read it again.
     pub fn open_read(path: &Path) -> Result<(Journal, Contents)> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| io_error(path, e))?;
+            make_dir(dir, 0o700).map_err(|e| Error::Io {
+                source_name: format!("journal directory {}", dir.display()),
+                source: e,
+            })?;
         }
         let file = lock(path, true)?;
         // Judged once it is ours: another process may have made it since this one looked.
@@ -851,6 +851,26 @@ pub(crate) mod tests {
             pin("a", "b"),
         ]);
         assert_eq!((c.pins()[0].line, c.attempt_pins().len()), (2, 1));
+    }
+
+    /// A file where the journal's directory should be: one line saying so, and nothing made.
+    #[test]
+    fn a_file_in_place_of_the_journal_directory_is_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("journal");
+        std::fs::write(&file, b"x").unwrap();
+        let err = Journal::open(&file.join("1.30-to-1.31.jsonl"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "journal directory {}: a file is there, not a directory",
+                file.display()
+            )
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
     }
 
     #[test]
