@@ -545,6 +545,30 @@ fn deeply_nested_yaml_is_one_clear_error() {
     assert!(err.contains("deeper than 256 levels"), "{err}");
 }
 
+/// Standard output that cannot be written (a full disk, here `/dev/full`): one line saying it is
+/// standard output, exit 1, for the streamed `hash` rows and a whole report alike.
+#[test]
+fn a_full_standard_output_is_one_line_naming_it() {
+    for args in [
+        vec!["hash", "-i", PODS, "-o", "json"],
+        vec!["scan", "--to", "1.31", "-i", PODS, "--nodes", NODES],
+        vec!["matrix", "-i", PODS, "--versions", "1.27..1.31"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            text(&out.stderr),
+            "kubehash: standard output: No space left on device (os error 28)\n",
+            "{args:?}"
+        );
+    }
+}
+
 /// A file where the agent's state directory should be: one line saying so (not the bare "File
 /// exists"), exit 1, before any cluster is asked.
 #[test]

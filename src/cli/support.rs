@@ -1,7 +1,7 @@
 //! What every subcommand needs around its work: the async runtime, logs, signals, standard
 //! output, and upgrade warnings.
 
-use std::io::{self, BufWriter, IsTerminal, StdoutLock};
+use std::io::{self, BufWriter, IsTerminal, StdoutLock, Write};
 
 use anyhow::{Context, Result};
 
@@ -20,9 +20,29 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// How many failures or objects not read are repeated on stderr when all are in the output.
 pub const SHOWN_ON_STDERR: usize = 10;
 
-/// Buffered standard output.
-pub fn stdout() -> BufWriter<StdoutLock<'static>> {
-    BufWriter::new(io::stdout().lock())
+/// Buffered standard output, whose write errors say they are standard output's ("standard
+/// output: No space left on device"; a closed pipe keeps its kind, which is no error here).
+pub fn stdout() -> BufWriter<Stdout> {
+    BufWriter::new(Stdout(io::stdout().lock()))
+}
+
+/// Standard output, its errors named.
+pub struct Stdout(StdoutLock<'static>);
+
+impl Stdout {
+    fn named(e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("standard output: {e}"))
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf).map_err(Stdout::named)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush().map_err(Stdout::named)
+    }
 }
 
 /// Prints a report on standard output.
