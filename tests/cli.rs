@@ -545,6 +545,38 @@ fn deeply_nested_yaml_is_one_clear_error() {
     assert!(err.contains("deeper than 256 levels"), "{err}");
 }
 
+/// Standard error closed (`kubehash … 2>&1 | head` once head has exited): what cannot be said
+/// is dropped, and the exit code is the documented one, not a panic's 101.
+#[test]
+fn a_closed_standard_error_changes_no_exit_code() {
+    for (args, stdin, code) in [
+        (
+            vec!["hash", "--versions", "1.30", "-i", "-"],
+            &b"[1,2]"[..],
+            1,
+        ),
+        (
+            vec!["scan", "--to", "1.31", "--from", "1.22", "-i", PODS],
+            &b""[..],
+            0,
+        ),
+        (vec!["hash", "--versions", "1.99"], &b""[..], 1),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(writer)
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(stdin);
+        assert_eq!(child.wait().unwrap().code(), Some(code), "{args:?}");
+    }
+}
+
 /// Standard output that cannot be written (a full disk, here `/dev/full`): one line saying it is
 /// standard output, exit 1, for the streamed `hash` rows and a whole report alike.
 #[test]

@@ -218,6 +218,29 @@ fn anyhow_only_at_the_cli_edge() {
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
 }
 
+/// No `eprintln!`/`eprint!` (or `println!`/`print!`) in the library: they panic when stderr (or
+/// stdout) is closed, and the process then exits 101, no documented code. The CLI's `say!`
+/// drops what it cannot write; standard output goes through `cli::support::stdout`, whose closed
+/// pipe is no error.
+#[test]
+fn nothing_panics_on_a_closed_standard_error() {
+    let mut files = Vec::new();
+    rust_files(Path::new(SRC), &mut files);
+    let mut wrong = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).expect("a source file");
+        for (line, code) in code_lines(&text) {
+            if code.contains("print!(") || code.contains("println!(") {
+                wrong.push(format!(
+                    "{}:{line}: a printing macro that panics (use say! or support::stdout)",
+                    file.strip_prefix(SRC).unwrap_or(&file).display()
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
 /// The files `docs/architecture.md` names for their `unsafe` code, and no others.
 #[test]
 fn unsafe_code_only_where_the_architecture_lists_it() {

@@ -30,7 +30,7 @@ fn take(endpoint: &str) -> Result<Snapshot> {
 fn run_snapshot(a: AuditSnapshotArgs) -> Result<ExitStatus> {
     let snap = take(&a.cri)?;
     crate::rewrite::durable::write_json(&a.out, &snapshot_document(&snap))?;
-    eprintln!(
+    say!(
         "kubehash: {} running containers recorded in {}; after the upgrade: kubehash audit compare --snapshot {}",
         snap.containers.len(),
         a.out.display(),
@@ -75,7 +75,7 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
                 );
             }
             if rolled_back && a.plan.is_none() {
-                eprintln!(
+                say!(
                     "kubehash: journal {} was rolled back after its last apply, so its plan predicts nothing about the kubelet that runs: fates without predictions",
                     beside.display()
                 );

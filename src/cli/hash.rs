@@ -81,15 +81,15 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
         return Ok(ExitStatus::Success);
     }
     for e in &shown {
-        eprintln!("kubehash: {e}");
+        say!("kubehash: {e}");
     }
     if failed > SHOWN_ON_STDERR {
-        eprintln!(
+        say!(
             "kubehash: … and {} more (all are in the output)",
             failed - SHOWN_ON_STDERR
         );
     }
-    eprintln!("kubehash: {failed} of {rows} containers could not be hashed");
+    say!("kubehash: {failed} of {rows} containers could not be hashed");
     Ok(ExitStatus::Failure)
 }
 
@@ -112,7 +112,7 @@ fn explain_items(
         let (id, path, json) = match item {
             Item::Container { id, path, json } => (id, path, json),
             Item::Invalid { error, .. } => {
-                eprintln!("kubehash: {error}");
+                say!("kubehash: {error}");
                 failed += 1;
                 continue;
             }
@@ -121,7 +121,7 @@ fn explain_items(
             let text = match hashed_text(*json, v, *a, path) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("kubehash: {e}");
+                    say!("kubehash: {e}");
                     failed += 1;
                     break;
                 }

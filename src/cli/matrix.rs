@@ -16,7 +16,7 @@ pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
     print(args.output, &m)?;
     for p in problems.iter() {
         let p = p.context("cannot read back the objects not counted")?;
-        eprintln!("kubehash: not counted: {p}");
+        say!("kubehash: not counted: {p}");
     }
     Ok(ExitStatus::unless_incomplete(
         problems.is_empty() && m.errors == 0,

@@ -1,6 +1,16 @@
 //! The command line: arguments, every output format, the exit status, one file per subcommand.
 //! `anyhow` lives here and nowhere else in the library.
 
+/// `eprintln!` that never panics. With stderr closed (`kubehash … 2>&1 | head`), `eprintln!`
+/// panics, and kubehash would exit 101, no documented code; a line that cannot be written is
+/// dropped instead. `tests/code_rules.rs` holds the library to it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod args; // clap structs
 pub mod exit; // ExitStatus
 pub mod output; // every table and every -o format
@@ -48,7 +58,7 @@ pub fn main() -> ExitStatus {
             ExitStatus::Success
         }
         Err(e) => {
-            eprintln!("kubehash: {}", one_line(&e));
+            say!("kubehash: {}", one_line(&e));
             ExitStatus::Failure
         }
     }
@@ -102,6 +112,6 @@ fn usage_error(e: clap::Error) -> ExitStatus {
         let list: Vec<&str> = lines.take_while(|l| !l.is_empty()).collect();
         first = format!("{first} {}", list.join(", "));
     }
-    eprintln!("kubehash: {first} (see kubehash --help)");
+    say!("kubehash: {first} (see kubehash --help)");
     ExitStatus::Failure
 }

@@ -126,7 +126,7 @@ async fn preflight(
     )
     .await?;
     for p in problems {
-        eprintln!("kubehash: preflight: {p}");
+        say!("kubehash: preflight: {p}");
     }
     Ok(checks)
 }
@@ -215,7 +215,7 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
             return Ok(ExitStatus::Incomplete);
         }
     } else if written > 0 && !a.pins_only {
-        eprintln!(
+        say!(
             "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the new hashes, \
              run `kubehash node verify --journal {journal}`, then start kubelet {to}, and once it has settled, \
              `kubehash audit compare --journal {journal}` says what restarted. To undo: kubehash node rollback --journal {journal}"
@@ -232,7 +232,7 @@ fn run_verify(a: NodeJournalArgs) -> Result<ExitStatus> {
     // After a rollback, what must be there is the originals, for the old kubelet.
     let expect = Expect::of(&contents);
     if expect == Expect::Original {
-        eprintln!(
+        say!(
             "kubehash: journal {} was rolled back after its last apply: checking that each record holds its original and CRI reports the original hash",
             journal.display()
         );
@@ -300,7 +300,7 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
         }
         (true, None) => {
             let journal = journal.display();
-            eprintln!(
+            say!(
                 "kubehash: next: restart containerd (e.g. systemctl restart containerd) so that CRI reports the original hashes, \
                  run `kubehash node verify --journal {journal}`, then start the old kubelet; once it has settled, \
                  `kubehash audit compare --journal {journal}` says what restarted"
@@ -354,7 +354,7 @@ async fn restart_and_check(
             0 => format!("the journal holds no {whose}"),
             n => format!("CRI reports {hash} of all {n} {whose}"),
         };
-        eprintln!(
+        say!(
             "kubehash: containerd restarted; {seen}. Now start {kubelet}, \
              and once it has settled: kubehash audit compare --journal {at}"
         );
@@ -364,7 +364,7 @@ async fn restart_and_check(
         Expect::Written => format!(" To undo: kubehash node rollback --journal {at}"),
         Expect::Original => String::new(),
     };
-    eprintln!(
+    say!(
         "kubehash: containerd was restarted, but CRI reports {hash} of only {} of {} {whose} (not {}): \
          do not start {kubelet} yet, or it restarts them. Restart containerd, then run kubehash node verify --journal {at}.{undo}",
         r.seen(),

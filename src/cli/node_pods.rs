@@ -86,7 +86,7 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
         None => {}
     }
     for p in &index.problems {
-        eprintln!("kubehash: not a usable pod: {p}");
+        say!("kubehash: not a usable pod: {p}");
     }
     let pods = (source.pods.is_some() || source.from_cluster()).then_some(objects);
     Ok(NodeInputs {
@@ -109,7 +109,7 @@ pub fn old_kubelet(
 pub fn manifests(source: &PodSource) -> Result<Manifests> {
     let m = Manifests::read(&source.manifests)?;
     for p in &m.problems {
-        eprintln!("kubehash: not a static pod manifest: {p}");
+        say!("kubehash: not a static pod manifest: {p}");
     }
     Ok(m)
 }

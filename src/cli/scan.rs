@@ -127,10 +127,10 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
     // Every one is in the output too (a line each in a table, `problems` otherwise).
     for p in report.problems.iter().take(SHOWN_ON_STDERR) {
         let p = p.context("cannot read back the objects not scanned")?;
-        eprintln!("kubehash: not scanned: {p}");
+        say!("kubehash: not scanned: {p}");
     }
     if report.problems.len() > SHOWN_ON_STDERR {
-        eprintln!(
+        say!(
             "kubehash: … and {} more not scanned (all are in the output)",
             report.problems.len() - SHOWN_ON_STDERR
         );

@@ -71,7 +71,7 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
             }
             // A saved plan is proven again under today's rule; what fails is passed through.
             for (id, why) in s.recheck() {
-                eprintln!("kubehash: shim state: not translating container {id}: {why}");
+                say!("kubehash: shim state: not translating container {id}: {why}");
             }
             Some(s)
         }
@@ -98,7 +98,7 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                         None => rt.block_on(record_for_audit(&mut planned, &a.state)),
                         Some(why) => {
                             audit_record::forget(&a.state);
-                            eprintln!(
+                            say!(
                                 "kubehash: {why}, so what runs now is no record of before the upgrade: nothing recorded for the audit"
                             );
                         }
@@ -106,11 +106,11 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                     Some(planned.state)
                 }
                 Err(e) => {
-                    eprintln!("kubehash: no shim plan yet (passing everything through): {e:#}");
+                    say!("kubehash: no shim plan yet (passing everything through): {e:#}");
                     // A plan made later, after the kubelet may have acted on untranslated
                     // hashes, is no moment to compare with; nor is an earlier plan's record.
                     audit_record::forget(&a.state);
-                    eprintln!(
+                    say!(
                         "kubehash: the shim serves before its plan, so it records nothing for the audit; to audit this upgrade, take `kubehash audit snapshot` before the new kubelet starts"
                     );
                     None
@@ -136,9 +136,9 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                     Ok(Planned { state, .. }) => {
                         match state.save(&a.state) {
                             Ok(()) => {}
-                            Err(e) => eprintln!("kubehash: cannot save the shim state: {e}"),
+                            Err(e) => say!("kubehash: cannot save the shim state: {e}"),
                         }
-                        eprintln!(
+                        say!(
                             "kubehash: shim plan made: {} containers translated for kubelet {to}",
                             state.translations.len()
                         );
@@ -146,7 +146,7 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                         return std::future::pending::<()>().await;
                     }
                     Err(e) => {
-                        eprintln!("kubehash: no shim plan yet (passing everything through): {e:#}");
+                        say!("kubehash: no shim plan yet (passing everything through): {e:#}");
                     }
                 }
             }
@@ -233,12 +233,12 @@ fn carries_the_targets_hash(
 /// A record for people, never a condition of serving: what cannot be recorded is logged.
 async fn record_for_audit(planned: &mut Planned, state: &Path) {
     match audit_record::record(&mut planned.cri, state, &planned.plans).await {
-        Ok(before) => eprintln!(
+        Ok(before) => say!(
             "kubehash: the running containers recorded for the audit in {}; after the upgrade: kubehash audit compare --shim-state {}",
             before.display(),
             state.display()
         ),
-        Err(e) => eprintln!(
+        Err(e) => say!(
             "kubehash: cannot record the running containers ({e}); audit this upgrade with a snapshot of your own"
         ),
     }

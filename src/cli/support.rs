@@ -83,7 +83,7 @@ pub async fn stop_requested() {
 /// stderr.
 pub fn warn_upgrade(from: KubeletVersion, to: KubeletVersion) {
     for w in crate::kubelet::version::upgrade_warnings(from, to) {
-        eprintln!("kubehash: warning: {w}");
+        say!("kubehash: warning: {w}");
     }
 }
 
