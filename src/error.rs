@@ -128,5 +128,21 @@ impl Error {
     }
 }
 
+/// An error and its causes on one line, each said once: a cause whose text is already in the
+/// line (hyper, tonic and reqwest-style errors quote their source) is left out.
+pub fn causes(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cur = c.source();
+    }
+    line
+}
+
 /// Shorthand for results in this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

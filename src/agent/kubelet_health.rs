@@ -59,7 +59,7 @@ pub async fn healthz(url: &str) -> Health {
         Ok(Ok(s)) if s == http::StatusCode::OK => Health::Up,
         Ok(Ok(s)) => Health::Unknown(format!("HTTP {s}")),
         Ok(Err(e)) if refused(&e) => Health::Refused,
-        Ok(Err(e)) => Health::Unknown(chain(&e)),
+        Ok(Err(e)) => Health::Unknown(crate::error::causes(&e)),
     }
 }
 
@@ -72,17 +72,6 @@ fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
         cur = err.source();
     }
     false
-}
-
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(err) = cur {
-        s.push_str(": ");
-        s.push_str(&err.to_string());
-        cur = err.source();
-    }
-    s
 }
 
 fn insecure_tls() -> rustls::ClientConfig {

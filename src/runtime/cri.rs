@@ -107,22 +107,12 @@ pub async fn unix_channel(endpoint: &str) -> Result<Channel> {
             async move { tokio::net::UnixStream::connect(p).await.map(TokioIo::new) }
         }))
         .await
-        .map_err(|e| fail(format!("cannot connect to {path}: {}", source_chain(&e))))
-}
-
-/// The error and its causes, each said once (hyper and tonic repeat their cause's text).
-fn source_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        cur = c.source();
-    }
-    s
+        .map_err(|e| {
+            fail(format!(
+                "cannot connect to {path}: {}",
+                crate::error::causes(&e)
+            ))
+        })
 }
 
 impl Cri {

@@ -145,7 +145,10 @@ impl Cluster {
                 s.message
             ),
             kube::Error::Api(s) => format!("{what}: {} {} ({})", s.code, s.reason, s.message),
-            other => format!("{what}: cannot reach the API server: {}", chain(other)),
+            other => format!(
+                "{what}: cannot reach the API server: {}",
+                crate::error::causes(other)
+            ),
         };
         Error::Cluster {
             url: self.url.clone(),
@@ -397,18 +400,4 @@ impl Cluster {
             }
         }
     }
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }
