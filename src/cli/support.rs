@@ -71,7 +71,11 @@ pub fn init_logs(format: LogFormat) {
 pub async fn stop_requested() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(t) => t,
-        Err(_) => return std::future::pending().await,
+        // Without a SIGTERM handler, Ctrl-C still stops it.
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
     };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
