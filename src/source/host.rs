@@ -55,8 +55,10 @@ pub struct Host {
     pub kubepods_controllers: Option<Vec<String>>,
     /// Pod UID (with `-`) → the driver whose layout its cgroup follows (`systemd`, `cgroupfs`).
     pub pod_cgroups: BTreeMap<String, &'static str>,
-    /// The kubelet's config file, parsed (`None` when absent).
+    /// The kubelet's config file, parsed (`None` when absent or unreadable).
     pub kubelet_config: Option<Value>,
+    /// Why the kubelet's config file, which exists, could not be read or parsed.
+    pub kubelet_config_error: Option<String>,
     /// Flags from the flags file.
     pub kubelet_flags: Vec<String>,
     /// Checkpoint name → its JSON, or why it could not be read as JSON.
@@ -118,7 +120,13 @@ impl Host {
                 }
             }
         }
-        h.kubelet_config = read_config(&paths.kubelet_config, &mut h.problems);
+        match read_config(&paths.kubelet_config) {
+            Ok(config) => h.kubelet_config = config,
+            Err(e) => {
+                h.problems.push(e.clone());
+                h.kubelet_config_error = Some(e);
+            }
+        }
         h.kubelet_flags = std::fs::read_to_string(&paths.kubelet_flags)
             .map(|t| flags(&t))
             .unwrap_or_default();
@@ -172,15 +180,18 @@ fn pod_uid(dir: &Path) -> Option<String> {
     .then(|| uid.replace('_', "-"))
 }
 
-fn read_config(path: &Path, problems: &mut Vec<String>) -> Option<Value> {
-    let bytes = std::fs::read(path).ok()?;
+/// The kubelet's config file, parsed: `Ok(None)` when there is none, `Err` naming the file when
+/// it exists and cannot be read or parsed.
+fn read_config(path: &Path) -> Result<Option<Value>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
     match documents(&bytes) {
-        Ok(mut docs) if !docs.is_empty() => Some(docs.remove(0)),
-        Ok(_) => None,
-        Err(e) => {
-            problems.push(format!("{}: {e}", path.display()));
-            None
-        }
+        Ok(mut docs) if !docs.is_empty() => Ok(Some(docs.remove(0))),
+        Ok(_) => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
 

@@ -30,7 +30,10 @@ pub(super) fn cgroups(f: &Facts, to: KubeletVersion) -> Check {
             if h.cgroup_v2 { 2 } else { 1 },
             h.pod_cgroups.len()
         );
-        c.action = "give --kubelet-config".into();
+        c.action = match h.kubelet_config_error {
+            Some(_) => "fix the kubelet's config file (it does not parse)".into(),
+            None => "give --kubelet-config".into(),
+        };
         return c;
     };
     let mut problems = Vec::new();

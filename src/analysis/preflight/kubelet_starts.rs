@@ -77,10 +77,10 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
     c.evidence = format!(
         "{} kubelet flags, config {}, CRI {}",
         h.kubelet_flags.len(),
-        if h.kubelet_config.is_some() {
-            "read"
-        } else {
-            "absent"
+        match (&h.kubelet_config, &h.kubelet_config_error) {
+            (Some(_), _) => "read",
+            (None, Some(_)) => "unreadable",
+            (None, None) => "absent",
         },
         if f.cri_api.is_empty() {
             "?"
@@ -90,6 +90,15 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
     );
     if !fail.is_empty() {
         c.set(Status::Fail, fail.join("; "), "change the kubelet's flags, config or runtime first; a kubelet that does not start cannot keep any pod");
+    } else if let Some(e) = &h.kubelet_config_error {
+        // cmd/kubelet/app/server.go loadConfigFile: a --config file that does not decode stops
+        // the kubelet.
+        // Whether this kubelet is given this file is not known here, so it is a warning.
+        c.set(
+            Status::Warn,
+            format!("the kubelet config does not parse ({e}): a kubelet started with --config naming it refuses to start"),
+            "fix the kubelet's config file first (or give --kubelet-config the one the kubelet uses)",
+        );
     }
     c
 }
@@ -167,6 +176,17 @@ mod tests {
         assert_eq!(kubelet_starts(&g.facts(), v("1.34")).status, Status::Pass);
         g.put("kubelet/config.yaml", "failCgroupV1: false\n");
         assert_eq!(kubelet_starts(&g.facts(), v("1.35")).status, Status::Pass);
+        // A config file that exists and does not parse is no absent one: a warning, saying why.
+        g.put("kubelet/config.yaml", "failCgroupV1: [\n");
+        let c = kubelet_starts(&g.facts(), v("1.34"));
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        assert!(
+            c.evidence.contains("the kubelet config does not parse")
+                && c.evidence.contains("config.yaml")
+                && c.evidence.contains("line 2"),
+            "{c:?}"
+        );
+        assert_eq!(kubelet_starts(&g.facts(), v("1.35")).status, Status::Fail);
         assert!(restricted_label("kubernetes.io/role") && !restricted_label("kubernetes.io/os"));
         assert!(!restricted_label("example.com/a") && !restricted_label("plain"));
     }
