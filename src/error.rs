@@ -129,15 +129,24 @@ impl Error {
 }
 
 /// An error and its causes on one line, each said once: a cause whose text is already in the
-/// line (hyper, tonic and reqwest-style errors quote their source) is left out.
+/// line (hyper and tonic errors, and wrappers that quote an I/O error, repeat their source) is
+/// left out, and of a cause written over several lines only the first is kept (a YAML parser's
+/// error draws the offending line and a caret below its message, which gives line and column).
 pub fn causes(e: &dyn std::error::Error) -> String {
-    let mut line = e.to_string();
-    let mut cur = e.source();
+    let mut line = String::new();
+    let mut cur = Some(e);
     while let Some(c) = cur {
         let text = c.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
+        let text = text
+            .lines()
+            .map(str::trim_end)
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default();
+        if !line.contains(text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(text);
         }
         cur = c.source();
     }

@@ -58,34 +58,10 @@ pub fn main() -> ExitStatus {
             ExitStatus::Success
         }
         Err(e) => {
-            say!("kubehash: {}", one_line(&e));
+            say!("kubehash: {}", crate::error::causes(e.as_ref()));
             ExitStatus::Failure
         }
     }
-}
-
-/// An error and its causes on one line, each said once: a cause whose text ends the line already
-/// (an I/O error that its wrapper quotes) is not repeated, and of a cause written over several
-/// lines only the first is kept (a YAML parser's error draws the offending line and a caret
-/// below its message, which already gives line and column).
-fn one_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        let text = text
-            .lines()
-            .map(str::trim_end)
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or_default();
-        if line.ends_with(text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(text);
-    }
-    line
 }
 
 /// `--help` and `--version` print as clap prints them; a usage error is one line on stderr and

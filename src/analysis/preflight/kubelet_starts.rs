@@ -92,8 +92,7 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
         c.set(Status::Fail, fail.join("; "), "change the kubelet's flags, config or runtime first; a kubelet that does not start cannot keep any pod");
     } else if let Some(e) = &h.kubelet_config_error {
         // cmd/kubelet/app/server.go loadConfigFile: a --config file that does not decode stops
-        // the kubelet.
-        // Whether this kubelet is given this file is not known here, so it is a warning.
+        // the kubelet. Whether this kubelet is given this file is not known here: a warning.
         c.set(
             Status::Warn,
             format!("the kubelet config does not parse ({e}): a kubelet started with --config naming it refuses to start"),
