@@ -48,7 +48,12 @@ pub fn for_each_object<R: Read>(
         }),
         Err(e) => Err(Error::Input {
             source_name: source.to_string(),
-            reason: own_limit(&e.to_string()).unwrap_or_else(|| format!("not valid JSON: {e}")),
+            reason: match e.classify() {
+                // Well-formed JSON that is not what it must be (`items` not a list, a key
+                // repeated): said as it is, not as invalid JSON.
+                serde_json::error::Category::Data => e.to_string(),
+                _ => own_limit(&e.to_string()).unwrap_or_else(|| format!("not valid JSON: {e}")),
+            },
         }),
     }
 }
@@ -697,7 +702,7 @@ mod tests {
             let (n, err) = refused(input);
             assert_eq!(n, handed, "{input}");
             assert!(
-                err.starts_with("t: not valid JSON: the key ") && err.ends_with(place),
+                err.starts_with("t: the key ") && err.ends_with(place),
                 "{input}: {err}"
             );
         }
