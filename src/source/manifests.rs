@@ -17,6 +17,7 @@ use crate::error::{Error, Problem, Result};
 use crate::kubelet::spelling::pod_value_from_slice;
 use crate::source::goread::clean;
 use crate::source::goyaml::GoYaml;
+use crate::source::yaml::UTF8_BOM;
 
 /// Where kubeadm and most distributions keep static pod manifests.
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/manifests";
@@ -148,6 +149,8 @@ pub fn documents(bytes: &[u8]) -> std::result::Result<Vec<Value>, Problem> {
         let value = pod_value_from_slice(&text).map_err(|e| Problem(format!("not JSON: {e}")))?;
         return Ok(vec![value]);
     }
+    // go-yaml drops a UTF-8 BOM that starts the stream (see `yaml::UTF8_BOM`).
+    let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
     let text = std::str::from_utf8(bytes).map_err(|_| Problem::from("not UTF-8"))?;
     let mut docs = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
@@ -226,6 +229,13 @@ mod tests {
             documents(b"- {").unwrap_err().0.split(':').next(),
             Some("not YAML or JSON")
         );
+        // A UTF-8 BOM is no white space to Go's JSON test, so such text goes to the YAML reader,
+        // which drops it (go-yaml's reader): YAML and JSON text alike read as without it.
+        let bom = |t: &[u8]| [UTF8_BOM, t].concat();
+        let yaml = b"kind: Pod\nmetadata:\n  name: p\n";
+        assert_eq!(documents(&bom(yaml)).unwrap(), documents(yaml).unwrap());
+        let json = br#"{"kind":"Pod","metadata":{"name":"p"}}"#;
+        assert_eq!(documents(&bom(json)).unwrap(), documents(json).unwrap());
     }
 
     #[test]
