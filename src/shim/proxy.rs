@@ -25,7 +25,6 @@
 use std::collections::BTreeMap;
 use std::future::{poll_fn, Future};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -244,8 +243,6 @@ struct Shim {
     limits: Limits,
     /// The state file beside which the audit's record of before the upgrade lies, if any.
     record_beside: Option<PathBuf>,
-    /// Whether an old kubelet's connection has removed that record (said once).
-    record_voided: AtomicBool,
 }
 
 impl Shim {
@@ -259,7 +256,7 @@ impl Shim {
         let Some(state) = &self.record_beside else {
             return;
         };
-        if !audit_files(state).0.exists() || self.record_voided.swap(true, Ordering::SeqCst) {
+        if !audit_files(state).0.exists() {
             return;
         }
         audit_record::forget(state);
@@ -748,7 +745,6 @@ pub async fn serve(
         runtime_path,
         limits,
         record_beside: state.map(Path::to_path_buf),
-        record_voided: AtomicBool::new(false),
     });
     let (stop, stopped) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
