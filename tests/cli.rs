@@ -1381,6 +1381,123 @@ fn a_file_and_stdin_read_alike() {
     }
 }
 
+/// Windows PowerShell 5 saves `kubectl get pods -o json > pods.json` as UTF-16 with a byte
+/// order mark, and `Out-File -Encoding utf8` as UTF-8 with one. kubectl reads both (go-yaml goes
+/// by the mark), and so does kubehash: JSON and YAML, from a file (whatever its extension says)
+/// and from stdin, print what the same text in plain UTF-8 prints, byte for byte. Characters
+/// outside the Basic Multilingual Plane (surrogate pairs in UTF-16) fall across every read
+/// boundary. UTF-16 that breaks its mark's promise is one line naming the byte, and nothing is
+/// printed.
+#[test]
+fn inputs_saved_by_windows_powershell_read_as_their_utf8_text() {
+    let records: String = (0..3000)
+        .map(|i| {
+            format!(
+                "{{\"id\":\"c{i}\",\"container\":{{\"name\":\"n{i}\",\"image\":\"i\",\"args\":[\"{}\"]}}}}\n",
+                "\u{1F600}é".repeat(i % 7)
+            )
+        })
+        .collect();
+    let yaml = "kind: Pod\nmetadata: {namespace: ns, name: p}\nspec:\n  nodeName: n\n  containers:\n  - name: c\n    image: \"i\u{1F680}\"\n    tty: yes\n";
+    let pods = std::fs::read_to_string("testdata/cluster/pods.json").unwrap();
+    let utf16 = |t: &str, big: bool| -> Vec<u8> {
+        let mark: &[u8] = if big { b"\xFE\xFF" } else { b"\xFF\xFE" };
+        let units = t.encode_utf16().flat_map(|u| match big {
+            true => u.to_be_bytes(),
+            false => u.to_le_bytes(),
+        });
+        mark.iter().copied().chain(units).collect()
+    };
+    let marked = |t: &str| -> Vec<(&str, Vec<u8>)> {
+        vec![
+            (
+                "UTF-8 with a mark",
+                [b"\xEF\xBB\xBF", t.as_bytes()].concat(),
+            ),
+            ("UTF-16LE", utf16(t, false)),
+            ("UTF-16BE", utf16(t, true)),
+        ]
+    };
+    let hash: &[&str] = &["hash", "--versions", "1.15,1.29,1.31", "-o", "jsonl"];
+    let scan: &[&str] = &["scan", "--to", "1.31", "--from", "1.30", "-o", "json"];
+    let dir = tempfile::tempdir().unwrap();
+    for (what, plain, ext, args) in [
+        ("records", &records, "json", hash),
+        ("a YAML pod", &yaml.to_string(), "yaml", hash),
+        ("the example's pods", &pods, "json", scan),
+    ] {
+        let run = |name: &str, bytes: &[u8], stdin: bool| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let input = if stdin { "-" } else { path.to_str().unwrap() };
+            let out = kubehash(
+                &[args, &["-i", input]].concat(),
+                if stdin { bytes } else { b"" },
+            );
+            // Each names its input: the file by its path, stdin as `stdin`.
+            let named = |b: &[u8]| match stdin {
+                true => text(b).replace("stdin", "INPUT"),
+                false => text(b).replace(path.to_str().unwrap(), "INPUT"),
+            };
+            (out.status.code(), named(&out.stdout), named(&out.stderr))
+        };
+        let want = run(&format!("plain.{ext}"), plain.as_bytes(), false);
+        assert_eq!(want.0, Some(0), "{what}: {}", want.2);
+        for (encoding, bytes) in marked(plain) {
+            let same = |got: (Option<i32>, String, String), how: &str| {
+                // The first line that differs, not two whole reports.
+                let differ = |a: &str, b: &str| {
+                    a.lines()
+                        .zip(b.lines())
+                        .find(|(x, y)| x != y)
+                        .map(|(x, y)| format!("{x} ≠ {y}"))
+                };
+                assert!(
+                    got == want,
+                    "{what}, {encoding}, {how}: exit {:?} ≠ {:?}; stdout {:?}; stderr {:?}",
+                    got.0,
+                    want.0,
+                    differ(&got.1, &want.1),
+                    differ(&got.2, &want.2).unwrap_or(got.2.clone())
+                );
+            };
+            for name in [format!("in.{ext}"), "in".to_string()] {
+                same(run(&name, &bytes, false), &name);
+            }
+            same(run("stdin", &bytes, true), "stdin");
+        }
+    }
+    for (bytes, byte, why) in [
+        (
+            b"\xFF\xFE{\x00\"\x00a\x00\x00\xDC".to_vec(),
+            8,
+            "a surrogate without its pair",
+        ),
+        (
+            b"\xFE\xFF\x00{\x00".to_vec(),
+            4,
+            "the input ends inside a character",
+        ),
+    ] {
+        for stdin in [false, true] {
+            let path = dir.path().join("bad.json");
+            std::fs::write(&path, &bytes).unwrap();
+            let input = if stdin { "-" } else { path.to_str().unwrap() };
+            let out = kubehash(&["hash", "-i", input], if stdin { &bytes } else { b"" });
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.contains(&format!(
+                    "byte {byte} is not UTF-16 as the byte order mark says ({why})"
+                )),
+                "{err}"
+            );
+        }
+    }
+}
+
 /// YAML means what it means to kubectl and the kubelet (YAML 1.1 scalars through
 /// `sigs.k8s.io/yaml`): plain `010` is 8 and `yes` is true, so a pod written that way hashes as
 /// the JSON the API server would hold; a tagged scalar is refused, naming it.

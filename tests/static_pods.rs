@@ -282,10 +282,48 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
         .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(3600))
         .unwrap();
     before.push((rewritten_file, rewritten_text));
+    // Saved as UTF-16 (a Windows editor): the kubelet reads such a file, kubehash reads it too
+    // and never writes it. One sets its UID, one does not.
+    let utf16 = |text: String, big: bool| -> Vec<u8> {
+        let mark: &[u8] = if big { b"\xFE\xFF" } else { b"\xFF\xFE" };
+        let units = text.encode_utf16().flat_map(|u| match big {
+            true => u.to_be_bytes(),
+            false => u.to_le_bytes(),
+        });
+        mark.iter().copied().chain(units).collect()
+    };
+    let utf16_files = [
+        ("utf16.yaml", utf16(pod("utf16", "", "a:1"), false)),
+        (
+            "utf16-pinned.yaml",
+            utf16(
+                pod(
+                    "utf16-pinned",
+                    "  uid: \"55555555555555555555555555555555\"\n",
+                    "a:1",
+                ),
+                true,
+            ),
+        ),
+    ];
+    for (f, bytes) in &utf16_files {
+        std::fs::write(n.manifests.join(f), bytes).unwrap();
+    }
+    let utf16_unpinned = n
+        .run("utf16", "66666666666666666666666666666666", &[c("a:1")])
+        .await;
+    let utf16_pinned = n
+        .run(
+            "utf16-pinned",
+            "55555555555555555555555555555555",
+            &[c("a:1")],
+        )
+        .await;
     let records = [
         extension(&ep, &several[0]).await,
         extension(&ep, &changed[0]).await,
         extension(&ep, &rewritten[0]).await,
+        extension(&ep, &utf16_unpinned[0]).await,
     ];
 
     let plan = n.json("plan");
@@ -332,6 +370,16 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
         action("junk").is_none(),
         "an unparsable manifest is not a static pod"
     );
+    assert!(
+        action("utf16")
+            .unwrap()
+            .1
+            .as_str()
+            .unwrap()
+            .contains("the file is UTF-16 (its byte order mark says): kubehash reads such a file and never writes one; to keep the pod, set its metadata.uid to 66666666666666666666666666666666 by hand"),
+        "{plan}"
+    );
+    assert_eq!(action("utf16-pinned").unwrap().0, "already-pinned");
     let verdict = |id: &str| {
         plan["containers"]
             .as_array()
@@ -344,6 +392,8 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
     assert_eq!(verdict(&several[0]), "recreated");
     assert_eq!(verdict(&changed[0]), "recreated");
     assert_eq!(verdict(&rewritten[0]), "recreated");
+    assert_eq!(verdict(&utf16_unpinned[0]), "recreated");
+    assert_eq!(verdict(&utf16_pinned[0]), "rewrite");
     assert_eq!(
         verdict(&pinned[0]),
         "rewrite",
@@ -366,6 +416,10 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
     assert_eq!(extension(&ep, &several[0]).await, records[0]);
     assert_eq!(extension(&ep, &changed[0]).await, records[1]);
     assert_eq!(extension(&ep, &rewritten[0]).await, records[2]);
+    assert_eq!(extension(&ep, &utf16_unpinned[0]).await, records[3]);
+    for (f, bytes) in &utf16_files {
+        assert_eq!(&std::fs::read(n.manifests.join(f)).unwrap(), bytes, "{f}");
+    }
 }
 
 /// A crash between journaling a pin and putting it in place leaves the manifest as it was; the

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::runtime::cri::{keys, proto};
+use crate::source::encoding;
 use crate::source::manifests::Manifests;
 
 /// The annotation the kubelet puts on a pod read from a manifest file.
@@ -105,6 +106,9 @@ pub fn static_pods(
                     (Some(u), _) if *u == uid => PinAction::AlreadyPinned,
                     (Some(u), _) => PinAction::Refused(format!(
                         "it pins metadata.uid {u}, but the pod runs as {uid}"
+                    )),
+                    (None, _) if encoding::is_utf16(&m.bytes) => PinAction::Refused(format!(
+                        "the file is UTF-16 (its byte order mark says): kubehash reads such a file and never writes one; to keep the pod, set its metadata.uid to {uid} by hand while the kubelet is stopped"
                     )),
                     (None, Some((modified, started))) => PinAction::Refused(format!(
                         "the file was modified ({}) well after its pod's sandbox was created ({}): it may not say the pod that runs",

@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::spelling::pod_value_from_slice;
+use crate::source::encoding;
 use crate::source::goread::clean;
 use crate::source::goyaml::GoYaml;
-use crate::source::yaml::UTF8_BOM;
 
 /// Where kubeadm and most distributions keep static pod manifests.
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/manifests";
@@ -149,9 +149,9 @@ pub fn documents(bytes: &[u8]) -> std::result::Result<Vec<Value>, Problem> {
         let value = pod_value_from_slice(&text).map_err(|e| Problem(format!("not JSON: {e}")))?;
         return Ok(vec![value]);
     }
-    // go-yaml drops a UTF-8 BOM that starts the stream (see `yaml::UTF8_BOM`).
-    let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
-    let text = std::str::from_utf8(bytes).map_err(|_| Problem::from("not UTF-8"))?;
+    // go-yaml reads the text as its byte order mark says (see `encoding`).
+    let bytes = encoding::decoded(bytes).map_err(|e| Problem(e.to_string()))?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| Problem::from("not UTF-8"))?;
     let mut docs = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let v = GoYaml {
@@ -231,11 +231,23 @@ mod tests {
         );
         // A UTF-8 BOM is no white space to Go's JSON test, so such text goes to the YAML reader,
         // which drops it (go-yaml's reader): YAML and JSON text alike read as without it.
-        let bom = |t: &[u8]| [UTF8_BOM, t].concat();
+        let bom = |t: &[u8]| [encoding::UTF8_BOM, t].concat();
         let yaml = b"kind: Pod\nmetadata:\n  name: p\n";
         assert_eq!(documents(&bom(yaml)).unwrap(), documents(yaml).unwrap());
         let json = br#"{"kind":"Pod","metadata":{"name":"p"}}"#;
         assert_eq!(documents(&bom(json)).unwrap(), documents(json).unwrap());
+        // UTF-16 after its mark is transcoded, as go-yaml does; malformed UTF-16 is refused.
+        let utf16le = |t: &[u8]| -> Vec<u8> {
+            let units = std::str::from_utf8(t).unwrap().encode_utf16();
+            [0xFF, 0xFE]
+                .into_iter()
+                .chain(units.flat_map(u16::to_le_bytes))
+                .collect()
+        };
+        assert_eq!(documents(&utf16le(yaml)).unwrap(), documents(yaml).unwrap());
+        assert_eq!(documents(&utf16le(json)).unwrap(), documents(json).unwrap());
+        let broken = [utf16le(yaml), vec![0x00, 0xDC]].concat();
+        assert!(documents(&broken).unwrap_err().0.contains("not UTF-16"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod goread; // raw JSON bytes as Go's decoder reads them (invalid UTF-8, lone surrogates)
 pub mod goyaml; // YAML into the JSON Go's YAML reader makes of it (YAML 1.1 scalars)
+pub mod encoding; // inputs in UTF-16 or with a byte order mark, read as UTF-8 as go-yaml reads them
 pub mod reader; // the one JSON/YAML stream reader every command uses
 pub mod yaml; // YAML read a document, or a List's entry, at a time
 pub mod frames; // where each object of a JSON input begins and ends, for parsing on several threads

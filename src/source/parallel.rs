@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::kubelet::spelling::pod_value_from_slice;
+use crate::source::encoding::Bom;
 use crate::source::frames::{frame_objects, Framed};
 use crate::source::pool::{map_batches_in_order, map_weighed_batches_in_order};
 use crate::source::reader::{
@@ -67,13 +68,17 @@ impl Input<'_> {
                     return None;
                 }
                 let mut file = BufReader::with_capacity(1 << 16, file);
+                let head = file.fill_buf().ok()?;
+                if Bom::of(head).is_some() {
+                    return None;
+                }
                 let yaml = match extension_says(p) {
                     Some(yaml) => yaml,
-                    None => looks_like_yaml(file.fill_buf().ok()?),
+                    None => looks_like_yaml(head),
                 };
                 (!yaml).then(|| Framable::Again(Box::new(file) as Box<dyn Read + Send>))
             }
-            Input::Bytes { bytes, .. } => (!looks_like_yaml(bytes))
+            Input::Bytes { bytes, .. } => (!looks_like_yaml(bytes) && Bom::of(bytes).is_none())
                 .then(|| Framable::Again(Box::new(*bytes) as Box<dyn Read + Send>)),
         }
     }
@@ -88,8 +93,8 @@ enum Framable<'a> {
     Again(Box<dyn Read + Send + 'a>),
     /// JSON from stdin, kept as it is read.
     Kept(Spool<Stream>),
-    /// stdin that is YAML (`Some(true)`), or unknown after a failed first look (`None`): for the
-    /// one reader, from what was kept.
+    /// stdin that is YAML (`Some(true)`), or that starts with a byte order mark or is unknown
+    /// after a failed first look (`None`): for the one reader, from what was kept.
     KeptForOneReader(Spool<Stream>, Option<bool>),
 }
 
@@ -98,6 +103,7 @@ impl Framable<'_> {
     /// ([`crate::source::reader::first_look`]) tells YAML from JSON.
     fn kept(mut kept: Spool<Stream>) -> Self {
         match kept.head() {
+            Ok(head) if Bom::of(&head).is_some() => Framable::KeptForOneReader(kept, None),
             Ok(head) if !looks_like_yaml(&head) => Framable::Kept(kept),
             Ok(_) => Framable::KeptForOneReader(kept, Some(true)),
             Err(_) => Framable::KeptForOneReader(kept, None),

@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::kubelet::once_keys::{repeated_key, OnceKeys};
 use crate::kubelet::spelling::respell_if_needed;
+use crate::source::encoding;
 use crate::source::goread::GoRead;
 pub use crate::source::yaml::for_each_yaml_object;
 
@@ -52,6 +53,8 @@ pub fn for_each_object<R: Read>(
                 // Well-formed JSON that is not what it must be (`items` not a list, a key
                 // repeated): said as it is, not as invalid JSON.
                 serde_json::error::Category::Data => e.to_string(),
+                // The input could not be read (or decoded: `encoding`): nothing about JSON.
+                serde_json::error::Category::Io => e.to_string(),
                 _ => own_limit(&e.to_string()).unwrap_or_else(|| format!("not valid JSON: {e}")),
             },
         }),
@@ -276,18 +279,21 @@ pub fn looks_like_yaml(head: &[u8]) -> bool {
 pub const FIRST_LOOK: usize = 1 << 20;
 
 /// Reads the start of a stream of unknown kind onto `head` until it holds a byte other than
-/// white space (what [`looks_like_yaml`] decides on), the stream ends, or it holds
-/// [`FIRST_LOOK`] bytes: the same decision however a pipe's writer cut its writes (white space
-/// first, then the rest). What was read stays in `head`, an error too.
+/// white space (what [`looks_like_yaml`] decides on) and a byte order mark's length (what
+/// [`crate::source::encoding::Bom`] decides on), the stream ends, or it holds [`FIRST_LOOK`]
+/// bytes: the same decision however a pipe's writer cut its writes (white space first, then the
+/// rest). What was read stays in `head`, an error too.
 pub fn first_look(reader: &mut impl Read, head: &mut Vec<u8>) -> std::io::Result<()> {
     let mut buf = vec![0; 64 << 10];
-    let mut looked = 0;
-    while head.len() < FIRST_LOOK && head[looked..].iter().all(u8::is_ascii_whitespace) {
-        looked = head.len();
+    let mut content = !head.iter().all(u8::is_ascii_whitespace);
+    while head.len() < FIRST_LOOK && (head.len() < encoding::UTF8_BOM.len() || !content) {
         let want = (FIRST_LOOK - head.len()).min(buf.len());
         match reader.read(&mut buf[..want]) {
             Ok(0) => break,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Ok(n) => {
+                content |= !buf[..n].iter().all(u8::is_ascii_whitespace);
+                head.extend_from_slice(&buf[..n]);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
@@ -304,22 +310,24 @@ pub fn extension_says(p: &Path) -> Option<bool> {
     }
 }
 
-/// Every object in one stream: YAML if `yaml` says so, else (when unknown) when its first byte
-/// other than white space is not `{`, `[` or `"`.
+/// Every object in one stream, read as UTF-8 ([`encoding::utf8`]): YAML if `yaml` says so, else
+/// (when unknown) when its first byte other than white space is not `{`, `[` or `"`.
 pub fn for_each_object_in_stream(
-    mut reader: impl Read,
+    reader: impl Read,
     source: &str,
     yaml: Option<bool>,
     each: &mut dyn FnMut(Value),
 ) -> Result<()> {
+    let io = |e| Error::Io {
+        source_name: source.to_string(),
+        source: e,
+    };
+    let mut reader = encoding::utf8(reader).map_err(io)?;
     let mut head = Vec::new();
     let yaml = match yaml {
         Some(y) => y,
         None => {
-            first_look(&mut reader, &mut head).map_err(|e| Error::Io {
-                source_name: source.to_string(),
-                source: e,
-            })?;
+            first_look(&mut reader, &mut head).map_err(io)?;
             looks_like_yaml(&head)
         }
     };
@@ -481,6 +489,30 @@ mod tests {
         let mut head = Vec::new();
         first_look(&mut Pipe::new(b"   ", 1), &mut head).unwrap();
         assert_eq!(head, b"   ");
+    }
+
+    /// A byte order mark that came in reads of its own is a mark all the same: the first look
+    /// takes at least a mark's length, and what follows the mark is told YAML from JSON.
+    #[test]
+    fn a_byte_order_mark_split_across_reads_is_one() {
+        let utf16 = |t: &str| -> Vec<u8> {
+            [0xFF, 0xFE]
+                .into_iter()
+                .chain(t.encode_utf16().flat_map(u16::to_le_bytes))
+                .collect()
+        };
+        for text in ["\n{\"name\":\"a\"}", "name: a\n", "[{\"name\":\"a\"}]"] {
+            let want = serde_json::json!({"name":"a"});
+            for input in [[encoding::UTF8_BOM, text.as_bytes()].concat(), utf16(text)] {
+                let mut head = Vec::new();
+                first_look(&mut Pipe::new(&input, 1), &mut head).unwrap();
+                assert!(head.len() >= 3, "{head:?}");
+                let mut seen = Vec::new();
+                for_each_object_in_stream(Pipe::new(&input, 1), "t", None, &mut |v| seen.push(v))
+                    .unwrap();
+                assert_eq!(seen, std::slice::from_ref(&want), "{text:?}");
+            }
+        }
     }
 
     /// How many objects the reader hands on before it refuses `input`, and its error.

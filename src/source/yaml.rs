@@ -30,15 +30,13 @@ use std::io::{BufRead, BufReader, Read};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::source::encoding::UTF8_BOM;
 use crate::source::goyaml::GoYaml;
 
 /// Deeper flow nesting than any Pod has. The YAML scanner's cost per token grows with the flow
 /// depth, so `{a: {a: …` 100,000 levels deep took a minute to reject; this bound is checked
 /// first, in one linear pass over each piece.
 const MAX_YAML_FLOW_DEPTH: usize = 256;
-
-/// The UTF-8 byte order mark.
-pub const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// YAML documents (`---`-separated), each a Pod, a List of them, or a Node. Each document is
 /// turned into the JSON value it denotes; a List's items are handed over one by one.
