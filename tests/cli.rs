@@ -1381,6 +1381,74 @@ fn a_file_and_stdin_read_alike() {
     }
 }
 
+/// A table, and a message on stderr, show other people's strings and never obey them: an escape
+/// sequence in a pod's name or a container's (a hand-written file holds any text; an image is
+/// any text the API server takes) would erase the line that says "drain needed", retitle the
+/// terminal or write its clipboard, and a newline would forge a row. Each is printed as a
+/// visible escape, the columns still line up, and JSON keeps the exact strings.
+#[test]
+fn other_peoples_control_characters_are_shown_not_obeyed() {
+    // As JSON text: escape, erase the line, carriage return, OSC 52 (the clipboard), BEL, C1
+    // CSI, right-to-left override, newline.
+    let hostile = r"c\u001b[2K\r\u001b]52;c;cm0gLXJm\u0007\u009b31m\u202eexe.\nevil";
+    let pod = format!(
+        r#"{{"kind":"Pod","metadata":{{"namespace":"ns","name":"p\u001b[8m"}},"spec":{{"nodeName":"n","containers":[{{"name":"{hostile}","image":"i"}},{{"name":"ok","image":"i"}}]}},"status":{{"phase":"Running","containerStatuses":[{{"name":"{hostile}","state":{{"running":{{}}}}}},{{"name":"ok","state":{{"running":{{}}}}}}]}}}}"#
+    );
+    let bad_container = format!(r#"{{"name":"{hostile}","image":5}}"#);
+    let obeyed = |b: &[u8]| {
+        let t = text(b);
+        t.chars()
+            .find(|c| (c.is_control() && *c != '\n') || ('\u{2028}'..='\u{202e}').contains(c))
+    };
+    for (args, stdin) in [
+        (
+            &["scan", "--to", "1.31", "--from", "1.30", "-i", "-"][..],
+            pod.as_bytes(),
+        ),
+        (
+            &[
+                "scan", "--to", "1.31", "--from", "1.30", "-i", "-", "-o", "wide",
+            ],
+            pod.as_bytes(),
+        ),
+        (&["hash", "--versions", "1.30,1.31"], pod.as_bytes()),
+        (&["hash"], bad_container.as_bytes()),
+    ] {
+        let out = kubehash(args, stdin);
+        for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            assert_eq!(obeyed(bytes), None, "{args:?} {stream}: {}", text(bytes));
+        }
+        let shown = text(&out.stdout) + &text(&out.stderr);
+        assert!(
+            shown.contains(r"c\u{1b}[2K\r\u{1b}]52;c;cm0gLXJm\u{7}\u{9b}31m\u{202e}exe.\nevil"),
+            "{args:?}: {shown}"
+        );
+    }
+    // One row per container, the columns aligned: the row after the hostile one starts where
+    // the header's second column does.
+    let out = kubehash(&["hash", "--versions", "1.31"], pod.as_bytes());
+    let table = text(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    let column = |l: &str| l.find("1.31").unwrap();
+    assert_eq!(
+        column(lines[1]),
+        lines[0].find("KUBELET").unwrap(),
+        "{table}"
+    );
+    assert_eq!(column(lines[2]), column(lines[1]), "{table}");
+    // Machine formats keep the strings exactly.
+    let out = kubehash(
+        &["hash", "--versions", "1.31", "-o", "jsonl"],
+        pod.as_bytes(),
+    );
+    let first: serde_json::Value =
+        serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
+    let want: serde_json::Value =
+        serde_json::from_str(&format!(r#""ns/p\u001b[8m/{hostile}""#)).unwrap();
+    assert_eq!(first["id"], want);
+}
+
 /// Windows PowerShell 5 saves `kubectl get pods -o json > pods.json` as UTF-16 with a byte
 /// order mark, and `Out-File -Encoding utf8` as UTF-8 with one. kubectl reads both (go-yaml goes
 /// by the mark), and so does kubehash: JSON and YAML, from a file (whatever its extension says)

@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use serde_json::{json, Map, Value};
 
 use crate::analysis::spill::Spill;
-use crate::cli::output::Format;
+use crate::cli::output::{for_people, Format};
 use crate::error::Problem;
 use crate::kubelet::hash::ContainerHashes;
 use crate::kubelet::version::KubeletVersion;
@@ -169,13 +169,20 @@ impl<W: Write> HashWriter<W> {
 ///                1.27–1.30    80a2c86f  3162d3c1
 /// ```
 fn table_lines(r: &HashRow) -> Vec<[String; 4]> {
+    // The id and an error quote the input: shown, not obeyed (`output::for_people`).
+    let shown = |s: &str| for_people(s, false, false).into_owned();
     match &r.result {
-        Err(e) => vec![[r.id.clone(), "error".into(), e.to_string(), String::new()]],
+        Err(e) => vec![[
+            shown(&r.id),
+            "error".into(),
+            shown(&e.to_string()),
+            String::new(),
+        ]],
         Ok(h) => runs(h)
             .into_iter()
             .enumerate()
             .map(|(i, (range, hash, without))| {
-                let id = if i == 0 { r.id.clone() } else { String::new() };
+                let id = if i == 0 { shown(&r.id) } else { String::new() };
                 [id, range, hash, without]
             })
             .collect(),

@@ -3,11 +3,18 @@
 
 /// `eprintln!` that never panics. With stderr closed (`kubehash … 2>&1 | head`), `eprintln!`
 /// panics, and kubehash would exit 101, no documented code; a line that cannot be written is
-/// dropped instead. `tests/code_rules.rs` holds the library to it.
+/// dropped instead. `tests/code_rules.rs` holds the library to it. The line is one line for a
+/// person: control characters in what it quotes are shown, not obeyed
+/// ([`output::for_people`]).
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let line = format!($($arg)*);
+        let _ = writeln!(
+            std::io::stderr(),
+            "{}",
+            $crate::cli::output::for_people(&line, false, false)
+        );
     }};
 }
 

@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 mod audit;
+mod for_people;
 mod matrix;
 mod node;
 mod scan;
@@ -21,6 +22,7 @@ mod shim;
 mod table;
 
 pub use audit::AuditReport;
+pub(crate) use for_people::{for_people, ForPeople};
 pub use node::{Checks, NodePlan, Preflight};
 pub use scan::{ScanRows, ScanView, SortBy};
 pub use shim::{write_shim_status, ShimStatus};
@@ -84,6 +86,14 @@ pub trait Render {
 
 /// Prints `report` in `format` to `out` and flushes.
 pub fn emit(format: Format, report: &dyn Render, out: &mut dyn Write) -> io::Result<()> {
+    let mut people;
+    let out: &mut dyn Write = match format {
+        Format::Table | Format::Wide => {
+            people = ForPeople::new(out, table::colour());
+            &mut people
+        }
+        _ => out,
+    };
     if let Some(done) = report.stream(format, out) {
         done?;
         return out.flush();

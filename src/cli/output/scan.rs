@@ -180,7 +180,7 @@ fn write_scan_table(
         .to_vec();
     // The details may be on disk (a large scan): by verdict, they are streamed, one pass for the
     // widths and one per verdict; in another order, the listed rows are sorted on the way.
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| visible_len(h)).collect();
     let mut verdicts = std::collections::BTreeSet::new();
     let column = match rows_wanted.sort_by {
         SortBy::Node => 1,
@@ -202,7 +202,7 @@ fn write_scan_table(
         }
         verdicts.insert(row[4].clone());
         for (w, cell) in widths.iter_mut().zip(&row) {
-            *w = (*w).max(cell.chars().count());
+            *w = (*w).max(visible_len(cell));
         }
         if let Some(sorted) = &mut sorted {
             sorted.push(row).map_err(sorting)?;

@@ -3,6 +3,8 @@
 
 use std::io::{self, Write};
 
+use super::for_people;
+
 /// Left-aligned columns, two spaces apart, trailing space trimmed.
 pub(super) fn write_columns(rows: &[Vec<String>], out: &mut dyn Write) -> io::Result<()> {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
@@ -48,11 +50,12 @@ pub(super) fn paint(text: String, ansi: u8) -> String {
     }
 }
 
-/// The width a cell takes on screen: its characters, without colour escapes.
+/// The width a cell takes on screen, as [`write_row`] shows it: its characters, without colour
+/// escapes.
 pub(super) fn visible_len(s: &str) -> usize {
     let mut n = 0;
     let mut escape = false;
-    for ch in s.chars() {
+    for ch in shown(s).chars() {
         match (escape, ch) {
             (false, '\x1b') => escape = true,
             (true, 'm') => escape = false,
@@ -63,10 +66,16 @@ pub(super) fn visible_len(s: &str) -> usize {
     n
 }
 
+/// A cell as people see it: one line, what it holds of other people's text shown and not obeyed
+/// ([`for_people`]), kubehash's own colours kept.
+fn shown(cell: &str) -> std::borrow::Cow<'_, str> {
+    for_people(cell, colour(), false)
+}
+
 pub(super) fn write_row(cells: &[String], widths: &[usize], out: &mut dyn Write) -> io::Result<()> {
     let mut line = String::new();
     for (i, c) in cells.iter().enumerate() {
-        line.push_str(c);
+        line.push_str(&shown(c));
         if i + 1 < cells.len() {
             line.push_str(&" ".repeat(widths[i].saturating_sub(visible_len(c)) + 2));
         }
