@@ -1447,6 +1447,49 @@ fn other_peoples_control_characters_are_shown_not_obeyed() {
     let want: serde_json::Value =
         serde_json::from_str(&format!(r#""ns/p\u001b[8m/{hostile}""#)).unwrap();
     assert_eq!(first["id"], want);
+
+    // On a terminal (through `script`): kubehash's own colours, and no one else's escape.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pod.json");
+    std::fs::write(&file, &pod).unwrap();
+    let bin = env!("CARGO_BIN_EXE_kubehash");
+    let on_terminal = |args: &str| {
+        let out = Command::new("script")
+            .args([
+                "-qec",
+                &format!("{bin} {args} -i {}", file.display()),
+                "/dev/null",
+            ])
+            .env_remove("NO_COLOR")
+            .output()
+            .expect("script runs");
+        text(&out.stdout)
+    };
+    let table = on_terminal("scan --to 1.31 --from 1.30");
+    assert!(table.contains("\x1b[32min place with kubehash"), "{table}");
+    let foreign: Vec<&str> = table
+        .split('\x1b')
+        .skip(1)
+        .filter(|s| !s.starts_with("[32m") && !s.starts_with("[0m"))
+        .collect();
+    assert!(foreign.is_empty(), "{foreign:?} in {table}");
+    // `--explain` prints the exact bytes the kubelet hashes (a ≤ 1.15 dump holds them raw) to a
+    // file or a pipe, and shows them escaped on a terminal.
+    let piped = kubehash(
+        &["hash", "--explain", "1.15", "-i", file.to_str().unwrap()],
+        b"",
+    );
+    assert!(
+        text(&piped.stdout).contains("\x1b[2K\r\x1b]52;c;cm0gLXJm\x07"),
+        "{}",
+        text(&piped.stdout)
+    );
+    let shown = on_terminal("hash --explain 1.15");
+    assert!(!shown.contains('\x1b'), "{shown}");
+    assert!(
+        shown.contains(r"c\u{1b}[2K\r\u{1b}]52;c;cm0gLXJm\u{7}"),
+        "{shown}"
+    );
 }
 
 /// Windows PowerShell 5 saves `kubectl get pods -o json > pods.json` as UTF-16 with a byte

@@ -1,6 +1,6 @@
 //! `kubehash hash`: the hashes kubelet versions store for each container.
 
-use std::io::{Seek, Write};
+use std::io::{IsTerminal, Seek, Write};
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
@@ -11,6 +11,7 @@ use crate::analysis::runs::a_temporary_file;
 use crate::cli::args::HashArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::hash_output::{write_explained, Explained, HashRow, HashWriter};
+use crate::cli::output::ForPeople;
 use crate::cli::support::{optional_version, stdout, SHOWN_ON_STDERR};
 use crate::error::Problem;
 use crate::kubelet::hash::{hashed_text, marshalled_json, Annotation};
@@ -37,7 +38,13 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
         for (n, object) in objects.iter().enumerate() {
             object_items(object, &source, n + 1, &mut |i| items.push(i));
         }
-        return explain_items(&items, v, &mut stdout());
+        // The exact bytes, for a file or a program; on a terminal, its control characters are
+        // shown, not obeyed (a kubelet ≤ 1.15 dump holds a string's bytes raw).
+        let mut out = stdout();
+        if std::io::stdout().is_terminal() {
+            return explain_items(&items, v, &mut ForPeople::new(&mut out, false));
+        }
+        return explain_items(&items, v, &mut out);
     }
 
     // Items are parsed one at a time and dropped once hashed; rows are printed as they come.
