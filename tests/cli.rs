@@ -138,6 +138,16 @@ fn bad_input_gets_one_clear_line() {
         (&["hash"], br#"{"kind":"Pod","metadata":{"name":"p"},"spec":{}}"#, "kubehash: p: pod has no containers"),
         (&["hash"], br#"{"kind":"Service"}"#, "a Service is not a Pod"),
         (&["hash"], b"[1]", "expected a JSON object, got a number"),
+        (
+            &["hash"],
+            b"\x1F\x8B\x08\x00\x00\x00\x00\x00",
+            "kubehash: stdin: gzip-compressed, not JSON or YAML: decompress it first (zcat)",
+        ),
+        (
+            &["scan", "--to", "1.31", "--from", "1.30", "-i", "-"],
+            b"\x28\xB5\x2F\xFD\x04\x00",
+            "kubehash: stdin: zstd-compressed, not JSON or YAML: decompress it first (zstdcat)",
+        ),
     ];
     for (args, stdin, want) in cases {
         let out = kubehash(args, stdin);
@@ -1577,6 +1587,32 @@ fn inputs_saved_by_windows_powershell_read_as_their_utf8_text() {
             }
             same(run("stdin", &bytes, true), "stdin");
         }
+    }
+    // A compressed file, whatever its name says, is named as such.
+    for name in ["pods.json", "pods.json.gz", "pods.yaml"] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, b"\x1F\x8B\x08\x00\x00\x00\x00\x00\x00\x03").unwrap();
+        let out = kubehash(
+            &[
+                "scan",
+                "--to",
+                "1.31",
+                "--from",
+                "1.30",
+                "-i",
+                path.to_str().unwrap(),
+            ],
+            b"",
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "kubehash: {}: gzip-compressed, not JSON or YAML: decompress it first (zcat)\n",
+                path.display()
+            )
+        );
     }
     for (bytes, byte, why) in [
         (

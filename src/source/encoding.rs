@@ -4,7 +4,8 @@
 //! `yaml_parser_determine_encoding`). So does kubehash's: every input is read as UTF-8, a UTF-8
 //! mark that starts it is dropped, UTF-16 after its mark is transcoded, and malformed UTF-16 is
 //! an error (go-yaml's "incomplete UTF-16 character", "unexpected low surrogate area"), never a
-//! replacement character. Text without a mark is UTF-8, as to go-yaml.
+//! replacement character. Text without a mark is UTF-8, as to go-yaml. A compressed file (gzip,
+//! zstd, xz: `kubectl get pods -o json | gzip`) is named by its magic number, not read as text.
 
 use std::io::{self, Read};
 
@@ -41,18 +42,35 @@ impl Bom {
     }
 }
 
+/// Compressed files, by the magic number that starts them: named, not parsed as text.
+const COMPRESSED: [(&[u8], &str, &str); 3] = [
+    (b"\x1F\x8B", "gzip", "zcat"),
+    (b"\x28\xB5\x2F\xFD", "zstd", "zstdcat"),
+    (b"\xFD7zXZ\x00", "xz", "xzcat"),
+];
+
+/// How many bytes [`utf8`] looks at first: the longest mark or magic number.
+const HEAD: usize = 6;
+
 /// `reader` as UTF-8: a stream as it is, without the UTF-8 mark that starts it, or the UTF-16
-/// after a UTF-16 mark transcoded. Reads the first three bytes to know.
+/// after a UTF-16 mark transcoded. Reads the first bytes to know; a compressed file is an error
+/// that says so (it would otherwise be "not valid JSON" at its first byte).
 pub fn utf8<R: Read>(mut reader: R) -> io::Result<Utf8<R>> {
-    let mut head = Vec::with_capacity(3);
-    while head.len() < 3 {
-        let mut byte = [0; 3];
-        match reader.read(&mut byte[..3 - head.len()]) {
+    let mut head = Vec::with_capacity(HEAD);
+    while head.len() < HEAD {
+        let mut byte = [0; HEAD];
+        match reader.read(&mut byte[..HEAD - head.len()]) {
             Ok(0) => break,
             Ok(n) => head.extend_from_slice(&byte[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
+    }
+    if let Some((_, what, cat)) = COMPRESSED.iter().find(|(m, ..)| head.starts_with(m)) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{what}-compressed, not JSON or YAML: decompress it first ({cat})"),
+        ));
     }
     let bom = Bom::of(&head);
     let rest = head.split_off(bom.map_or(0, Bom::len));
@@ -275,6 +293,26 @@ mod tests {
                 (got, want) => proptest::prop_assert!(false, "{:?} for {:?}", got, want),
             }
         }
+    }
+
+    #[test]
+    fn compressed_files_are_named_not_parsed() {
+        for (bytes, what) in [
+            (
+                &b"\x1F\x8B\x08\x00rest"[..],
+                "gzip-compressed, not JSON or YAML: decompress it first (zcat)",
+            ),
+            (b"\x28\xB5\x2F\xFDrest", "zstd-compressed"),
+            (b"\xFD7zXZ\x00rest", "xz-compressed"),
+        ] {
+            for chunk in [1, 1 << 10] {
+                let e = read_all(bytes, chunk).unwrap_err();
+                assert!(e.to_string().starts_with(what), "{e}");
+            }
+        }
+        // Text that merely starts alike is text.
+        assert_eq!(read_all(b"\xFD7zX", 1).unwrap(), b"\xFD7zX");
+        assert_eq!(read_all(b"(x", 1).unwrap(), b"(x");
     }
 
     #[test]
