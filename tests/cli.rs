@@ -139,6 +139,11 @@ fn bad_input_gets_one_clear_line() {
         (&["hash"], br#"{"kind":"Service"}"#, "a Service is not a Pod"),
         (&["hash"], b"[1]", "expected a JSON object, got a number"),
         (
+            &["scan", "--to", "1.31", "--from", "1.30", "-i", "-"],
+            b"NAME    READY   STATUS    RESTARTS   AGE\nweb-1   1/1     Running   0          3d\n",
+            "expected a Pod object, got a string (kubectl's table: save `kubectl get pods -A -o json` instead)",
+        ),
+        (
             &["hash"],
             b"\x1F\x8B\x08\x00\x00\x00\x00\x00",
             "kubehash: stdin: gzip-compressed, not JSON or YAML: decompress it first (zcat)",

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::json::{to_value, Json, JsonValue};
-use crate::source::pods::{container_slots, ContainerSlot};
+use crate::source::pods::{container_slots, kubectl_table_hint, ContainerSlot};
 use crate::source::reader::{for_each_object_in_path, for_each_object_in_stream};
 
 /// One thing to hash, or the reason a part of the input could not become one. `J` is the
@@ -215,8 +215,12 @@ fn collect<'a, J: Json<'a>>(value: J, here: &Here, each: &mut impl FnMut(Item<J>
             }
         }
         other => each(invalid(format!(
-            "expected a JSON object, got {}",
-            short(&other)
+            "expected a JSON object, got {}{}",
+            short(&other),
+            match other {
+                JsonValue::String(s) => kubectl_table_hint(s),
+                _ => "",
+            }
         ))),
     }
 }

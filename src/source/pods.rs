@@ -270,10 +270,32 @@ impl ContainerStates {
     }
 }
 
+/// What to say of text read where an object belongs when it is `kubectl get`'s table (YAML reads
+/// those lines as one string): the output to save instead.
+pub fn kubectl_table_hint(text: &str) -> &'static str {
+    if text.trim_start().starts_with("NAME ") {
+        " (kubectl's table: save `kubectl get pods -A -o json` instead)"
+    } else {
+        ""
+    }
+}
+
 /// Splits a pod object into its containers (init, sidecar, regular, ephemeral), taking the
 /// container values out of it. An object that is not a pod, or a pod without containers, is an
 /// error naming it.
 pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, Problem> {
+    if !pod.is_object() {
+        let what = match &pod {
+            Value::Null => "null",
+            Value::Bool(_) => "a bool",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "a list",
+            Value::Object(_) => "an object",
+        };
+        let hint = pod.as_str().map_or("", kubectl_table_hint);
+        return Err(format!("expected a Pod object, got {what}{hint}").into());
+    }
     let meta = |k: &str| {
         pod.pointer(&format!("/metadata/{k}"))
             .and_then(Value::as_str)
@@ -409,6 +431,14 @@ mod tests {
         assert_eq!(why(node).as_deref(), Some("Node n is not a Pod"));
         let service = json!({"kind":"Service"});
         assert_eq!(why(service).as_deref(), Some("a Service is not a Pod"));
+        assert_eq!(
+            why(json!(5)).as_deref(),
+            Some("expected a Pod object, got a number")
+        );
+        assert_eq!(
+            why(json!("NAME   READY   STATUS web-1 1/1 Running")).as_deref(),
+            Some("expected a Pod object, got a string (kubectl's table: save `kubectl get pods -A -o json` instead)")
+        );
     }
 
     #[test]
