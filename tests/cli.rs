@@ -1597,18 +1597,7 @@ fn inputs_saved_by_windows_powershell_read_as_their_utf8_text() {
     for name in ["pods.json", "pods.json.gz", "pods.yaml"] {
         let path = dir.path().join(name);
         std::fs::write(&path, b"\x1F\x8B\x08\x00\x00\x00\x00\x00\x00\x03").unwrap();
-        let out = kubehash(
-            &[
-                "scan",
-                "--to",
-                "1.31",
-                "--from",
-                "1.30",
-                "-i",
-                path.to_str().unwrap(),
-            ],
-            b"",
-        );
+        let out = kubehash(&[&scan[..5], &["-i", path.to_str().unwrap()]].concat(), b"");
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert_eq!(
