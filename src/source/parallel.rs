@@ -69,6 +69,8 @@ impl Input<'_> {
                 }
                 let mut file = BufReader::with_capacity(1 << 16, file);
                 let head = file.fill_buf().ok()?;
+                // Marked text is the one reader's to decode (the framer would stop at its first
+                // byte and hand it over anyway).
                 if Bom::of(head).is_some() {
                     return None;
                 }
@@ -78,7 +80,8 @@ impl Input<'_> {
                 };
                 (!yaml).then(|| Framable::Again(Box::new(file) as Box<dyn Read + Send>))
             }
-            Input::Bytes { bytes, .. } => (!looks_like_yaml(bytes) && Bom::of(bytes).is_none())
+            // A mark is no white space nor `{`: marked bytes go to the one reader too.
+            Input::Bytes { bytes, .. } => (!looks_like_yaml(bytes))
                 .then(|| Framable::Again(Box::new(*bytes) as Box<dyn Read + Send>)),
         }
     }

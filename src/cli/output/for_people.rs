@@ -70,17 +70,10 @@ impl<'w> ForPeople<'w> {
     /// Writes out the held bytes up to `end`.
     fn pass(&mut self, end: usize) -> io::Result<()> {
         let held: Vec<u8> = self.line.drain(..end).collect();
-        match std::str::from_utf8(&held) {
-            Ok(text) => self
-                .inner
-                .write_all(for_people(text, self.paint, true).as_bytes()),
-            // kubehash writes UTF-8; bytes that are not pass on with their controls escaped.
-            Err(_) => {
-                let text = String::from_utf8_lossy(&held);
-                self.inner
-                    .write_all(for_people(&text, self.paint, true).as_bytes())
-            }
-        }
+        // kubehash writes UTF-8 (a byte that is not would show as U+FFFD).
+        let text = String::from_utf8_lossy(&held);
+        self.inner
+            .write_all(for_people(&text, self.paint, true).as_bytes())
     }
 }
 
