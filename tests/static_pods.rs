@@ -250,6 +250,12 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
         ("lonely.yaml", pod("lonely", "", "a:1")),
         // Runs a:1, but the manifest now says a:2.
         ("changed.yaml", pod("changed", "", "a:2")),
+        // The same pod twice: a backup left beside the manifest, identical but for a comment.
+        ("dup.yaml", pod("dup", "", "a:1")),
+        (
+            "dup.yaml.orig",
+            format!("# before the edit\n{}", pod("dup", "", "a:1")),
+        ),
     ];
     let mut before = Vec::new();
     for (f, t) in &files {
@@ -263,6 +269,9 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
         .await;
     let changed = n
         .run("changed", "33333333333333333333333333333333", &[c("a:1")])
+        .await;
+    let dup = n
+        .run("dup", "77777777777777777777777777777777", &[c("a:1")])
         .await;
     // Runs a:1 as its manifest says, but the manifest was rewritten since its pod started, with
     // a change outside the containers (a priority class), which no container's hash shows.
@@ -324,6 +333,7 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
         extension(&ep, &changed[0]).await,
         extension(&ep, &rewritten[0]).await,
         extension(&ep, &utf16_unpinned[0]).await,
+        extension(&ep, &dup[0]).await,
     ];
 
     let plan = n.json("plan");
@@ -380,6 +390,15 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
         "{plan}"
     );
     assert_eq!(action("utf16-pinned").unwrap().0, "already-pinned");
+    let why = action("dup").unwrap().1;
+    let why = why.as_str().unwrap();
+    assert!(
+        why.starts_with("2 files declare the pod kube-system/dup (")
+            && why.contains("dup.yaml, ")
+            && why.contains("dup.yaml.orig)")
+            && why.contains("so kubehash pins none"),
+        "{why}"
+    );
     let verdict = |id: &str| {
         plan["containers"]
             .as_array()
@@ -393,6 +412,7 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
     assert_eq!(verdict(&changed[0]), "recreated");
     assert_eq!(verdict(&rewritten[0]), "recreated");
     assert_eq!(verdict(&utf16_unpinned[0]), "recreated");
+    assert_eq!(verdict(&dup[0]), "recreated");
     assert_eq!(verdict(&utf16_pinned[0]), "rewrite");
     assert_eq!(
         verdict(&pinned[0]),
@@ -417,6 +437,7 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
     assert_eq!(extension(&ep, &changed[0]).await, records[1]);
     assert_eq!(extension(&ep, &rewritten[0]).await, records[2]);
     assert_eq!(extension(&ep, &utf16_unpinned[0]).await, records[3]);
+    assert_eq!(extension(&ep, &dup[0]).await, records[4]);
     for (f, bytes) in &utf16_files {
         assert_eq!(&std::fs::read(n.manifests.join(f)).unwrap(), bytes, "{f}");
     }

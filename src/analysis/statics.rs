@@ -94,6 +94,8 @@ pub fn static_pods(
             };
             let action = if m.several {
                 PinAction::Refused("the file holds several documents".into())
+            } else if !m.others.is_empty() {
+                PinAction::Refused(m.declared_twice())
             } else if ready.len() > 1 {
                 PinAction::Refused(format!(
                     "{} ready sandboxes match it; give --node-name",

@@ -33,6 +33,10 @@ pub struct Manifest {
     pub uid: Option<String>,
     /// The file holds more than one document (the kubelet reads only the first pod of it).
     pub several: bool,
+    /// Other files of the directory that declare the same pod (namespace and name), before this
+    /// one by name: a backup (`etcd.yaml.orig`) left beside the manifest. The kubelet keeps one
+    /// pod per name, whichever file it read last, so which one runs is not this file's to say.
+    pub others: Vec<PathBuf>,
     /// The file as read.
     pub bytes: Vec<u8>,
     /// The pod of its first document.
@@ -86,8 +90,13 @@ impl Manifests {
         paths.sort();
         for path in paths {
             match read_manifest(&path) {
-                Ok(m) => {
-                    out.by_name.insert((m.namespace.clone(), m.name.clone()), m);
+                Ok(mut m) => {
+                    let key = (m.namespace.clone(), m.name.clone());
+                    if let Some(before) = out.by_name.remove(&key) {
+                        m.others = before.others;
+                        m.others.push(before.path);
+                    }
+                    out.by_name.insert(key, m);
                 }
                 Err(why) => out.problems.push(format!("{}: {why}", path.display())),
             }
@@ -123,6 +132,7 @@ impl Manifests {
             Some(m) if m.several => {
                 Err(format!("{} holds several documents", m.path.display()).into())
             }
+            Some(m) if !m.others.is_empty() => Err(Problem(m.declared_twice())),
             Some(Manifest {
                 uid: None, path, ..
             }) => Err(format!("{} does not set metadata.uid", path.display()).into()),
@@ -135,6 +145,25 @@ impl Manifests {
             .into()),
             Some(_) => Ok(()),
         }
+    }
+}
+
+impl Manifest {
+    /// Why a pod that several files declare is not pinned.
+    pub fn declared_twice(&self) -> String {
+        let mut all: Vec<String> = self
+            .others
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        all.push(self.path.display().to_string());
+        format!(
+            "{} files declare the pod {}/{} ({}): the kubelet runs one of them, whichever it read last, so kubehash pins none; move the others out of the directory",
+            all.len(),
+            self.namespace,
+            self.name,
+            all.join(", ")
+        )
     }
 }
 
@@ -192,6 +221,7 @@ fn read_manifest(path: &Path) -> std::result::Result<Manifest, String> {
         name,
         uid,
         several,
+        others: Vec::new(),
         bytes,
         pod: first,
         modified: std::fs::metadata(path).and_then(|m| m.modified()).ok(),
@@ -271,6 +301,15 @@ mod tests {
             "kind: Pod\nmetadata: {name: hidden, uid: h}\n",
         );
         w("junk.yaml", "{{{");
+        // A backup left beside a manifest declares the same pod: neither is taken as pinned.
+        w(
+            "sched.yaml",
+            "kind: Pod\nmetadata: {name: sched2, namespace: kube-system, uid: u-s2}\n",
+        );
+        w(
+            "sched.yaml.bak",
+            "kind: Pod\nmetadata: {name: sched2, namespace: kube-system, uid: u-s2}\n",
+        );
         // JSON manifests: read as the kubelet's JSON decoder would, and refused when a key
         // repeats (Go would merge the two `metadata`s; which UID would the pod get?).
         w(
@@ -292,6 +331,13 @@ mod tests {
             m.problems
         );
         assert_eq!(m.pinned("kube-system", "etcd", "u-etcd"), Ok(()));
+        let twice = m.pinned("kube-system", "sched2", "u-s2").unwrap_err().0;
+        assert!(
+            twice.starts_with("2 files declare the pod kube-system/sched2 (")
+                && twice.contains("sched.yaml, ")
+                && twice.ends_with("sched.yaml.bak): the kubelet runs one of them, whichever it read last, so kubehash pins none; move the others out of the directory"),
+            "{twice}"
+        );
         assert!(m
             .pinned("kube-system", "etcd", "other")
             .unwrap_err()
