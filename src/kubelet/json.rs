@@ -70,6 +70,18 @@ impl<'a, J: Json<'a>> JsonValue<'a, J> {
             JsonValue::Object(..) => "object".into(),
         }
     }
+
+    /// The value's type with its article, for "expected …, got a string".
+    pub fn a_kind(&self) -> &'static str {
+        match self {
+            JsonValue::Null => "null",
+            JsonValue::Bool(_) => "a bool",
+            JsonValue::Number(_) => "a number",
+            JsonValue::String(_) => "a string",
+            JsonValue::Array(..) => "a list",
+            JsonValue::Object(..) => "an object",
+        }
+    }
 }
 
 /// The `Value` a view shows (for messages that print a value, and for tests).

@@ -216,7 +216,7 @@ fn collect<'a, J: Json<'a>>(value: J, here: &Here, each: &mut impl FnMut(Item<J>
         }
         other => each(invalid(format!(
             "expected a JSON object, got {}{}",
-            short(&other),
+            other.a_kind(),
             match other {
                 JsonValue::String(s) => kubectl_table_hint(s),
                 _ => "",
@@ -266,7 +266,7 @@ fn pod_containers<'a, J: Json<'a>>(pod: J, here: &Here, each: &mut impl FnMut(It
                 id: pod_id.clone(),
                 error: Problem(format!(
                     "{pod_id}: spec.{list} must be a list, got {}",
-                    short(&got.view())
+                    got.view().a_kind()
                 )),
             }),
         }
@@ -276,17 +276,6 @@ fn pod_containers<'a, J: Json<'a>>(pod: J, here: &Here, each: &mut impl FnMut(It
             id: pod_id.clone(),
             error: Problem(format!("{pod_id}: pod has no containers")),
         });
-    }
-}
-
-fn short<'a, J: Json<'a>>(v: &JsonValue<'a, J>) -> &'static str {
-    match v {
-        JsonValue::Null => "null",
-        JsonValue::Bool(_) => "a bool",
-        JsonValue::Number(_) => "a number",
-        JsonValue::String(_) => "a string",
-        JsonValue::Array(..) => "a list",
-        JsonValue::Object(..) => "an object",
     }
 }
 

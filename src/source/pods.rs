@@ -285,14 +285,7 @@ pub fn kubectl_table_hint(text: &str) -> &'static str {
 /// error naming it.
 pub fn pod_containers(mut pod: Value) -> std::result::Result<Vec<PodContainer>, Problem> {
     if !pod.is_object() {
-        let what = match &pod {
-            Value::Null => "null",
-            Value::Bool(_) => "a bool",
-            Value::Number(_) => "a number",
-            Value::String(_) => "a string",
-            Value::Array(_) => "a list",
-            Value::Object(_) => "an object",
-        };
+        let what = (&pod).view().a_kind();
         let hint = pod.as_str().map_or("", kubectl_table_hint);
         return Err(format!("expected a Pod object, got {what}{hint}").into());
     }
