@@ -491,6 +491,36 @@ mod tests {
         assert_eq!(head, b"   ");
     }
 
+    /// go-yaml drops a UTF-8 BOM that starts the stream (readerc.go
+    /// yaml_parser_determine_encoding), and so does the stream reader before YAML sees it
+    /// (serde_yaml_ng, told its input is UTF-8, would scan it as a character of the first line):
+    /// a document, several, and a List read one entry at a time read as without it, and an error
+    /// names the same line.
+    #[test]
+    fn a_byte_order_mark_that_starts_the_stream_is_dropped() {
+        let streamed = |bytes: &[u8]| {
+            let mut out = Vec::new();
+            for_each_object_in_stream(bytes, "t", Some(true), &mut |v| out.push(v))
+                .map(|()| out)
+                .map_err(|e| e.to_string().trim_start_matches("t: ").to_string())
+        };
+        for text in [
+            "name: a\nimage: b\n",
+            "---\nname: a\n---\nname: b\n",
+            "kind: List\nitems:\n- name: a\n  image: b\n- name: c\n",
+            "{\"name\": \"a\",\n \"image\": \"b\"}\n",
+        ] {
+            let marked = [encoding::UTF8_BOM, text.as_bytes()].concat();
+            assert_eq!(streamed(&marked), streamed(text.as_bytes()), "{text:?}");
+            assert!(streamed(&marked).is_ok_and(|v| !v.is_empty()), "{text:?}");
+        }
+        let bad = "name: a\nimage: [\n";
+        let marked = [encoding::UTF8_BOM, bad.as_bytes()].concat();
+        let err = streamed(&marked).unwrap_err();
+        assert_eq!(err, streamed(bad.as_bytes()).unwrap_err());
+        assert!(err.contains("line 3 column 1"), "{err}");
+    }
+
     /// A byte order mark that came in reads of its own is a mark all the same: the first look
     /// takes at least a mark's length, and what follows the mark is told YAML from JSON.
     #[test]

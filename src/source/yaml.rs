@@ -30,7 +30,6 @@ use std::io::{BufRead, BufReader, Read};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::source::encoding::UTF8_BOM;
 use crate::source::goyaml::GoYaml;
 
 /// Deeper flow nesting than any Pod has. The YAML scanner's cost per token grows with the flow
@@ -66,19 +65,7 @@ pub fn for_each_yaml_object<R: Read>(
         if n == 0 {
             break;
         }
-        // go-yaml's reader (readerc.go yaml_parser_determine_encoding) drops a UTF-8 BOM that
-        // starts the stream; serde_yaml_ng, told its input is UTF-8, would scan it as a character
-        // of the first line, and the next line would end the document.
-        let bom = if number == 1 && line.starts_with(UTF8_BOM) {
-            line.drain(..UTF8_BOM.len());
-            UTF8_BOM.len()
-        } else {
-            0
-        };
-        let at = Place {
-            number,
-            offset: offset + bom,
-        };
+        let at = Place { number, offset };
         (number, offset) = (number + 1, offset + n);
         lex.start_line(&line);
         let kind = Kind::of(&line, lex.at_rest());
@@ -1021,28 +1008,6 @@ mod tests {
     }
 
     /// Inputs the property test found, each a way to cut in the wrong place, read as whole.
-    /// go-yaml drops a UTF-8 BOM that starts the stream: a document, several, and a List read
-    /// one entry at a time read as without it, and an error names the same line. A BOM later
-    /// on is scanned as go-yaml scans it (as serde_yaml_ng does: no change here).
-    #[test]
-    fn a_byte_order_mark_that_starts_the_stream_is_dropped() {
-        for text in [
-            "name: a\nimage: b\n",
-            "---\nname: a\n---\nname: b\n",
-            "kind: List\nitems:\n- name: a\n  image: b\n- name: c\n",
-            "{\"name\": \"a\",\n \"image\": \"b\"}\n",
-        ] {
-            let marked = [UTF8_BOM, text.as_bytes()].concat();
-            assert_eq!(streamed(&marked), streamed(text.as_bytes()), "{text:?}");
-            assert!(streamed(&marked).is_ok_and(|v| !v.is_empty()), "{text:?}");
-        }
-        let bad = "name: a\nimage: [\n";
-        let marked = [UTF8_BOM, bad.as_bytes()].concat();
-        let err = streamed(&marked).unwrap_err();
-        assert_eq!(err, streamed(bad.as_bytes()).unwrap_err());
-        assert!(err.contains("line 3 column 1"), "{err}");
-    }
-
     #[test]
     fn what_the_scanner_takes_for_one_entry_stays_one() {
         for text in [
