@@ -53,9 +53,14 @@ pub(super) fn paint(text: String, ansi: u8) -> String {
 /// The width a cell takes on screen, as [`write_row`] shows it: its characters, without colour
 /// escapes.
 pub(super) fn visible_len(s: &str) -> usize {
+    shown_len(&shown(s))
+}
+
+/// The width of text already [`shown`]: its characters, without kubehash's colour escapes.
+fn shown_len(shown: &str) -> usize {
     let mut n = 0;
     let mut escape = false;
-    for ch in shown(s).chars() {
+    for ch in shown.chars() {
         match (escape, ch) {
             (false, '\x1b') => escape = true,
             (true, 'm') => escape = false,
@@ -75,9 +80,10 @@ fn shown(cell: &str) -> std::borrow::Cow<'_, str> {
 pub(super) fn write_row(cells: &[String], widths: &[usize], out: &mut dyn Write) -> io::Result<()> {
     let mut line = String::new();
     for (i, c) in cells.iter().enumerate() {
-        line.push_str(&shown(c));
+        let c = shown(c);
+        line.push_str(&c);
         if i + 1 < cells.len() {
-            line.push_str(&" ".repeat(widths[i].saturating_sub(visible_len(c)) + 2));
+            line.push_str(&" ".repeat(widths[i].saturating_sub(shown_len(&c)) + 2));
         }
     }
     writeln!(out, "{}", line.trim_end())
