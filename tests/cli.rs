@@ -1038,22 +1038,39 @@ fn namespace_selector_and_context_as_kubectl_takes_them() {
     assert_eq!(containers(&["-n", "shop"]), 12);
     assert_eq!(containers(&["-n", "shop", "-l", "app=web"]), 12);
     assert_eq!(containers(&["-l", "k8s-app=kube-proxy"]), 3);
-    let set = kubehash(
-        &[
-            "scan",
-            "--to",
-            "1.31",
-            "-i",
-            PODS,
-            "--from",
-            "1.30",
-            "-l",
-            "app in (web)",
-        ],
-        b"",
-    );
-    assert_eq!(set.status.code(), Some(1));
-    assert!(text(&set.stderr).contains("set-based terms are applied by the API server"));
+    // Set-based terms, matched as the API server matches them.
+    assert_eq!(containers(&["-l", "app in (web,postgres)"]), 14);
+    assert_eq!(containers(&["-l", "k8s-app notin (kube-proxy),!app"]), 7);
+    // A selector the API server would refuse is refused, before any file is read, rather
+    // than read as one that matches nothing.
+    for (selector, says) in [
+        ("app=web=shop", "found '=', expected ',' or the end"),
+        ("app,", "expected a label key after ','"),
+        ("app=web shop", "found \"shop\", expected ',' or the end"),
+        ("app/x/y", "at most one '/'"),
+    ] {
+        let out = kubehash(
+            &[
+                "scan",
+                "--to",
+                "1.31",
+                "-i",
+                "/nonexistent/pods.json",
+                "--from",
+                "1.30",
+                "-l",
+                selector,
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(1), "{selector}");
+        let err = text(&out.stderr);
+        assert!(
+            err.starts_with(&format!("kubehash: --selector: {selector:?}: ")) && err.contains(says),
+            "{selector}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
     // --kubeconfig (or --context) alone means the cluster: it reads that kubeconfig.
     let out = kubehash(
         &[

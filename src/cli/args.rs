@@ -586,8 +586,8 @@ pub struct ScanArgs {
     /// Pods in every namespace (the default; for kubectl habits).
     #[arg(short = 'A', long, conflicts_with = "namespace")]
     pub all_namespaces: bool,
-    /// Only pods whose labels match (`app=web,tier!=db,canary`; server-side with --cluster,
-    /// which also takes set-based selectors).
+    /// Only pods whose labels match, as kubectl's `-l` (`app=web,tier!=db,canary`,
+    /// `env in (prod,stage)`; server-side with --cluster).
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
     /// List only containers with these verdicts in the table (restart, will-restart,

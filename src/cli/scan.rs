@@ -23,6 +23,8 @@ use crate::source::selector::Selector;
 pub fn run(args: ScanArgs) -> Result<ExitStatus> {
     let to = version_flag("--to", &args.to)?;
     let fixed_from = optional_version("--from", args.from.as_deref())?;
+    // Checked here, before any file or server is read; the API server checks it the same way.
+    let selector = Selector::parse(args.selector.as_deref().unwrap_or(""))?;
     if let Some(endpoint) = &args.cri {
         return print_plan(
             endpoint,
@@ -82,7 +84,6 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             .pods
             .as_deref()
             .context("--pods PATH or --cluster is needed")?;
-        let selector = Selector::parse(args.selector.as_deref().unwrap_or(""))?;
         let namespace = args.namespace.clone();
         let wanted = move |pod: &serde_json::Value| {
             selector.matches(pod)
