@@ -123,6 +123,9 @@ fn bad_input_gets_one_clear_line() {
         (&["hash"], b"", "kubehash: stdin: no JSON input"),
         (&["hash", "--versions", "1.7"], b"{}", "unsupported kubelet version \"1.7\""),
         (&["hash", "--versions", "1.30..1.20"], b"{}", "bad version list"),
+        (&["hash", "--versions", "1.28-1.30"], b"{}", "bad version list \"1.28-1.30\""),
+        (&["matrix", "-i", PODS, "--versions", "1.30"], b"", "kubehash: --versions \"1.30\" names one kubelet version"),
+        (&["matrix", "-i", PODS, "--versions", "1.30,v1.30.2"], b"", "names one kubelet version"),
         (&["hash", "--explain", "2.0"], b"{}", "unsupported kubelet version \"2.0\""),
         (&["hash", "-i", "/nonexistent/pods.json"], b"", "kubehash: /nonexistent/pods.json: No such file or directory"),
         (

@@ -1,6 +1,6 @@
 //! `kubehash matrix`: the restart table for every upgrade step between the given versions.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::analysis::matrix::matrix_input;
 use crate::cli::args::MatrixArgs;
@@ -12,6 +12,13 @@ use crate::source::pool::cores;
 
 pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
     let versions = parse_version_set(&args.versions)?;
+    if versions.len() < 2 {
+        bail!(
+            "--versions {:?} names one kubelet version; the matrix compares upgrades between \
+             versions: give two or more (e.g. 1.30,1.31 or 1.27..1.31)",
+            args.versions
+        );
+    }
     let (m, problems) = matrix_input(&Input::Path(&args.pods), &versions, cores())?;
     print(args.output, &m)?;
     for p in problems.iter() {

@@ -165,6 +165,14 @@ pub fn parse_version_set(spec: &str) -> Result<Vec<KubeletVersion>, Error> {
                 });
             }
             out.extend((a.minor..=b.minor).map(|minor| KubeletVersion { minor }));
+        } else if part
+            .split_once('-')
+            .is_some_and(|(_, b)| b.parse::<KubeletVersion>().is_ok())
+        {
+            // `1.28-1.30` reads as 1.28 with a pre-release tag: almost surely a range, mistyped.
+            return Err(Error::BadVersionRange {
+                given: part.to_string(),
+            });
         } else {
             out.push(part.parse()?);
         }
@@ -252,6 +260,10 @@ mod tests {
         assert_eq!(s("1.31,1.8..1.9,1.31"), ["1.8", "1.9", "1.31"]);
         assert_eq!(parse_version_set("all").unwrap().len(), 30);
         assert!(parse_version_set("1.30..1.28").is_err());
+        // A range written with a dash is not taken for one version with a pre-release tag.
+        assert!(parse_version_set("1.28-1.30").is_err());
+        assert!(parse_version_set("1.28,v1.30-v1.31").is_err());
+        assert_eq!(s("1.30.0-gke.1,v1.31.4-rc.1"), ["1.30", "1.31"]);
         assert!(parse_version_set("").is_err());
     }
 }
