@@ -109,6 +109,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         };
         let first = report.problems.iter().next().transpose();
         let why = match first.context("cannot read back the objects not scanned")? {
+            Some(p) if report.problems.len() == 1 => format!(" (1 object not scanned: {p})"),
             Some(p) => format!(
                 " ({} objects not scanned, the first: {p})",
                 report.problems.len()
