@@ -528,6 +528,40 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        /// Any text of the selector's symbols, words and keywords parses or is refused, never
+        /// panics; what parses re-parses alike from its canonical spelling.
+        #[test]
+        fn random_selectors_parse_or_are_refused(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", "b.c/d", "in", "notin", "9", "-", "=", "==", "!", "!=", "(", ")", ",", ">",
+                    "<", " ", "\t", "é", "$",
+                ]),
+                0..14,
+            )
+        ) {
+            let text = parts.concat();
+            if let Ok(sel) = Selector::parse(&text) {
+                let again = Selector::parse(&spelled(&sel)).unwrap();
+                proptest::prop_assert_eq!(again, sel);
+            }
+        }
+    }
+
+    /// A selector as `Requirement.String` spells it.
+    fn spelled(sel: &Selector) -> String {
+        let term = |r: &Requirement| match r.op {
+            Op::Exists => r.key.clone(),
+            Op::DoesNotExist => format!("!{}", r.key),
+            Op::In => format!("{} in ({})", r.key, r.values.join(",")),
+            Op::NotIn => format!("{} notin ({})", r.key, r.values.join(",")),
+            Op::Gt => format!("{}>{}", r.key, r.values[0]),
+            Op::Lt => format!("{}<{}", r.key, r.values[0]),
+        };
+        sel.0.iter().map(term).collect::<Vec<_>>().join(",")
+    }
+
     #[test]
     fn tokens_are_the_longest_operator_then_single_symbols() {
         assert_eq!(lex("a!==b")[1], Tok::NotEquals);
