@@ -126,6 +126,13 @@ fn bad_input_gets_one_clear_line() {
         (&["hash", "--versions", "1.28-1.30"], b"{}", "bad version list \"1.28-1.30\""),
         (&["matrix", "-i", PODS, "--versions", "1.30"], b"", "kubehash: --versions \"1.30\" names one kubelet version"),
         (&["matrix", "-i", PODS, "--versions", "1.30,v1.30.2"], b"", "names one kubelet version"),
+        // An agent that could never act, or would act without pause, does not start.
+        (&["agent", "--node-name", "n", "--annotation", "kubehash.dev/target/version"], b"", "kubehash: --annotation \"kubehash.dev/target/version\" is not an annotation key"),
+        (&["agent", "--node-name", "n", "--annotation", "Kubehash.dev/v"], b"", "is not a DNS subdomain"),
+        (&["agent", "--node-name", "n", "--poll-ms", "0"], b"", "kubehash: --poll-ms 0 would ask the API server"),
+        (&["agent", "--node-name", "n", "--restart-timeout-seconds", "0"], b"", "kubehash: --restart-timeout-seconds 0"),
+        (&["agent", "--node-name", "n", "--stuck-seconds", "0"], b"", "kubehash: --stuck-seconds 0"),
+        (&["agent", "--node-name", "n", "--listen", "9808"], b"", "kubehash: --listen \"9808\": expected an address and port"),
         (&["hash", "--explain", "2.0"], b"{}", "unsupported kubelet version \"2.0\""),
         (&["hash", "-i", "/nonexistent/pods.json"], b"", "kubehash: /nonexistent/pods.json: No such file or directory"),
         (

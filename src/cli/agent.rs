@@ -1,14 +1,54 @@
 //! `kubehash agent`: the DaemonSet's node agent.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::agent::metrics::{bind_metrics, serve_metrics, Metrics};
 use crate::agent::reconcile::{Agent, AgentConfig};
 use crate::cli::args::AgentArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::support::{init_logs, stop_requested};
+use crate::source::names::qualified_name;
+
+/// The shortest `--poll-ms`: the agent reads the Node, the kubelet's process and healthz that
+/// often, and after an API error asks again after it.
+const MIN_POLL_MS: u64 = 100;
+
+/// Flags an agent could start with and never act on, or act on too often: refused before it
+/// reads or binds anything.
+fn check(a: &AgentArgs) -> Result<()> {
+    if let Err(why) = qualified_name(&a.annotation) {
+        bail!(
+            "--annotation {:?} is not an annotation key the API server takes, so no Node could \
+             ever carry it: {why}",
+            a.annotation
+        );
+    }
+    if a.poll_ms < MIN_POLL_MS {
+        bail!(
+            "--poll-ms {} would ask the API server and the kubelet without pause: give at least \
+             {MIN_POLL_MS}",
+            a.poll_ms
+        );
+    }
+    if a.restart_timeout_seconds == 0 {
+        bail!("--restart-timeout-seconds 0 would kill --restart-containerd as it starts: give 1 or more");
+    }
+    if a.stuck_seconds == 0 {
+        bail!("--stuck-seconds 0 would make /healthz fail between two turns of the loop: give 1 or more");
+    }
+    // As the bind will resolve it: an address, or a host name, and a port.
+    std::net::ToSocketAddrs::to_socket_addrs(&a.listen.as_str())
+        .map(|_| ())
+        .with_context(|| {
+            format!(
+                "--listen {:?}: expected an address and port, such as 127.0.0.1:9808",
+                a.listen
+            )
+        })
+}
 
 pub fn run(a: AgentArgs) -> Result<ExitStatus> {
+    check(&a)?;
     init_logs(a.log_format);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

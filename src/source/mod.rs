@@ -13,6 +13,7 @@ pub mod pool; // reading on one thread, per-object work on every core, results i
 pub mod parallel; // every object of an input parsed and worked on on every core, in input order
 pub mod spool; // stdin kept as it is read, so that the framed path can read it a second time
 pub mod input; // what `hash` hashes: containers, pods, lists, golden records
+pub mod names; // label and annotation keys, label values, as the API server checks them
 pub mod selector; // label selectors on pods read from files
 pub mod pods; // pod splitting, container slots, states, workloads
 pub mod nodes; // node name → kubelet version

@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::source::names::{label_key, label_value};
 
 /// How a requirement relates a label to its values (`selection.Operator`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,78 +283,6 @@ impl<'a> Parser<'a> {
         word(t)
             .map(str::to_string)
             .ok_or_else(|| found(t, "a value"))
-    }
-}
-
-/// Alphanumeric, `-`, `_` and `.`, beginning and ending alphanumeric (`qualifiedNameFmt`, the
-/// label value format without the empty string).
-fn is_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    let edge = |c: Option<&u8>| c.is_some_and(u8::is_ascii_alphanumeric);
-    edge(b.first())
-        && edge(b.last())
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// A lower-case RFC 1123 subdomain of at most 253 characters (`IsDNS1123Subdomain`).
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253
-        && s.split('.').all(|label| {
-            let b = label.as_bytes();
-            let edge =
-                |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-            edge(b.first())
-                && edge(b.last())
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        })
-}
-
-/// A label key: an optional DNS subdomain prefix and `/`, then a name of at most 63 characters
-/// (`validation.IsQualifiedName`).
-fn label_key(key: &str) -> Parsed<()> {
-    let bad = |why: &str| Err(format!("label key {key:?}: {why}"));
-    let name = match key.split('/').collect::<Vec<_>>()[..] {
-        [name] => name,
-        ["", _] => return bad("the prefix before '/' is empty"),
-        [prefix, _] if !is_dns_subdomain(prefix) => {
-            return bad(&format!(
-                "the prefix {prefix:?} is not a DNS subdomain (lower-case alphanumeric, '-' and \
-                 '.', at most 253 characters)"
-            ));
-        }
-        [_, name] => name,
-        _ => return bad("at most one '/', between a DNS subdomain prefix and the name"),
-    };
-    if name.is_empty() {
-        bad("the name is empty")
-    } else if name.len() > 63 {
-        bad("the name is longer than 63 characters")
-    } else if !is_name(name) {
-        bad(
-            "the name takes alphanumeric characters, '-', '_' and '.', beginning and ending \
-             alphanumeric",
-        )
-    } else {
-        Ok(())
-    }
-}
-
-/// A label value: empty, or at most 63 characters of the name format
-/// (`validation.IsValidLabelValue`).
-fn label_value(key: &str, value: &str) -> Parsed<()> {
-    if value.len() > 63 {
-        Err(format!(
-            "{key:?}: the value {value:?} is longer than 63 characters"
-        ))
-    } else if !value.is_empty() && !is_name(value) {
-        Err(format!(
-            "{key:?}: the value {value:?} is not a label value (alphanumeric characters, '-', \
-             '_' and '.', beginning and ending alphanumeric)"
-        ))
-    } else {
-        Ok(())
     }
 }
 
