@@ -133,6 +133,11 @@ fn bad_input_gets_one_clear_line() {
         (&["agent", "--node-name", "n", "--restart-timeout-seconds", "0"], b"", "kubehash: --restart-timeout-seconds 0"),
         (&["agent", "--node-name", "n", "--stuck-seconds", "0"], b"", "kubehash: --stuck-seconds 0"),
         (&["agent", "--node-name", "n", "--listen", "9808"], b"", "kubehash: --listen \"9808\": expected an address and port"),
+        (&["agent", "--node-name", "n", "--kubelet-healthz", "127.0.0.1:10248/healthz"], b"", "kubehash: --kubelet-healthz \"127.0.0.1:10248/healthz\": expected an http:// or https:// URL"),
+        // A healthz URL the running-kubelet check cannot read is refused, never taken for "no
+        // kubelet answers there" (before the runtime is read).
+        (&["node", "apply", "--to", "1.31", "--from", "1.30", "-i", PODS, "--cri", "/nonexistent.sock", "--kubelet-healthz", "localhost:10248"], b"", "kubehash: --kubelet-healthz \"localhost:10248\": expected an http:// or https:// URL"),
+        (&["node", "rollback", "--journal", "/nonexistent", "--kubelet-healthz", "http:/127.0.0.1:10248/healthz"], b"", "expected an http:// or https:// URL"),
         (&["hash", "--explain", "2.0"], b"{}", "unsupported kubelet version \"2.0\""),
         (&["hash", "-i", "/nonexistent/pods.json"], b"", "kubehash: /nonexistent/pods.json: No such file or directory"),
         (

@@ -33,10 +33,24 @@ pub enum Health {
 /// How long one healthz read may take.
 const HEALTHZ_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A healthz URL kubehash can read: `http://` or `https://`, a host, and a path.
+pub fn healthz_url(url: &str) -> Result<http::Uri, String> {
+    match url.parse::<http::Uri>() {
+        Ok(uri)
+            if matches!(uri.scheme_str(), Some("http" | "https")) && uri.authority().is_some() =>
+        {
+            Ok(uri)
+        }
+        _ => Err("expected an http:// or https:// URL with a host, such as \
+                  http://127.0.0.1:10248/healthz"
+            .into()),
+    }
+}
+
 /// Reads the kubelet's healthz once. `https://` is read without checking the certificate, as the
 /// kubelet's own HTTPS probes do: the answer says only whether something is up there.
 pub async fn healthz(url: &str) -> Health {
-    let uri: http::Uri = match url.parse() {
+    let uri = match healthz_url(url) {
         Ok(u) => u,
         Err(e) => return Health::Unknown(format!("bad healthz URL {url:?}: {e}")),
     };

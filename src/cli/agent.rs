@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 
+use crate::agent::kubelet_health::healthz_url;
 use crate::agent::metrics::{bind_metrics, serve_metrics, Metrics};
 use crate::agent::reconcile::{Agent, AgentConfig};
 use crate::cli::args::AgentArgs;
@@ -22,6 +23,9 @@ fn check(a: &AgentArgs) -> Result<()> {
              ever carry it: {why}",
             a.annotation
         );
+    }
+    if let Err(why) = healthz_url(&a.kubelet_healthz) {
+        bail!("--kubelet-healthz {:?}: {why}", a.kubelet_healthz);
     }
     if a.poll_ms < MIN_POLL_MS {
         bail!(

@@ -483,12 +483,16 @@ pub struct KubeletArgs {
 }
 
 impl KubeletArgs {
-    pub fn guard(&self) -> KubeletGuard {
-        KubeletGuard {
+    /// The guard; a healthz URL it could not read is refused, never taken for "no kubelet".
+    pub fn guard(&self) -> anyhow::Result<KubeletGuard> {
+        if let Err(why) = crate::agent::kubelet_health::healthz_url(&self.kubelet_healthz) {
+            anyhow::bail!("--kubelet-healthz {:?}: {why}", self.kubelet_healthz);
+        }
+        Ok(KubeletGuard {
             healthz: Some(self.kubelet_healthz.clone()),
             force: self.force,
             forced_past: None,
-        }
+        })
     }
 }
 

@@ -162,6 +162,7 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
     let rt = runtime()?;
     // Checked before anything is read from the runtime, and again before every write.
     let restart = restart_command(&a.restart_containerd)?;
+    let mut guard = a.kubelet.guard()?;
     let (mut cri, running) = rt.block_on(runtime_pods(&a.plan.cri))?;
     let inputs = rt.block_on(node_pods::read(&a.plan.source, Some(&running)))?;
     let (mut pods, node_version) = (inputs.index, inputs.version);
@@ -193,7 +194,7 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
             // Pinning keeps the UID the running kubelet derives: no kubelet check.
             apply(&mut cri, &store, target, &mut Open).await
         } else {
-            apply(&mut cri, &store, target, &mut a.kubelet.guard()).await
+            apply(&mut cri, &store, target, &mut guard).await
         }
     })?;
     print(a.plan.output, &report)?;
@@ -254,6 +255,7 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
     let a = &r.journal;
     init_logs(a.log_format);
     let restart = restart_command(&r.restart_containerd)?;
+    let mut guard = a.kubelet.guard()?;
     let (journal, contents) = journal_of(a)?;
     let rt = runtime()?;
     let specs = match r.source.given() {
@@ -270,14 +272,7 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
     };
     let outcomes = rt.block_on(async {
         let store = Store::connect(&a.containerd).await?;
-        rollback(
-            &store,
-            &journal,
-            contents,
-            &mut a.kubelet.guard(),
-            specs.as_ref(),
-        )
-        .await
+        rollback(&store, &journal, contents, &mut guard, specs.as_ref()).await
     })?;
     // containerd reports what it loaded at its last start: the restored records only after
     // the next one.
