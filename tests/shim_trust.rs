@@ -254,3 +254,115 @@ async fn only_the_target_kubelet_sees_translated_hashes() {
     assert!(log.contains("kubelet 1.30 connected"), "{log}");
     assert!(log.contains("does not say which kubelet it is"), "{log}");
 }
+
+/// 9. The shim's `--listen` path is replaced only when it is a socket nobody serves on. A regular
+///    file there was removed to make room for the socket (someone's data, gone); a symbolic link,
+///    a directory or a pipe are refused too, before the shim plans or records anything. On stop,
+///    the shim removes its own socket only, not what has since replaced it; and a closed stderr
+///    no longer makes it panic (tracing reported the failed log write with a panicking print)
+///    and leave its socket behind.
+#[test]
+fn the_shim_never_removes_what_is_not_its_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("cri.sock");
+    let state = dir.path().join("shim-state.json");
+    let runtime = format!("unix://{}", dir.path().join("runtime.sock").display());
+    let shim = |listen: &Path, extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kubehash"));
+        c.args(["shim", "--listen"])
+            .arg(listen)
+            .args(["--runtime-endpoint", &runtime, "--state"])
+            .arg(&state)
+            .args([
+                "--to",
+                "1.31",
+                "--from",
+                "1.30",
+                "-i",
+                "testdata/cluster/pods.json",
+            ])
+            .args(extra);
+        c
+    };
+    let refused = |listen: &Path, extra: &[&str], says: &str| {
+        // A shim that does not refuse serves until stopped: stopped after 20 s, it fails here.
+        let mut child = shim(listen, extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > end {
+                stop(child);
+                panic!("{listen:?} {extra:?}: the shim served instead of refusing");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(1), "{listen:?} {extra:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("kubehash: ") && err.contains(says), "{err}");
+        assert!(!state.exists(), "planned before refusing: {err}");
+    };
+
+    // Someone's file, a link to it, a directory, a pipe: each left as it was.
+    let file = dir.path().join("notes.json");
+    std::fs::write(&file, b"{\"keep\":\"me\"}").unwrap();
+    refused(&file, &[], "a regular file is there, not a socket");
+    let link = dir.path().join("link.sock");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    refused(&link, &[], "a symbolic link is there, not a socket");
+    assert_eq!(std::fs::read_link(&link).unwrap(), file);
+    refused(dir.path(), &[], "a directory is there, not a socket");
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    refused(&fifo, &[], "a named pipe is there, not a socket");
+    assert_eq!(std::fs::read(&file).unwrap(), b"{\"keep\":\"me\"}");
+    // Flags it could not serve with.
+    let runtime_path = dir.path().join("runtime.sock");
+    refused(
+        &runtime_path,
+        &[],
+        "--listen and --runtime-endpoint are one socket",
+    );
+    for (flag, value) in [
+        ("--max-connections", "0"),
+        ("--handshake-timeout-seconds", "0"),
+        ("--idle-timeout-seconds", "0"),
+        ("--plan-retry-seconds", "0"),
+        ("--socket-mode", "1777"),
+        ("--kubelet-healthz", "127.0.0.1:10248"),
+    ] {
+        refused(&sock, &[flag, value], flag);
+    }
+    assert!(!sock.exists());
+
+    // A stale socket (a killed shim's) is replaced.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    assert!(sock.exists());
+    let mut running = shim(&sock, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(Instant::now() < end, "the shim did not serve");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Its stderr closes (a log pipe gone), then someone puts a file where its socket was.
+    drop(running.stderr.take());
+    let replacement = dir.path().join("replacement");
+    std::fs::write(&replacement, b"not the shim's").unwrap();
+    std::fs::rename(&replacement, &sock).unwrap();
+    let _ = Command::new("kill").arg(running.id().to_string()).status();
+    let status = running.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(std::fs::read(&sock).unwrap(), b"not the shim's");
+}

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::agent::kubelet_health::healthz_answers;
+use crate::agent::kubelet_health::{healthz_answers, healthz_url};
 use crate::analysis::plan::{made_for_the_target, plan, ContainerPlan, RuntimePods};
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
@@ -13,9 +13,46 @@ use crate::cli::output::{write_shim_status, ShimStatus};
 use crate::cli::support::{init_logs, optional_version, runtime, stdout, stop_requested};
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::audit_record;
-use crate::runtime::cri::Cri;
-use crate::shim::proxy::ShimState;
+use crate::runtime::cri::{socket_path, Cri};
+use crate::shim::proxy::{stale_socket_at, ShimState};
 use crate::source::kubelet_binary::{kubelet_processes, process_kubelet_version};
+
+/// Flags a shim could not serve with, or would serve nobody with: refused before it plans,
+/// records or binds anything. Returns the socket's mode.
+fn check(a: &ShimArgs) -> Result<u32> {
+    let mode = u32::from_str_radix(&a.socket_mode, 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .with_context(|| {
+            format!(
+                "--socket-mode {:?}: expected permission bits in octal, 0 to 777, such as 600",
+                a.socket_mode
+            )
+        })?;
+    for (flag, value) in [
+        ("--max-connections", a.max_connections as u64),
+        ("--handshake-timeout-seconds", a.handshake_timeout_seconds),
+        ("--idle-timeout-seconds", a.idle_timeout_seconds),
+        ("--plan-retry-seconds", a.plan_retry_seconds),
+    ] {
+        if value == 0 {
+            bail!("{flag} 0 would leave the kubelet without a runtime: give 1 or more");
+        }
+    }
+    if let Err(why) = healthz_url(&a.kubelet_healthz) {
+        bail!("--kubelet-healthz {:?}: {why}", a.kubelet_healthz);
+    }
+    let listen = socket_path(&a.listen)?;
+    if std::path::Path::new(&listen) == std::path::Path::new(&socket_path(&a.runtime_endpoint)?) {
+        bail!(
+            "--listen and --runtime-endpoint are one socket, {listen}: the shim listens where the \
+             kubelet connects and forwards to the runtime's own socket"
+        );
+    }
+    // Checked again when it binds; here, before it plans or records anything.
+    stale_socket_at(&listen)?;
+    Ok(mode)
+}
 
 pub fn run(a: ShimArgs) -> Result<ExitStatus> {
     init_logs(a.log_format);
@@ -50,9 +87,8 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
         write_shim_status(&status, &mut stdout())?;
         return Ok(ExitStatus::Success);
     }
+    let mode = check(&a)?;
     let to = optional_version("--to", a.to.as_deref())?;
-    let mode = u32::from_str_radix(&a.socket_mode, 8)
-        .context("--socket-mode takes an octal mode such as 600")?;
     let limits = crate::shim::proxy::Limits {
         max_connections: a.max_connections,
         handshake_timeout: std::time::Duration::from_secs(a.handshake_timeout_seconds),

@@ -59,6 +59,9 @@ pub fn init_logs(format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(io::stderr().is_terminal())
+        // A log line stderr cannot take is dropped: tracing would report it on stderr itself,
+        // with a print that panics when stderr is a closed pipe.
+        .log_internal_errors(false)
         .with_writer(io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),

@@ -738,7 +738,7 @@ pub async fn serve(
 ) -> Result<()> {
     let listen_path = socket_path(listen)?;
     let runtime_path = socket_path(runtime_endpoint)?;
-    let listener = bind_private(&listen_path, socket_mode)?;
+    let (listener, ours) = bind_private(&listen_path, socket_mode)?;
     info!(listen = %listen_path, runtime = %runtime_path, "shim serving");
     let shim = Arc::new(Shim {
         shown,
@@ -772,7 +772,7 @@ pub async fn serve(
         }
     }
     drop(listener);
-    let _ = std::fs::remove_file(&listen_path);
+    ours.remove(&listen_path);
     info!("shim stopping");
     let _ = stop.send(true);
     let drained = tokio::time::timeout(DRAIN, async {
@@ -787,19 +787,57 @@ pub async fn serve(
     Ok(())
 }
 
+/// Whether the shim may listen at `path`: `Ok(false)` when nothing is there, `Ok(true)` when a
+/// socket nobody serves on is (a shim's, left by a kill: replaced), and an error for anything else
+/// there (a live socket, or a file, directory, link… that is someone's and never removed).
+pub fn stale_socket_at(path: &str) -> Result<bool> {
+    use std::os::unix::fs::FileTypeExt;
+    let fail = |reason: String| Error::Input {
+        source_name: format!("shim socket {path}"),
+        reason,
+    };
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(fail(format!("cannot look at it: {e}"))),
+        Ok(m) if !m.file_type().is_socket() => Err(fail(format!(
+            "{} is there, not a socket: kubehash removes only a stale socket; give --listen \
+             another path",
+            a_kind_of_file(&m.file_type())
+        ))),
+        Ok(_) if std::os::unix::net::UnixStream::connect(path).is_ok() => {
+            Err(fail("another process is serving on this socket".into()))
+        }
+        Ok(_) => Ok(true),
+    }
+}
+
+/// The socket file the shim put in place (device, inode): the one it removes when it stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SocketFile(u64, u64);
+
+impl SocketFile {
+    /// Removes `path` if it is still this socket, and nothing else that may have replaced it.
+    fn remove(self, path: &str) {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            if SocketFile(m.dev(), m.ino()) == self {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
 /// Binds a Unix socket at `path` with `mode` without a window in which it exists with another
-/// mode: bind in a fresh 0700 directory beside it, chmod, rename into place.
-fn bind_private(path: &str, mode: u32) -> Result<UnixListener> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+/// mode: bind in a fresh 0700 directory beside it, chmod, rename into place. What stands at
+/// `path` is replaced only when it is a socket nobody serves on.
+fn bind_private(path: &str, mode: u32) -> Result<(UnixListener, SocketFile)> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let fail = |reason: String| Error::Input {
         source_name: format!("shim socket {path}"),
         reason,
     };
     let target = Path::new(path);
-    if target.exists() {
-        if std::os::unix::net::UnixStream::connect(target).is_ok() {
-            return Err(fail("another process is serving on this socket".into()));
-        }
+    if stale_socket_at(path)? {
         std::fs::remove_file(target)
             .map_err(|e| fail(format!("cannot remove the stale socket: {e}")))?;
     }
@@ -827,10 +865,31 @@ fn bind_private(path: &str, mode: u32) -> Result<UnixListener> {
             .map_err(|e| fail(format!("cannot set the socket's mode: {e}")))?;
         std::fs::rename(&inner, target)
             .map_err(|e| fail(format!("cannot move the socket into place: {e}")))?;
-        Ok(listener)
+        let ours = std::fs::symlink_metadata(target)
+            .map(|m| SocketFile(m.dev(), m.ino()))
+            .map_err(|e| fail(format!("cannot look at the socket moved into place: {e}")))?;
+        Ok((listener, ours))
     })();
     let _ = std::fs::remove_dir_all(&private);
     result
+}
+
+/// "a regular file", "a directory", …: what stands where a socket was wanted.
+fn a_kind_of_file(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a named pipe"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "something other than a socket"
+    }
 }
 
 #[cfg(test)]
