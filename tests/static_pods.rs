@@ -328,12 +328,24 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
             &[c("a:1")],
         )
         .await;
+    // A manifest that is a symbolic link to a file kept elsewhere (config management's): the
+    // kubelet follows the link; replacing the link would leave that file unpinned and the link
+    // turned into a copy.
+    let kept_elsewhere = n.manifests.parent().unwrap().join("linked-pod.yaml");
+    let linked_text = pod("linked", "", "a:1");
+    std::fs::write(&kept_elsewhere, &linked_text).unwrap();
+    let link = n.manifests.join("linked.yaml");
+    std::os::unix::fs::symlink(&kept_elsewhere, &link).unwrap();
+    let linked = n
+        .run("linked", "88888888888888888888888888888888", &[c("a:1")])
+        .await;
     let records = [
         extension(&ep, &several[0]).await,
         extension(&ep, &changed[0]).await,
         extension(&ep, &rewritten[0]).await,
         extension(&ep, &utf16_unpinned[0]).await,
         extension(&ep, &dup[0]).await,
+        extension(&ep, &linked[0]).await,
     ];
 
     let plan = n.json("plan");
@@ -390,6 +402,14 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
         "{plan}"
     );
     assert_eq!(action("utf16-pinned").unwrap().0, "already-pinned");
+    let why = action("linked").unwrap().1;
+    assert!(
+        why.as_str().unwrap().contains(&format!(
+            "the file is a symbolic link to {}: replacing it would turn the link into a copy",
+            kept_elsewhere.display()
+        )),
+        "{why}"
+    );
     let why = action("dup").unwrap().1;
     let why = why.as_str().unwrap();
     assert!(
@@ -413,6 +433,7 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
     assert_eq!(verdict(&rewritten[0]), "recreated");
     assert_eq!(verdict(&utf16_unpinned[0]), "recreated");
     assert_eq!(verdict(&dup[0]), "recreated");
+    assert_eq!(verdict(&linked[0]), "recreated");
     assert_eq!(verdict(&utf16_pinned[0]), "rewrite");
     assert_eq!(
         verdict(&pinned[0]),
@@ -438,6 +459,12 @@ async fn manifests_that_cannot_be_pinned_are_left_alone() {
     assert_eq!(extension(&ep, &rewritten[0]).await, records[2]);
     assert_eq!(extension(&ep, &utf16_unpinned[0]).await, records[3]);
     assert_eq!(extension(&ep, &dup[0]).await, records[4]);
+    assert_eq!(extension(&ep, &linked[0]).await, records[5]);
+    assert_eq!(std::fs::read_link(&link).unwrap(), kept_elsewhere);
+    assert_eq!(
+        std::fs::read_to_string(&kept_elsewhere).unwrap(),
+        linked_text
+    );
     for (f, bytes) in &utf16_files {
         assert_eq!(&std::fs::read(n.manifests.join(f)).unwrap(), bytes, "{f}");
     }
@@ -484,6 +511,74 @@ async fn a_crash_between_journal_and_rename_converges() {
         "{rolled}"
     );
     assert_eq!(std::fs::read_to_string(&manifest).unwrap(), ETCD_YAML);
+}
+
+/// A manifest someone turns into a symbolic link after apply read it (config management taking
+/// it over) is not replaced: the link would become a copy, and the file it points to stay
+/// unpinned. The journaled pin stays undone, and rollback finds nothing of kubehash's to undo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_turned_into_a_link_during_apply_is_left_alone() {
+    let n = Node::new();
+    let manifest = n.write("etcd.yaml", ETCD_YAML);
+    n.run("etcd", UID, &[etcd()]).await;
+    let child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(n.args("apply", &[]))
+        .env("KUBEHASH_TEST_PAUSE_BEFORE_PIN_MS", "3000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&n.journal).is_ok_and(|j| j.contains("\"kind\":\"pin\"")) {
+        assert!(Instant::now() < deadline, "apply never journaled the pin");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The same text, now kept elsewhere and linked in.
+    let elsewhere = n.manifests.parent().unwrap().join("etcd-managed.yaml");
+    std::fs::write(&elsewhere, ETCD_YAML).unwrap();
+    let swap = n.manifests.join(".swap");
+    std::os::unix::fs::symlink(&elsewhere, &swap).unwrap();
+    std::fs::rename(&swap, &manifest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    assert_eq!(report["pins"][0]["result"], "error", "{report}");
+    assert!(
+        report["pins"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("it is now a symbolic link"),
+        "{report}"
+    );
+    assert_eq!(std::fs::read_link(&manifest).unwrap(), elsewhere);
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), ETCD_YAML);
+    let rolled = n.node("rollback", &[]);
+    assert_eq!(
+        std::fs::read_link(&manifest).unwrap(),
+        elsewhere,
+        "{}",
+        text(&rolled.stdout)
+    );
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), ETCD_YAML);
+
+    // Pinned, then linked to a copy of the pinned text: rollback does not replace the link.
+    std::fs::remove_file(&manifest).unwrap();
+    std::fs::write(&manifest, ETCD_YAML).unwrap();
+    let applied = n.json("apply");
+    assert_eq!(applied["pins"][0]["result"], "written", "{applied}");
+    let pinned = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&elsewhere, &pinned).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &swap).unwrap();
+    std::fs::rename(&swap, &manifest).unwrap();
+    let rolled = n.node("rollback", &[]);
+    assert!(
+        text(&rolled.stdout).contains("not restored: it is now a symbolic link"),
+        "{}{}",
+        text(&rolled.stdout),
+        text(&rolled.stderr)
+    );
+    assert_eq!(std::fs::read_link(&manifest).unwrap(), elsewhere);
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), pinned);
 }
 
 /// `apply --pins-only` pins while a kubelet runs (pinning keeps the UID the running kubelet

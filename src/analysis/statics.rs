@@ -12,6 +12,7 @@
 //! the containers (a volume, the pod's security context) shows in no container's hash. Rollback
 //! gives an unpinned manifest back its modification time, so that it can be pinned again.
 
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -108,6 +109,10 @@ pub fn static_pods(
                     (Some(u), _) if *u == uid => PinAction::AlreadyPinned,
                     (Some(u), _) => PinAction::Refused(format!(
                         "it pins metadata.uid {u}, but the pod runs as {uid}"
+                    )),
+                    (None, _) if m.link.is_some() => PinAction::Refused(format!(
+                        "the file is a symbolic link to {}: replacing it would turn the link into a copy; to keep the pod, set its metadata.uid to {uid} by hand in the file it points to while the kubelet is stopped",
+                        m.link.as_deref().unwrap_or(Path::new("")).display()
                     )),
                     (None, _) if encoding::is_utf16(&m.bytes) => PinAction::Refused(format!(
                         "the file is UTF-16 (its byte order mark says): kubehash reads such a file and never writes one; to keep the pod, set its metadata.uid to {uid} by hand while the kubelet is stopped"

@@ -24,7 +24,7 @@ use crate::rewrite::outcome::{Applied, ApplyOutcome, ApplyReport, PinOutcome};
 use crate::rewrite::pin::pin_text;
 use crate::runtime::cri::Cri;
 use crate::runtime::record::{RecordFormat, RecordStore};
-use crate::source::manifests::Manifests;
+use crate::source::manifests::{link_target, Manifests};
 
 /// Test hook: milliseconds to sleep after each completed write (to kill `apply` mid-way).
 const PAUSE_ENV: &str = "KUBEHASH_TEST_PAUSE_AFTER_WRITE_MS";
@@ -261,6 +261,7 @@ fn pin_one(journal: &mut Journal, s: &StaticPod, manifests: &Manifests) -> Resul
     if now != read.bytes {
         return Err(refuse("the manifest changed since kubehash read it".into()));
     }
+
     let new = pin_text(&now, &s.uid).map_err(|e| refuse(e.0))?;
     let modified = std::fs::metadata(path)
         .and_then(|m| m.modified())
@@ -280,6 +281,15 @@ fn pin_one(journal: &mut Journal, s: &StaticPod, manifests: &Manifests) -> Resul
         .and_then(|v| v.parse::<u64>().ok())
     {
         std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+    // Replaced in place, a link would become a copy, and the file it points to stay unpinned
+    // (the plan refuses a link; this is one made since). The journaled pin is left undone, as
+    // after a crash here: rollback finds the original in place.
+    if let Some(to) = link_target(path) {
+        return Err(refuse(format!(
+            "it is now a symbolic link (to {}), which kubehash does not replace",
+            to.display()
+        )));
     }
     write_atomically(path, &new)?;
     journal.append(&Record::Pinned {

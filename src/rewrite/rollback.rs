@@ -32,6 +32,7 @@ use crate::rewrite::journal::{
 use crate::rewrite::outcome::CheckOutcome;
 use crate::rewrite::pin::check_pin;
 use crate::runtime::record::{RecordFormat, RecordStore};
+use crate::source::manifests::link_target;
 
 /// How many containers' records rollback put back: what containerd must reload (a restart)
 /// before CRI reports their original hashes.
@@ -140,6 +141,15 @@ fn unpin(pin: &JournaledPin) -> (bool, String) {
                     format!(
                         "not restored: the journaled original (line {}) {e}",
                         pin.line
+                    ),
+                );
+            }
+            if let Some(to) = link_target(path) {
+                return (
+                    false,
+                    format!(
+                        "not restored: it is now a symbolic link (to {}), which kubehash does not replace",
+                        to.display()
                     ),
                 );
             }

@@ -43,6 +43,8 @@ pub struct Manifest {
     pub pod: Value,
     /// When the file was last modified, if the file system says.
     pub modified: Option<std::time::SystemTime>,
+    /// Where the path points, when it is a symbolic link (the kubelet follows it).
+    pub link: Option<PathBuf>,
 }
 
 /// The static pod manifests of a node, by (namespace, name).
@@ -225,7 +227,16 @@ fn read_manifest(path: &Path) -> std::result::Result<Manifest, String> {
         bytes,
         pod: first,
         modified: std::fs::metadata(path).and_then(|m| m.modified()).ok(),
+        link: link_target(path),
     })
+}
+
+/// Where `path` points, if it is a symbolic link.
+pub fn link_target(path: &Path) -> Option<PathBuf> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.file_type().is_symlink())
+        .map(|_| std::fs::read_link(path).unwrap_or_default())
 }
 
 #[cfg(test)]
