@@ -853,6 +853,27 @@ pub(crate) mod tests {
         assert_eq!((c.pins()[0].line, c.attempt_pins().len()), (2, 1));
     }
 
+    /// Someone's one-line file without a final newline, given as the journal: refused and left
+    /// as it was, never taken for a journal whose last line was torn and cut away.
+    #[test]
+    fn a_lone_unfinished_line_is_no_journal_and_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        let begin_cut = serde_json::to_vec(&begin()).unwrap()[..20].to_vec();
+        for text in [
+            &b"{\"a\":1}"[..],
+            b"hello",
+            b"{\"kind\":\"write\"",
+            &begin_cut,
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let err = Journal::open(&file).err().unwrap().to_string();
+            assert!(err.contains("not a kubehash journal"), "{err}");
+            assert_eq!(std::fs::read(&file).unwrap(), text);
+            assert!(!dir.path().join("settings.json.torn").exists());
+        }
+    }
+
     /// A file where the journal's directory should be: one line saying so, and nothing made.
     #[test]
     fn a_file_in_place_of_the_journal_directory_is_said_so() {
