@@ -124,6 +124,7 @@ fn bad_input_gets_one_clear_line() {
         (&["hash", "--versions", "1.7"], b"{}", "unsupported kubelet version \"1.7\""),
         (&["hash", "--versions", "1.30..1.20"], b"{}", "bad version list"),
         (&["hash", "--versions", "1.28-1.30"], b"{}", "bad version list \"1.28-1.30\""),
+        (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--nodes", NODES], b"", "kubehash: the argument '--from <VERSION>' cannot be used with '--nodes <PATH>'"),
         (&["matrix", "-i", PODS, "--versions", "1.30"], b"", "kubehash: --versions \"1.30\" names one kubelet version"),
         (&["matrix", "-i", PODS, "--versions", "1.30,v1.30.2"], b"", "names one kubelet version"),
         // An agent that could never act, or would act without pause, does not start.
@@ -1275,6 +1276,23 @@ fn only_and_sort_by_shape_the_container_table() {
     let mut sorted = nodes.clone();
     sorted.sort();
     assert_eq!(nodes, sorted);
+    // A verdict no container has is said as such, never as "No container restarts".
+    let scan = |extra: &[&str]| {
+        let mut args = vec!["scan", "--to", "1.31", "-i", PODS, "--nodes", NODES];
+        args.extend_from_slice(extra);
+        kubehash(&args, b"")
+    };
+    let none = text(&scan(&["--only", "Error"]).stdout);
+    assert!(none.contains("\nNo container is error.\n"), "{none}");
+    assert!(!none.contains("No container restarts"), "{none}");
+    // A verdict mistyped is refused, with the ones there are: it never lists nothing, silently.
+    let typo = scan(&["--only", "restarts"]);
+    assert_eq!(typo.status.code(), Some(1));
+    assert_eq!(
+        text(&typo.stderr),
+        "kubehash: invalid value 'restarts' for '--only <VERDICT,…>' [possible values: restart, will-restart, unprovable, recreated, not-running, kept, error] (see kubehash --help)\n"
+    );
+    assert!(typo.stdout.is_empty());
 }
 
 /// `hash` streams its rows, but to a spool: a bad value after good ones prints the error and

@@ -561,7 +561,7 @@ pub struct ScanArgs {
     pub to: String,
 
     /// Source kubelet version for every node (instead of --nodes).
-    #[arg(long, value_name = "VERSION")]
+    #[arg(long, value_name = "VERSION", conflicts_with = "nodes")]
     pub from: Option<String>,
 
     #[command(flatten)]
@@ -596,7 +596,13 @@ pub struct ScanArgs {
     pub selector: Option<String>,
     /// List only containers with these verdicts in the table (restart, will-restart,
     /// unprovable, recreated, not-running, kept, error).
-    #[arg(long, value_name = "VERDICT,…", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "VERDICT,…",
+        value_delimiter = ',',
+        ignore_case = true,
+        value_parser = ["restart", "will-restart", "unprovable", "recreated", "not-running", "kept", "error"]
+    )]
     pub only: Vec<String>,
     /// Sort the container table.
     #[arg(long, value_enum, default_value_t = crate::cli::output::SortBy::Verdict)]

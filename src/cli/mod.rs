@@ -94,6 +94,9 @@ fn usage_error(e: clap::Error) -> ExitStatus {
         // "the following required arguments were not provided:" and the list below it.
         let list: Vec<&str> = lines.take_while(|l| !l.is_empty()).collect();
         first = format!("{first} {}", list.join(", "));
+    } else if let Some(values) = lines.find(|l| l.starts_with("[possible values:")) {
+        // An invalid value: the ones that are valid, on the same line.
+        first = format!("{first} {values}");
     }
     say!("kubehash: {first} (see kubehash --help)");
     ExitStatus::Failure

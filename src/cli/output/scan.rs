@@ -280,7 +280,10 @@ fn write_scan_table(
     }
     writeln!(out)?;
 
-    if verdicts.is_empty() {
+    if verdicts.is_empty() && !rows_wanted.only.is_empty() {
+        let only: Vec<String> = rows_wanted.only.iter().map(|o| o.to_lowercase()).collect();
+        writeln!(out, "No container is {}.", only.join(" or "))?;
+    } else if verdicts.is_empty() {
         writeln!(out, "No container restarts.")?;
     } else {
         if !wide && rows_wanted.only.is_empty() {
