@@ -131,6 +131,8 @@ fn bad_input_gets_one_clear_line() {
         (&["agent", "--node-name", "n", "--annotation", "kubehash.dev/target/version"], b"", "kubehash: --annotation \"kubehash.dev/target/version\" is not an annotation key"),
         (&["agent", "--node-name", "n", "--annotation", "Kubehash.dev/v"], b"", "is not a DNS subdomain"),
         (&["agent", "--node-name", "n", "--poll-ms", "0"], b"", "kubehash: --poll-ms 0 would ask the API server"),
+        (&["agent", "--node-name", ""], b"", "kubehash: --node-name \"\" (NODE_NAME) names no Node: it is empty"),
+        (&["agent", "--node-name", "Worker_1"], b"", "names no Node: a name must be a DNS subdomain"),
         (&["agent", "--node-name", "n", "--restart-timeout-seconds", "0"], b"", "kubehash: --restart-timeout-seconds 0"),
         (&["agent", "--node-name", "n", "--stuck-seconds", "0"], b"", "kubehash: --stuck-seconds 0"),
         (&["agent", "--node-name", "n", "--listen", "9808"], b"", "kubehash: --listen \"9808\": expected an address and port"),

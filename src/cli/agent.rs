@@ -8,7 +8,7 @@ use crate::agent::reconcile::{Agent, AgentConfig};
 use crate::cli::args::AgentArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::support::{init_logs, stop_requested};
-use crate::source::names::qualified_name;
+use crate::source::names::{dns_subdomain_name, qualified_name};
 
 /// The shortest `--poll-ms`: the agent reads the Node, the kubelet's process and healthz that
 /// often, and after an API error asks again after it.
@@ -17,6 +17,13 @@ const MIN_POLL_MS: u64 = 100;
 /// Flags an agent could start with and never act on, or act on too often: refused before it
 /// reads or binds anything.
 fn check(a: &AgentArgs) -> Result<()> {
+    if let Err(why) = dns_subdomain_name(&a.node_name) {
+        bail!(
+            "--node-name {:?} (NODE_NAME) names no Node: {why}; the DaemonSet sets it from \
+             the downward API's spec.nodeName",
+            a.node_name
+        );
+    }
     if let Err(why) = qualified_name(&a.annotation) {
         bail!(
             "--annotation {:?} is not an annotation key the API server takes, so no Node could \

@@ -26,6 +26,21 @@ fn is_dns_subdomain(s: &str) -> bool {
         })
 }
 
+/// An object name that must be a DNS subdomain, as a Node's (`ValidateNodeName`).
+pub fn dns_subdomain_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        Err("it is empty".into())
+    } else if is_dns_subdomain(name) {
+        Ok(())
+    } else {
+        Err(
+            "a name must be a DNS subdomain: lower-case alphanumeric, '-' and '.', at most 253 \
+             characters, beginning and ending alphanumeric"
+                .into(),
+        )
+    }
+}
+
 /// A label or annotation key: an optional DNS subdomain prefix and `/`, then a name of at most
 /// 63 characters (`validation.IsQualifiedName`). The error says what is wrong with it.
 pub fn qualified_name(key: &str) -> Result<(), String> {
@@ -115,6 +130,10 @@ mod tests {
             assert!(err.contains(why), "{bad:?}: {err}");
         }
         assert!(label_value("k", "").is_ok() && label_value("k", "a.b_c-D").is_ok());
+        assert!(dns_subdomain_name("node-1.example").is_ok());
+        for bad in ["", "Node-1", "node_1", "-node", "node.", &"n".repeat(254)] {
+            assert!(dns_subdomain_name(bad).is_err(), "{bad}");
+        }
         assert!(label_value("k", "a b").is_err() && label_value("k", &"v".repeat(64)).is_err());
     }
 }
