@@ -711,7 +711,7 @@ mod tests {
                 proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..40),
                 1..4,
             ),
-            spec in proptest::sample::select(vec!["1.15", "1.30", "1.31", "1.8,1.16", "1.27-1.31", "1.15,1.30,1.37", "all"]),
+            spec in proptest::sample::select(vec!["1.15", "1.30", "1.31", "1.8,1.16", "1.27..1.31", "1.15,1.30,1.37", "all"]),
             text_limit in proptest::sample::select(vec![0, 1, 3000, 20_000, 200_000, TEXT_LIMIT]),
         ) {
             let all = containers();
