@@ -1841,3 +1841,48 @@ fn rows_without_a_temporary_file_say_where() {
         "{err}"
     );
 }
+
+/// `audit snapshot --out` replaces an earlier snapshot only. Given a journal, a plan or a
+/// manifest by mistake, it refused nothing and replaced it: an upgrade's journal lost is its
+/// rollback lost. Refused before the runtime is asked (here, none runs).
+#[test]
+fn audit_snapshot_never_replaces_what_is_not_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("1.30-to-1.31.jsonl");
+    let body = b"{\"kind\":\"begin\",\"at_unix\":1,\"to\":\"1.31\",\"from\":\"1.30\",\"runtime\":\"containerd 1.7\"}\n";
+    std::fs::write(&journal, body).unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&journal, &link).unwrap();
+    let sock = format!("unix://{}", dir.path().join("none.sock").display());
+    for (out, says) in [
+        (
+            &journal,
+            "it holds something other than a kubehash audit snapshot",
+        ),
+        (&link, "it is there and not a regular file"),
+        (
+            &dir.path().to_path_buf(),
+            "it is there and not a regular file",
+        ),
+    ] {
+        let o = out.display().to_string();
+        let r = kubehash(&["audit", "snapshot", "--cri", &sock, "--out", &o], b"");
+        assert_eq!(r.status.code(), Some(1));
+        assert_eq!(
+            text(&r.stderr),
+            format!("kubehash: --out {o}: {says}; kubehash replaces only an earlier audit snapshot: give another path\n")
+        );
+    }
+    assert_eq!(std::fs::read(&journal).unwrap(), body);
+    assert_eq!(std::fs::read_link(&link).unwrap(), journal);
+    // An earlier snapshot may be replaced: the runtime is asked (and is not there).
+    let earlier = dir.path().join("before.json");
+    std::fs::write(&earlier, br#"{"apiVersion":"kubehash.dev/v1alpha1","kind":"AuditSnapshot","taken_at_unix":1,"containers":[]}"#).unwrap();
+    let e = earlier.display().to_string();
+    let r = kubehash(&["audit", "snapshot", "--cri", &sock, "--out", &e], b"");
+    assert!(
+        text(&r.stderr).contains("CRI endpoint"),
+        "{}",
+        text(&r.stderr)
+    );
+}

@@ -27,7 +27,34 @@ fn take(endpoint: &str) -> Result<Snapshot> {
     })?)
 }
 
+/// `--out` may replace an earlier snapshot only: anything else there (a journal, a plan, a
+/// manifest given by mistake) is someone's, and is refused before the runtime is asked.
+fn replaceable(out: &std::path::Path) -> Result<()> {
+    let refuse = |what: &str| {
+        anyhow::anyhow!(
+            "--out {}: {what}; kubehash replaces only an earlier audit snapshot: give another path",
+            out.display()
+        )
+    };
+    match std::fs::symlink_metadata(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(refuse(&format!("cannot look at it ({e})"))),
+        Ok(m) if !m.file_type().is_file() => Err(refuse("it is there and not a regular file")),
+        Ok(_) => {
+            let bytes = std::fs::read(out).map_err(|e| refuse(&format!("cannot read it ({e})")))?;
+            // As compare reads one (snapshots of kubehash 0.1 have no kind).
+            match serde_json::from_slice::<Snapshot>(&bytes) {
+                Ok(_) => Ok(()),
+                Err(_) => Err(refuse(
+                    "it holds something other than a kubehash audit snapshot",
+                )),
+            }
+        }
+    }
+}
+
 fn run_snapshot(a: AuditSnapshotArgs) -> Result<ExitStatus> {
+    replaceable(&a.out)?;
     let snap = take(&a.cri)?;
     crate::rewrite::durable::write_json(&a.out, &snapshot_document(&snap))?;
     say!(
