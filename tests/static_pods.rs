@@ -108,6 +108,25 @@ impl Node {
             .unwrap()
     }
 
+    /// `node apply` (output piped), paused for `ms` between journaling its pin and putting it
+    /// in place; returned once the journal holds the pin.
+    fn apply_paused_at_pin(&self, ms: u64) -> std::process::Child {
+        let child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(self.args("apply", &[]))
+            .env("KUBEHASH_TEST_PAUSE_BEFORE_PIN_MS", ms.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(&self.journal).is_ok_and(|j| j.contains("\"kind\":\"pin\""))
+        {
+            assert!(Instant::now() < deadline, "apply never journaled the pin");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    }
+
     fn json(&self, command: &str) -> Value {
         let out = self.node(command, &[]);
         assert!(
@@ -478,18 +497,7 @@ async fn a_crash_between_journal_and_rename_converges() {
     let manifest = n.write("etcd.yaml", ETCD_YAML);
     n.run("etcd", UID, &[etcd()]).await;
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args(n.args("apply", &[]))
-        .env("KUBEHASH_TEST_PAUSE_BEFORE_PIN_MS", "60000")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&n.journal).is_ok_and(|j| j.contains("\"kind\":\"pin\"")) {
-        assert!(Instant::now() < deadline, "apply never journaled the pin");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut child = n.apply_paused_at_pin(60_000);
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(std::fs::read_to_string(&manifest).unwrap(), ETCD_YAML);
@@ -521,18 +529,7 @@ async fn a_manifest_turned_into_a_link_during_apply_is_left_alone() {
     let n = Node::new();
     let manifest = n.write("etcd.yaml", ETCD_YAML);
     n.run("etcd", UID, &[etcd()]).await;
-    let child = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-        .args(n.args("apply", &[]))
-        .env("KUBEHASH_TEST_PAUSE_BEFORE_PIN_MS", "3000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&n.journal).is_ok_and(|j| j.contains("\"kind\":\"pin\"")) {
-        assert!(Instant::now() < deadline, "apply never journaled the pin");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = n.apply_paused_at_pin(3_000);
     // The same text, now kept elsewhere and linked in.
     let elsewhere = n.manifests.parent().unwrap().join("etcd-managed.yaml");
     std::fs::write(&elsewhere, ETCD_YAML).unwrap();
