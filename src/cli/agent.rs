@@ -2,12 +2,11 @@
 
 use anyhow::{bail, Context, Result};
 
-use crate::agent::kubelet_health::healthz_url;
 use crate::agent::metrics::{bind_metrics, serve_metrics, Metrics};
 use crate::agent::reconcile::{Agent, AgentConfig};
 use crate::cli::args::AgentArgs;
 use crate::cli::exit::ExitStatus;
-use crate::cli::support::{init_logs, stop_requested};
+use crate::cli::support::{healthz_flag, init_logs, stop_requested};
 use crate::source::names::{dns_subdomain_name, qualified_name};
 
 /// The shortest `--poll-ms`: the agent reads the Node, the kubelet's process and healthz that
@@ -31,9 +30,7 @@ fn check(a: &AgentArgs) -> Result<()> {
             a.annotation
         );
     }
-    if let Err(why) = healthz_url(&a.kubelet_healthz) {
-        bail!("--kubelet-healthz {:?}: {why}", a.kubelet_healthz);
-    }
+    healthz_flag(&a.kubelet_healthz)?;
     if a.poll_ms < MIN_POLL_MS {
         bail!(
             "--poll-ms {} would ask the API server and the kubelet without pause: give at least \

@@ -485,9 +485,7 @@ pub struct KubeletArgs {
 impl KubeletArgs {
     /// The guard; a healthz URL it could not read is refused, never taken for "no kubelet".
     pub fn guard(&self) -> anyhow::Result<KubeletGuard> {
-        if let Err(why) = crate::agent::kubelet_health::healthz_url(&self.kubelet_healthz) {
-            anyhow::bail!("--kubelet-healthz {:?}: {why}", self.kubelet_healthz);
-        }
+        crate::cli::support::healthz_flag(&self.kubelet_healthz)?;
         Ok(KubeletGuard {
             healthz: Some(self.kubelet_healthz.clone()),
             force: self.force,

@@ -4,13 +4,15 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::agent::kubelet_health::{healthz_answers, healthz_url};
+use crate::agent::kubelet_health::healthz_answers;
 use crate::analysis::plan::{made_for_the_target, plan, ContainerPlan, RuntimePods};
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
 use crate::cli::output::{write_shim_status, ShimStatus};
-use crate::cli::support::{init_logs, optional_version, runtime, stdout, stop_requested};
+use crate::cli::support::{
+    healthz_flag, init_logs, optional_version, runtime, stdout, stop_requested,
+};
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::audit_record;
 use crate::runtime::cri::{socket_path, Cri};
@@ -39,11 +41,9 @@ fn check(a: &ShimArgs) -> Result<u32> {
             bail!("{flag} 0 would leave the kubelet without a runtime: give 1 or more");
         }
     }
-    if let Err(why) = healthz_url(&a.kubelet_healthz) {
-        bail!("--kubelet-healthz {:?}: {why}", a.kubelet_healthz);
-    }
+    healthz_flag(&a.kubelet_healthz)?;
     let listen = socket_path(&a.listen)?;
-    if std::path::Path::new(&listen) == std::path::Path::new(&socket_path(&a.runtime_endpoint)?) {
+    if Path::new(&listen) == Path::new(&socket_path(&a.runtime_endpoint)?) {
         bail!(
             "--listen and --runtime-endpoint are one socket, {listen}: the shim listens where the \
              kubelet connects and forwards to the runtime's own socket"

@@ -103,3 +103,11 @@ pub fn version_flag(flag: &str, value: &str) -> Result<KubeletVersion> {
 pub fn optional_version(flag: &str, value: Option<&str>) -> Result<Option<KubeletVersion>> {
     value.map(|v| version_flag(flag, v)).transpose()
 }
+
+/// `--kubelet-healthz`, checked: a URL the running-kubelet check could not read is refused,
+/// never taken for "nothing answers there".
+pub fn healthz_flag(url: &str) -> anyhow::Result<()> {
+    crate::agent::kubelet_health::healthz_url(url)
+        .map(|_| ())
+        .map_err(|why| anyhow::anyhow!("--kubelet-healthz {url:?}: {why}"))
+}
