@@ -131,6 +131,9 @@ fn bad_input_gets_one_clear_line() {
         (&["agent", "--node-name", "n", "--annotation", "kubehash.dev/target/version"], b"", "kubehash: --annotation \"kubehash.dev/target/version\" is not an annotation key"),
         (&["agent", "--node-name", "n", "--annotation", "Kubehash.dev/v"], b"", "is not a DNS subdomain"),
         (&["agent", "--node-name", "n", "--poll-ms", "0"], b"", "kubehash: --poll-ms 0 would ask the API server"),
+        // A restart command sh cannot parse is found out before apply, not after it wrote.
+        (&["agent", "--node-name", "n", "--restart-containerd", "systemctl restart 'containerd"], b"", "kubehash: --restart-containerd: restarting the runtime with `systemctl restart 'containerd`: sh cannot parse it"),
+        (&["node", "apply", "--to", "1.31", "-i", PODS, "--cri", "/nonexistent.sock", "--restart-containerd=if true; then x"], b"", "kubehash: --restart-containerd=COMMAND: restarting the runtime with `if true; then x`: sh cannot parse it"),
         (&["agent", "--node-name", ""], b"", "kubehash: --node-name \"\" (NODE_NAME) names no Node: it is empty"),
         (&["agent", "--node-name", "Worker_1"], b"", "names no Node: a name must be a DNS subdomain"),
         (&["agent", "--node-name", "n", "--restart-timeout-seconds", "0"], b"", "kubehash: --restart-timeout-seconds 0"),

@@ -7,6 +7,7 @@ use crate::agent::reconcile::{Agent, AgentConfig};
 use crate::cli::args::AgentArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::support::{healthz_flag, init_logs, stop_requested};
+use crate::rewrite::restart::RestartCommand;
 use crate::source::names::{dns_subdomain_name, qualified_name};
 
 /// The shortest `--poll-ms`: the agent reads the Node, the kubelet's process and healthz that
@@ -31,6 +32,9 @@ fn check(a: &AgentArgs) -> Result<()> {
         );
     }
     healthz_flag(&a.kubelet_healthz)?;
+    if let Some(cmd) = &a.restart_containerd {
+        RestartCommand::check_shell(cmd).context("--restart-containerd")?;
+    }
     if a.poll_ms < MIN_POLL_MS {
         bail!(
             "--poll-ms {} would ask the API server and the kubelet without pause: give at least \

@@ -310,10 +310,10 @@ fn restart_command(flag: &Option<Option<String>>) -> Result<Option<RestartComman
     Ok(match flag {
         None => None,
         Some(None) => Some(RestartCommand::systemd("containerd")?),
-        Some(Some(cmd)) if cmd.trim().is_empty() => {
-            anyhow::bail!("--restart-containerd=COMMAND: the command is empty")
+        Some(Some(cmd)) => {
+            RestartCommand::check_shell(cmd).context("--restart-containerd=COMMAND")?;
+            Some(RestartCommand::shell(cmd))
         }
-        Some(Some(cmd)) => Some(RestartCommand::shell(cmd)),
     })
 }
 

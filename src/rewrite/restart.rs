@@ -43,6 +43,32 @@ impl RestartCommand {
         }
     }
 
+    /// Checks a command line for [`RestartCommand::shell`] before anything is written, so that a
+    /// mistyped one is not found out after apply, with the kubelet stopped and records
+    /// rewritten: it must not be empty, and `sh -n` must parse it.
+    pub fn check_shell(command: &str) -> Result<()> {
+        let fail = |reason: String| Error::Restart {
+            command: command.to_string(),
+            reason,
+        };
+        if command.trim().is_empty() {
+            return Err(fail("the command is empty".into()));
+        }
+        let parsed = std::process::Command::new("sh")
+            .args(["-n", "-c", command])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .map_err(|e| fail(format!("cannot run sh to check it: {e}")))?;
+        if parsed.status.success() {
+            return Ok(());
+        }
+        let said = String::from_utf8_lossy(&parsed.stderr);
+        let said = said.lines().next().unwrap_or("").trim();
+        Err(fail(format!("sh cannot parse it ({said})")))
+    }
+
     fn describe(&self) -> String {
         match self.args.as_slice() {
             [c, line] if self.program == "sh" && c == "-c" => line.clone(),
@@ -157,6 +183,31 @@ mod tests {
         assert!(!r(5).unseen_named().ends_with('…'));
         let six = r(6).unseen_named();
         assert!(six.ends_with("ns/p/c4, …") && !six.contains("c5"), "{six}");
+    }
+
+    #[test]
+    fn a_command_sh_cannot_parse_is_refused_before_it_is_needed() {
+        assert!(RestartCommand::check_shell("systemctl restart containerd").is_ok());
+        assert!(
+            RestartCommand::check_shell("nsenter -t 1 -m -- systemctl restart containerd").is_ok()
+        );
+        for (bad, says) in [
+            ("", "the command is empty"),
+            ("  ", "the command is empty"),
+            ("systemctl restart 'containerd", "sh cannot parse it"),
+            (
+                "if true; then systemctl restart containerd",
+                "sh cannot parse it",
+            ),
+        ] {
+            let err = RestartCommand::check_shell(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad:?}: {err}");
+        }
+        // Parsed, never run.
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("ran");
+        assert!(RestartCommand::check_shell(&format!("touch {}", mark.display())).is_ok());
+        assert!(!mark.exists());
     }
 
     #[tokio::test]
