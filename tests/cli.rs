@@ -1889,3 +1889,35 @@ fn audit_snapshot_never_replaces_what_is_not_a_snapshot() {
         text(&r.stderr)
     );
 }
+
+/// A --cri socket where something other than a CRI runtime listens (here, an HTTP/1 server) is
+/// named as such, not left at "transport error".
+#[test]
+fn a_socket_that_does_not_speak_cri_is_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("http.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut c in listener.incoming().flatten() {
+            let _ = c.read(&mut [0u8; 64]);
+            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let endpoint = format!("unix://{}", sock.display());
+    let out = kubehash(
+        &[
+            "node", "plan", "--to", "1.31", "--from", "1.30", "-i", PODS, "--cri", &endpoint,
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "kubehash: CRI endpoint {endpoint}: what listens there does not speak CRI (gRPC), or closed the connection: Version: "
+        )),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -140,9 +140,34 @@ impl Cri {
                     .await
                     .map_err(|e| cri.error("Version", e))?;
             }
-            Err(e) => return Err(cri.error("Version", e)),
+            Err(e) => return Err(cri.not_a_runtime(e)),
         }
         Ok(cri)
+    }
+
+    /// The first call failed other than by being unimplemented: say what that suggests about
+    /// what listens at the endpoint, then what failed.
+    fn not_a_runtime(&self, e: CallError) -> Error {
+        let hint = match &e {
+            // tower's timeout, as tonic reports it.
+            CallError::Status(s) if s.message().contains("Timeout expired") => format!(
+                "nothing answered the first call within {CALL_TIMEOUT:?} (a runtime that hangs, or \
+                 not a CRI socket)"
+            ),
+            CallError::Status(s)
+                if matches!(s.code(), tonic::Code::Unknown | tonic::Code::Cancelled) =>
+            {
+                "what listens there does not speak CRI (gRPC), or closed the connection".to_string()
+            }
+            _ => String::new(),
+        };
+        match self.error("Version", e) {
+            Error::Cri { endpoint, reason } if !hint.is_empty() => Error::Cri {
+                endpoint,
+                reason: format!("{hint}: {reason}"),
+            },
+            other => other,
+        }
     }
 
     pub fn api(&self) -> ApiVersion {
