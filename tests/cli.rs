@@ -124,6 +124,8 @@ fn bad_input_gets_one_clear_line() {
         (&["hash", "--versions", "1.7"], b"{}", "unsupported kubelet version \"1.7\""),
         (&["hash", "--versions", "1.30..1.20"], b"{}", "bad version list"),
         (&["hash", "--versions", "1.28-1.30"], b"{}", "bad version list \"1.28-1.30\""),
+        (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "-n", ""], b"", "kubehash: --namespace \"\" names no namespace: it is empty"),
+        (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "-n", "Shop"], b"", "kubehash: --namespace \"Shop\" names no namespace: a namespace is named by a DNS label"),
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--nodes", NODES], b"", "kubehash: the argument '--from <VERSION>' cannot be used with '--nodes <PATH>'"),
         (&["matrix", "-i", PODS, "--versions", "1.30"], b"", "kubehash: --versions \"1.30\" names one kubelet version"),
         (&["matrix", "-i", PODS, "--versions", "1.30,v1.30.2"], b"", "names one kubelet version"),

@@ -16,6 +16,7 @@ use crate::cli::support::{
 };
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
+use crate::source::names::namespace_name;
 use crate::source::nodes::NodeVersions;
 use crate::source::parallel::Input;
 use crate::source::selector::Selector;
@@ -25,6 +26,11 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
     let fixed_from = optional_version("--from", args.from.as_deref())?;
     // Checked here, before any file or server is read; the API server checks it the same way.
     let selector = Selector::parse(args.selector.as_deref().unwrap_or(""))?;
+    if let Some(ns) = &args.namespace {
+        if let Err(why) = namespace_name(ns) {
+            bail!("--namespace {ns:?} names no namespace: {why}");
+        }
+    }
     if let Some(endpoint) = &args.cri {
         return print_plan(
             endpoint,

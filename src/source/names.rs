@@ -41,6 +41,29 @@ pub fn dns_subdomain_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// A namespace's name: a DNS label, lower-case alphanumeric and `-`, at most 63 characters,
+/// beginning and ending alphanumeric (`ValidateNamespaceName`).
+pub fn namespace_name(name: &str) -> Result<(), String> {
+    let b = name.as_bytes();
+    let edge = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if name.is_empty() {
+        Err("it is empty".into())
+    } else if b.len() <= 63
+        && edge(b.first())
+        && edge(b.last())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+    {
+        Ok(())
+    } else {
+        Err(
+            "a namespace is named by a DNS label: lower-case alphanumeric and '-', at most 63 \
+             characters, beginning and ending alphanumeric"
+                .into(),
+        )
+    }
+}
+
 /// A label or annotation key: an optional DNS subdomain prefix and `/`, then a name of at most
 /// 63 characters (`validation.IsQualifiedName`). The error says what is wrong with it.
 pub fn qualified_name(key: &str) -> Result<(), String> {
@@ -131,6 +154,10 @@ mod tests {
         }
         assert!(label_value("k", "").is_ok() && label_value("k", "a.b_c-D").is_ok());
         assert!(dns_subdomain_name("node-1.example").is_ok());
+        assert!(namespace_name("kube-system").is_ok() && namespace_name("a").is_ok());
+        for bad in ["", "Shop", "a.b", "-a", "a-", "a b", &"n".repeat(64)] {
+            assert!(namespace_name(bad).is_err(), "{bad}");
+        }
         for bad in ["", "Node-1", "node_1", "-node", "node.", &"n".repeat(254)] {
             assert!(dns_subdomain_name(bad).is_err(), "{bad}");
         }
