@@ -124,6 +124,9 @@ fn bad_input_gets_one_clear_line() {
         (&["hash", "--versions", "1.7"], b"{}", "unsupported kubelet version \"1.7\""),
         (&["hash", "--versions", "1.30..1.20"], b"{}", "bad version list"),
         (&["hash", "--versions", "1.28-1.30"], b"{}", "bad version list \"1.28-1.30\""),
+        // An empty list: said so, not a table of zeros that reads as "nothing restarts".
+        (&["matrix", "-i", "-", "--versions", "1.30,1.31"], br#"{"kind":"PodList","items":[]}"#, "kubehash: no pods found in stdin"),
+        (&["hash"], br#"{"kind":"PodList","items":[]}"#, "kubehash: stdin: no container in it (no input, or an empty list)"),
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "-n", ""], b"", "kubehash: --namespace \"\" names no namespace: it is empty"),
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "-n", "Shop"], b"", "kubehash: --namespace \"Shop\" names no namespace: a namespace is named by a DNS label"),
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--nodes", NODES], b"", "kubehash: the argument '--from <VERSION>' cannot be used with '--nodes <PATH>'"),
@@ -1904,6 +1907,8 @@ fn a_socket_that_does_not_speak_cri_is_said_so() {
         for mut c in listener.incoming().flatten() {
             let _ = c.read(&mut [0u8; 64]);
             let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            // Held open until the client goes: what it reads is the answer, not a hang-up.
+            while c.read(&mut [0u8; 64]).is_ok_and(|n| n > 0) {}
         }
     });
     let endpoint = format!("unix://{}", sock.display());

@@ -155,7 +155,10 @@ impl Cri {
                  not a CRI socket)"
             ),
             CallError::Status(s)
-                if matches!(s.code(), tonic::Code::Unknown | tonic::Code::Cancelled) =>
+                if matches!(
+                    s.code(),
+                    tonic::Code::Unknown | tonic::Code::Cancelled | tonic::Code::Internal
+                ) =>
             {
                 "what listens there does not speak CRI (gRPC), or closed the connection".to_string()
             }
