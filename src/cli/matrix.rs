@@ -20,6 +20,15 @@ pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
         );
     }
     let (m, problems) = matrix_input(&Input::Path(&args.pods), &versions, cores())?;
+    if m.containers == 0 && m.errors == 0 {
+        // As scan says it: a table of zeros would read as "nothing restarts".
+        let first = problems.iter().next().transpose();
+        let why = match first.context("cannot read back the objects not counted")? {
+            Some(p) => format!(" ({} not counted, the first: {p})", problems.len()),
+            None => String::new(),
+        };
+        bail!("no pods found in {}{why}", Input::Path(&args.pods).name());
+    }
     print(args.output, &m)?;
     for p in problems.iter() {
         let p = p.context("cannot read back the objects not counted")?;

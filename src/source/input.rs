@@ -108,7 +108,7 @@ impl std::fmt::Display for Here<'_> {
 pub fn no_input(source: &str) -> Error {
     Error::Input {
         source_name: source.to_string(),
-        reason: "no input".into(),
+        reason: "no container in it (no input, or an empty list)".into(),
     }
 }
 
