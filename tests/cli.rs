@@ -128,6 +128,9 @@ fn bad_input_gets_one_clear_line() {
         (&["matrix", "-i", "-", "--versions", "1.30,1.31"], br#"{"kind":"PodList","items":[]}"#, "kubehash: no pods found in stdin"),
         (&["hash"], br#"{"kind":"PodList","items":[]}"#, "kubehash: stdin: no container in it (no input, or an empty list)"),
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "-n", ""], b"", "kubehash: --namespace \"\" names no namespace: it is empty"),
+        // scan --cri reports the whole node: the cluster scan's filters are refused, not ignored.
+        (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--cri", "/nonexistent.sock", "-n", "shop"], b"", "kubehash: the argument '--cri <ENDPOINT>' cannot be used with '--namespace <NAMESPACE>'"),
+        (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--cri", "/nonexistent.sock", "--only", "restart"], b"", "kubehash: the argument '--cri <ENDPOINT>' cannot be used with '--only <VERDICT,…>'"),
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "-n", "Shop"], b"", "kubehash: --namespace \"Shop\" names no namespace: a namespace is named by a DNS label"),
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--nodes", NODES], b"", "kubehash: the argument '--from <VERSION>' cannot be used with '--nodes <PATH>'"),
         (&["matrix", "-i", PODS, "--versions", "1.30"], b"", "kubehash: --versions \"1.30\" names one kubelet version"),

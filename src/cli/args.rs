@@ -571,8 +571,13 @@ pub struct ScanArgs {
 
     /// Node-local mode: read this node's containers from the CRI runtime at this endpoint
     /// (e.g. unix:///run/containerd/containerd.sock), join them to the pods, and give each one
-    /// a verdict: unchanged, rewrite, will-restart, no-pod or error.
-    #[arg(long, value_name = "ENDPOINT")]
+    /// a verdict: unchanged, rewrite, will-restart, no-pod or error. It reports the whole node,
+    /// as `node plan` does: the cluster scan's filters and table options do not apply.
+    #[arg(
+        long,
+        value_name = "ENDPOINT",
+        conflicts_with_all = ["namespace", "selector", "only", "sort_by", "nodes"]
+    )]
     pub cri: Option<String>,
 
     /// Output format.
