@@ -153,6 +153,8 @@ fn bad_input_gets_one_clear_line() {
         (&["node", "apply", "--to", "1.31", "--from", "1.30", "-i", PODS, "--cri", "/nonexistent.sock", "--kubelet-healthz", "localhost:10248"], b"", "kubehash: --kubelet-healthz \"localhost:10248\": expected an http:// or https:// URL"),
         (&["node", "rollback", "--journal", "/nonexistent", "--kubelet-healthz", "http:/127.0.0.1:10248/healthz"], b"", "expected an http:// or https:// URL"),
         (&["hash", "--explain", "2.0"], b"{}", "unsupported kubelet version \"2.0\""),
+        (&["hash", "--explain", "1.30", "-o", "json"], b"{}", "kubehash: the argument '--explain <VERSION>' cannot be used with '--output <OUTPUT>'"),
+        (&["hash", "--explain", "1.30", "--versions", "1.31"], b"{}", "kubehash: the argument '--explain <VERSION>' cannot be used with '--versions <SPEC>'"),
         (&["hash", "-i", "/nonexistent/pods.json"], b"", "kubehash: /nonexistent/pods.json: No such file or directory"),
         (
             &["hash"],

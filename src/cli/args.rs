@@ -643,7 +643,7 @@ pub struct HashArgs {
     pub output: Format,
 
     /// Print the exact text kubelet VERSION feeds to FNV-1a for each container, instead of the
-    /// hash table.
-    #[arg(long, value_name = "VERSION")]
+    /// hash table (one version, as text: `--versions` and `-o` do not apply).
+    #[arg(long, value_name = "VERSION", conflicts_with_all = ["versions", "output"])]
     pub explain: Option<String>,
 }
