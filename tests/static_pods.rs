@@ -234,6 +234,30 @@ async fn a_manifest_written_just_after_its_pod_started_is_pinned() {
     assert_eq!(plan["containers"][0]["verdict"], "rewrite", "{plan}");
 }
 
+/// The kubelet's node name is its host name lower-cased (`nodeutil.GetHostname`): given as
+/// `NODE-1`, or read from a host named so, the node is `node-1`, and its static pod runs as
+/// `etcd-node-1`. Taken as written, the name matched no sandbox, and the pod was not pinned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_name_is_lower_cased_as_the_kubelet_does() {
+    let n = Node::new();
+    n.write("etcd.yaml", ETCD_YAML);
+    n.run("etcd", UID, &[etcd()]).await;
+    let args: Vec<String> = n
+        .args("plan", &[])
+        .into_iter()
+        .map(|a| if a == NODE { NODE.to_uppercase() } else { a })
+        .collect();
+    assert!(args.contains(&"NODE-1".to_string()), "{args:?}");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["static_pods"][0]["action"], "pin", "{plan}");
+    assert_eq!(plan["static_pods"][0]["uid"], UID, "{plan}");
+}
+
 /// Each manifest kubehash must not pin is reported and left byte for byte, and its containers are
 /// not rewritten: several documents, already pinned, not parsable, no running sandbox, a spec
 /// that no longer verifies against what runs, and a file rewritten after its pod started with a

@@ -403,7 +403,7 @@ pub struct PodSource {
     #[arg(long, value_name = "NAME", conflicts_with = "pods")]
     pub context: Option<String>,
     /// With --cri and node commands: this node's name, to list only its pods (default: the
-    /// hostname).
+    /// hostname; either lower-cased, as the kubelet makes its node name).
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
     /// The static pod manifests: node commands pin the UID of each static pod they run (apply

@@ -117,20 +117,32 @@ pub fn manifests(source: &PodSource) -> Result<Manifests> {
 /// This node's name: `--node-name`, else the hostname (the kubelet's default); `None` when
 /// neither can be had (static pods are then matched by name prefix).
 pub fn node_name(source: &PodSource) -> Option<String> {
-    source.node_name.clone().or_else(|| hostname().ok())
+    match &source.node_name {
+        Some(given) => kubelet_node_name(given),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .and_then(|h| kubelet_node_name(&h)),
+    }
 }
 
-/// This machine's hostname (the kubelet's default node name).
-fn hostname() -> Result<String> {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .context("cannot read the hostname; pass --node-name")?;
-    Ok(name.trim().to_string())
+/// The node name the kubelet makes of a hostname (its own, or `--hostname-override`): trimmed
+/// and lower-cased, an empty one refused (`nodeutil.GetHostname`). A host named `Worker-1` is
+/// node `worker-1`, and its static pods run as `<name>-worker-1`.
+fn kubelet_node_name(hostname: &str) -> Option<String> {
+    Some(hostname.trim().to_lowercase()).filter(|n| !n.is_empty())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::{json, Value};
+
+    #[test]
+    fn the_node_name_is_the_hostname_as_the_kubelet_makes_it() {
+        assert_eq!(kubelet_node_name("Worker-1\n").as_deref(), Some("worker-1"));
+        assert_eq!(kubelet_node_name(" node-a ").as_deref(), Some("node-a"));
+        assert_eq!(kubelet_node_name(" \n"), None);
+    }
 
     /// From a whole cluster's pods file, a node keeps the pod objects of its own pods, whatever
     /// their phase, and of pods scheduled nowhere that may run (a file written for this node);
