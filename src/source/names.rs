@@ -12,18 +12,20 @@ fn is_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
+/// Lower-case alphanumeric and `-`, beginning and ending alphanumeric: an RFC 1123 label, without
+/// its length limit.
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    edge(b.first())
+        && edge(b.last())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
 /// A lower-case RFC 1123 subdomain of at most 253 characters (`IsDNS1123Subdomain`).
 fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253
-        && s.split('.').all(|label| {
-            let b = label.as_bytes();
-            let edge =
-                |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-            edge(b.first())
-                && edge(b.last())
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        })
+    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// An object name that must be a DNS subdomain, as a Node's (`ValidateNodeName`).
@@ -44,16 +46,9 @@ pub fn dns_subdomain_name(name: &str) -> Result<(), String> {
 /// A namespace's name: a DNS label, lower-case alphanumeric and `-`, at most 63 characters,
 /// beginning and ending alphanumeric (`ValidateNamespaceName`).
 pub fn namespace_name(name: &str) -> Result<(), String> {
-    let b = name.as_bytes();
-    let edge = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if name.is_empty() {
         Err("it is empty".into())
-    } else if b.len() <= 63
-        && edge(b.first())
-        && edge(b.last())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-    {
+    } else if name.len() <= 63 && is_dns_label(name) {
         Ok(())
     } else {
         Err(
