@@ -1,8 +1,8 @@
 //! Files that must survive a crash whole: written to a temporary file, synced, renamed over the
 //! old one, and the directory synced, so a reader sees the old content or the new, never half.
 //! The temporary file is dot-named in the same directory (the kubelet's file source ignores dot
-//! files, so a manifest being replaced is never read half-made), and the replaced file's mode is
-//! kept; new files get mode 0600.
+//! files, so a manifest being replaced is never read half-made), and the replaced file's mode,
+//! owner and group are kept; new files get mode 0600.
 
 use std::io::Write;
 use std::path::Path;
@@ -53,9 +53,12 @@ pub fn write_atomically_dated(
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.kubehash-tmp"));
     {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
         // Owner only for new files: plans, pod specs and states are the node's business.
-        let mode = std::fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
+        let old = std::fs::metadata(path).ok();
+        let mode = old
+            .as_ref()
+            .map_or(0o600, |m| m.permissions().mode() & 0o7777);
         let _ = std::fs::remove_file(&tmp);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -63,6 +66,18 @@ pub fn write_atomically_dated(
             .mode(mode)
             .open(&tmp)
             .map_err(io)?;
+        // A replaced file keeps its owner and group (a manifest someone else owns stays theirs),
+        // set before the mode, whose set-id bits a change of owner may clear.
+        if let (Some(o), Ok(n)) = (&old, f.metadata()) {
+            if (o.uid(), o.gid()) != (n.uid(), n.gid()) {
+                std::os::unix::fs::fchown(&f, Some(o.uid()), Some(o.gid())).map_err(|e| {
+                    io(std::io::Error::new(
+                        e.kind(),
+                        format!("cannot give the new file the old one's owner and group: {e}"),
+                    ))
+                })?;
+            }
+        }
         f.set_permissions(std::fs::Permissions::from_mode(mode))
             .and_then(|_| f.write_all(bytes))
             .and_then(|_| modified.map_or(Ok(()), |m| f.set_modified(m)))
@@ -82,4 +97,37 @@ pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
         source: e.into(),
     })?;
     write_atomically(path, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// A replaced file keeps its mode, owner and group; a new one is 0600 and ours.
+    #[test]
+    fn a_replaced_file_keeps_its_mode_owner_and_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("etcd.yaml");
+        write_atomically(&path, b"new").unwrap();
+        let made = std::fs::metadata(&path).unwrap();
+        assert_eq!(made.permissions().mode() & 0o7777, 0o600);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        // As root (CI), someone else's file; otherwise our own, which must stay ours.
+        let (uid, gid) = if made.uid() == 0 {
+            (1234, 5678)
+        } else {
+            (made.uid(), made.gid())
+        };
+        std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
+        write_atomically(&path, b"pinned").unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid(), m.permissions().mode() & 0o7777),
+            (uid, gid, 0o640)
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"pinned");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "nothing beside the file");
+    }
 }
