@@ -71,6 +71,7 @@ pub fn write_atomically_dated(
         if let (Some(o), Ok(n)) = (&old, f.metadata()) {
             if (o.uid(), o.gid()) != (n.uid(), n.gid()) {
                 std::os::unix::fs::fchown(&f, Some(o.uid()), Some(o.gid())).map_err(|e| {
+                    let _ = std::fs::remove_file(&tmp);
                     io(std::io::Error::new(
                         e.kind(),
                         format!("cannot give the new file the old one's owner and group: {e}"),
