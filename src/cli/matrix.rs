@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use crate::analysis::matrix::matrix_input;
 use crate::cli::args::MatrixArgs;
 use crate::cli::exit::ExitStatus;
-use crate::cli::support::print;
+use crate::cli::support::{no_pods_found, print};
 use crate::kubelet::version::parse_version_set;
 use crate::source::parallel::Input;
 use crate::source::pool::cores;
@@ -22,12 +22,8 @@ pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
     let (m, problems) = matrix_input(&Input::Path(&args.pods), &versions, cores())?;
     if m.containers == 0 && m.errors == 0 {
         // As scan says it: a table of zeros would read as "nothing restarts".
-        let first = problems.iter().next().transpose();
-        let why = match first.context("cannot read back the objects not counted")? {
-            Some(p) => format!(" ({} not counted, the first: {p})", problems.len()),
-            None => String::new(),
-        };
-        bail!("no pods found in {}{why}", Input::Path(&args.pods).name());
+        let source = Input::Path(&args.pods).name();
+        return Err(no_pods_found(&source, &problems, "counted"));
     }
     print(args.output, &m)?;
     for p in problems.iter() {

@@ -12,7 +12,7 @@ use crate::cli::node::print_plan;
 use crate::cli::node_pods;
 use crate::cli::output::{ScanRows, ScanView};
 use crate::cli::support::{
-    optional_version, print, runtime, version_flag, warn_upgrade, SHOWN_ON_STDERR,
+    no_pods_found, optional_version, print, runtime, version_flag, warn_upgrade, SHOWN_ON_STDERR,
 };
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
@@ -113,16 +113,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             Some(p) => p.display().to_string(),
             None => "the cluster".to_string(),
         };
-        let first = report.problems.iter().next().transpose();
-        let why = match first.context("cannot read back the objects not scanned")? {
-            Some(p) if report.problems.len() == 1 => format!(" (1 object not scanned: {p})"),
-            Some(p) => format!(
-                " ({} objects not scanned, the first: {p})",
-                report.problems.len()
-            ),
-            None => String::new(),
-        };
-        bail!("no pods found in {source}{why}");
+        return Err(no_pods_found(&source, &report.problems, "scanned"));
     }
     let view = ScanView {
         report: &report,

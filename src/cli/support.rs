@@ -111,3 +111,23 @@ pub fn healthz_flag(url: &str) -> anyhow::Result<()> {
         .map(|_| ())
         .map_err(|why| anyhow::anyhow!("--kubelet-healthz {url:?}: {why}"))
 }
+
+/// The error for an input in which no pod was found, with how many of its objects were left out
+/// (`left`: "scanned", "counted") and the first of them: one message for scan and matrix.
+pub fn no_pods_found(
+    source: &str,
+    problems: &crate::analysis::spill::Spill<String>,
+    left: &str,
+) -> anyhow::Error {
+    let first = problems.iter().next().transpose();
+    let why = match first {
+        Err(e) => {
+            return anyhow::Error::new(e)
+                .context(format!("cannot read back the objects not {left}"))
+        }
+        Ok(Some(p)) if problems.len() == 1 => format!(" (1 object not {left}: {p})"),
+        Ok(Some(p)) => format!(" ({} objects not {left}, the first: {p})", problems.len()),
+        Ok(None) => String::new(),
+    };
+    anyhow::anyhow!("no pods found in {source}{why}")
+}
