@@ -1,8 +1,9 @@
 //! Files that must survive a crash whole: written to a temporary file, synced, renamed over the
 //! old one, and the directory synced, so a reader sees the old content or the new, never half.
 //! The temporary file is dot-named in the same directory (the kubelet's file source ignores dot
-//! files, so a manifest being replaced is never read half-made), and the replaced file's mode,
-//! owner and group are kept; new files get mode 0600.
+//! files, so a manifest being replaced is never read half-made, and is removed if anything fails),
+//! and the replaced file's mode, owner, group and extended attributes (an SELinux label, an ACL)
+//! are kept; new files get mode 0600.
 
 use std::io::Write;
 use std::path::Path;
@@ -52,43 +53,96 @@ pub fn write_atomically_dated(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.kubehash-tmp"));
-    {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-        // Owner only for new files: plans, pod specs and states are the node's business.
-        let old = std::fs::metadata(path).ok();
-        let mode = old
-            .as_ref()
-            .map_or(0o600, |m| m.permissions().mode() & 0o7777);
+    let old = std::fs::metadata(path).ok();
+    let _ = std::fs::remove_file(&tmp);
+    // Whatever goes wrong after the temporary file exists, it is removed: nothing is left beside
+    // the file (a full disk leaves no half-written copy in a manifests directory).
+    let made =
+        fill(&tmp, old.as_ref(), path, bytes, modified).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = made {
         let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)
-            .map_err(io)?;
-        // A replaced file keeps its owner and group (a manifest someone else owns stays theirs),
-        // set before the mode, whose set-id bits a change of owner may clear.
-        if let (Some(o), Ok(n)) = (&old, f.metadata()) {
-            if (o.uid(), o.gid()) != (n.uid(), n.gid()) {
-                std::os::unix::fs::fchown(&f, Some(o.uid()), Some(o.gid())).map_err(|e| {
-                    let _ = std::fs::remove_file(&tmp);
-                    io(std::io::Error::new(
-                        e.kind(),
-                        format!("cannot give the new file the old one's owner and group: {e}"),
-                    ))
-                })?;
-            }
-        }
-        f.set_permissions(std::fs::Permissions::from_mode(mode))
-            .and_then(|_| f.write_all(bytes))
-            .and_then(|_| modified.map_or(Ok(()), |m| f.set_modified(m)))
-            .and_then(|_| f.sync_all())
-            .map_err(io)?;
+        return Err(io(e));
     }
-    std::fs::rename(&tmp, path).map_err(io)?;
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io)
+}
+
+/// Makes `tmp` the replacement of `path` (whose metadata was `old`): `bytes`, and the replaced
+/// file's owner, group, extended attributes and mode (0600 for a new file), dated `modified`.
+fn fill(
+    tmp: &Path,
+    old: Option<&std::fs::Metadata>,
+    path: &Path,
+    bytes: &[u8],
+    modified: Option<std::time::SystemTime>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    // Owner only for new files: plans, pod specs and states are the node's business.
+    let mode = old.map_or(0o600, |m| m.permissions().mode() & 0o7777);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(tmp)?;
+    // A replaced file keeps its owner and group (a manifest someone else owns stays theirs).
+    if let (Some(o), Ok(n)) = (old, f.metadata()) {
+        if (o.uid(), o.gid()) != (n.uid(), n.gid()) {
+            std::os::unix::fs::fchown(&f, Some(o.uid()), Some(o.gid())).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot give the new file the old one's owner and group: {e}"),
+                )
+            })?;
+        }
+    }
+    f.write_all(bytes)?;
+    // After the owner and the bytes, which clear a file capability, and before the mode, whose
+    // set-id bits a change of owner clears.
+    if old.is_some() {
+        keep_xattrs(path, &f)?;
+    }
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    if let Some(m) = modified {
+        f.set_modified(m)?;
+    }
+    f.sync_all()
+}
+
+/// Gives `new` every extended attribute `path` has: an SELinux label, an ACL, a user's
+/// attribute. One the system will not set is fine only if `new` already has it alike (an SELinux
+/// label the directory gave); otherwise the replacement is refused.
+const EOPNOTSUPP: i32 = 95; // Linux: the file system has no extended attributes
+
+fn keep_xattrs(path: &Path, new: &std::fs::File) -> std::io::Result<()> {
+    use xattr::FileExt;
+    let names = match xattr::list_deref(path) {
+        Ok(names) => names,
+        Err(e) if e.raw_os_error() == Some(EOPNOTSUPP) => return Ok(()), // none to keep
+        Err(e) => {
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!("cannot read the old file's extended attributes: {e}"),
+            ))
+        }
+    };
+    for name in names {
+        let Some(value) = xattr::get_deref(path, &name)? else {
+            continue; // removed since it was listed
+        };
+        if let Err(e) = new.set_xattr(&name, &value) {
+            if new.get_xattr(&name).ok().flatten().as_deref() != Some(&value[..]) {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot give the new file the old one's extended attribute {}: {e}",
+                        name.to_string_lossy()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// [`write_atomically`] of a value as pretty JSON.
@@ -130,5 +184,73 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"pinned");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "nothing beside the file");
+    }
+
+    /// An access ACL in its extended attribute form (`setfacl -m u:1234:rw`): owner rw, user
+    /// 1234 rw, group r, mask rw, other none.
+    const ACL: &[u8] = &[
+        2, 0, 0, 0, // version
+        1, 0, 6, 0, 255, 255, 255, 255, // user::rw-
+        2, 0, 6, 0, 210, 4, 0, 0, // user:1234:rw-
+        4, 0, 4, 0, 255, 255, 255, 255, // group::r--
+        16, 0, 6, 0, 255, 255, 255, 255, // mask::rw-
+        32, 0, 0, 0, 255, 255, 255, 255, // other::---
+    ];
+
+    /// A replaced file keeps every extended attribute: a user's, and as root (CI) an SELinux
+    /// label, a trusted one and an ACL, whatever the directory would give a new file.
+    #[test]
+    fn a_replaced_file_keeps_its_extended_attributes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("etcd.yaml");
+        std::fs::write(&path, b"old").unwrap();
+        let mut kept = vec![("user.kubehash-test", &b"someone's\0value"[..])];
+        if std::fs::metadata(&path).unwrap().uid() == 0 {
+            kept.push(("security.selinux", b"system_u:object_r:kubelet_file_t:s0\0"));
+            kept.push(("trusted.kubehash-test", b"x"));
+            kept.push(("system.posix_acl_access", ACL));
+        }
+        for (name, value) in &kept {
+            xattr::set(&path, name, value).unwrap();
+        }
+        let mode_of = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        let before = mode_of(&path);
+        write_atomically(&path, b"pinned").unwrap();
+        for (name, value) in &kept {
+            assert_eq!(
+                xattr::get(&path, name).unwrap().as_deref(),
+                Some(*value),
+                "{name}"
+            );
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), b"pinned");
+        assert_eq!(mode_of(&path), before, "the mode the ACL's mask is part of");
+        // A new file gets none.
+        let new = dir.path().join("new.yaml");
+        write_atomically(&new, b"x").unwrap();
+        assert!(xattr::get(&new, "user.kubehash-test").unwrap().is_none());
+    }
+
+    /// A write that fails after the temporary file exists leaves nothing beside the file, and the
+    /// file as it was.
+    #[test]
+    fn a_failed_write_leaves_the_file_and_nothing_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("etcd.yaml");
+        std::fs::write(&path, b"old").unwrap();
+        // The rename fails: the path is a directory, which a file cannot replace.
+        let target = dir.path().join("manifests");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("keep"), b"k").unwrap();
+        assert!(write_atomically(&target, b"new").is_err());
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["etcd.yaml", "manifests"]);
+        assert_eq!(std::fs::read(target.join("keep")).unwrap(), b"k");
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
     }
 }
