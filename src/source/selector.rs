@@ -260,7 +260,12 @@ impl<'a> Parser<'a> {
                         values.push(String::new()); // `,)`
                         break;
                     }
-                    Tok::Comma => values.push(String::new()), // `,,`
+                    Tok::Comma => {
+                        // `,,`: the second comma is taken with the first, so `(a,,)` ends on a
+                        // `)` where a value or a comma must come, and is refused.
+                        self.at += 1;
+                        values.push(String::new());
+                    }
                     _ => {}
                 }
             } else {
@@ -373,6 +378,10 @@ mod tests {
             "tier in (,x)",
             "tier in ()",
             "tier in (x,)",
+            "tier in (x,,y)",
+            "tier in (x,,,)",
+            "tier in (,,,)",
+            "tier in (,,,,,y)",
             "app in (in, web)",
             "rank>9",
             "rank<11",
@@ -422,6 +431,9 @@ mod tests {
             ("a in (b c)", "found \"c\", expected ',' or ')'"),
             ("a in (=)", "found '=', expected ',', ')' or a value"),
             ("a in (b,", "found the end, expected ',' or a value"),
+            ("a in (b,,)", "found ')', expected ',' or a value"),
+            ("a in (,,)", "found ')', expected ',' or a value"),
+            ("a in (b,,,,)", "found ')', expected ',' or a value"),
             ("!a=b", "found '=', expected ',' or the end"),
             ("!!a", "found '!', expected a label key"),
             ("a/b/c=d", "at most one '/'"),
