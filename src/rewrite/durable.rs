@@ -109,11 +109,14 @@ fn fill(
     f.sync_all()
 }
 
-/// Gives `new` every extended attribute `path` has: an SELinux label, an ACL, a user's
-/// attribute. One the system will not set is fine only if `new` already has it alike (an SELinux
-/// label the directory gave); otherwise the replacement is refused.
+/// Attributes that describe the old file's bytes, not the file (IMA/EVM).
+const CONTENT_DERIVED: [&str; 2] = ["security.ima", "security.evm"];
+
 const EOPNOTSUPP: i32 = 95; // Linux: the file system has no extended attributes
 
+/// Gives `new` every extended attribute `path` has but those derived from its bytes: an SELinux
+/// label, an ACL, a user's attribute. One the system will not set is fine only if `new` already
+/// has it alike (an SELinux label the directory gave); otherwise the replacement is refused.
 fn keep_xattrs(path: &Path, new: &std::fs::File) -> std::io::Result<()> {
     use xattr::FileExt;
     let names = match xattr::list_deref(path) {
@@ -127,6 +130,14 @@ fn keep_xattrs(path: &Path, new: &std::fs::File) -> std::io::Result<()> {
         }
     };
     for name in names {
+        // The integrity subsystem's hash and signature of the old bytes: wrong for the new ones,
+        // which the kernel measures itself.
+        if CONTENT_DERIVED
+            .iter()
+            .any(|c| name.as_encoded_bytes() == c.as_bytes())
+        {
+            continue;
+        }
         let Some(value) = xattr::get_deref(path, &name)? else {
             continue; // removed since it was listed
         };
@@ -216,7 +227,15 @@ mod tests {
         }
         let mode_of = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
         let before = mode_of(&path);
+        if std::fs::metadata(&path).unwrap().uid() == 0 {
+            xattr::set(&path, "security.ima", b"\x03\x02old").unwrap();
+        }
         write_atomically(&path, b"pinned").unwrap();
+        assert_eq!(
+            xattr::get(&path, "security.ima").unwrap(),
+            None,
+            "the old bytes' measurement is not the new ones'"
+        );
         for (name, value) in &kept {
             assert_eq!(
                 xattr::get(&path, name).unwrap().as_deref(),
