@@ -456,6 +456,51 @@ fn objects_not_scanned_are_all_listed_once_on_stderr_or_in_the_output() {
     }
 }
 
+/// `hash -i DIR`: an object that is not a container is named by its file and its place there,
+/// not by the directory and a count across files; what hashes is as from the files one by one.
+#[test]
+fn hash_names_a_directorys_objects_by_their_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n";
+    std::fs::write(dir.path().join("a.yaml"), deployment).unwrap();
+    let b = "{\"name\":\"x\",\"image\":\"y\"}\n{\"image\":\"z\"}\n";
+    std::fs::write(dir.path().join("b.json"), b).unwrap();
+    let d = dir.path().display();
+    let hash = |input: &str, explain: bool| {
+        let mut args = vec!["hash", "-i", input, "--versions", "1.31"];
+        if explain {
+            args = vec!["hash", "-i", input, "--explain", "1.31"];
+        }
+        kubehash(&args, b"")
+    };
+    let out = hash(&d.to_string(), false);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "kubehash: {d}/a.yaml: object 1: a Deployment is not a Pod, PodList or container\n\
+             kubehash: {d}/b.json: object 2: not a Pod, PodList, container (no \"name\") or \
+             {{\"id\",\"container\"}} record\n\
+             kubehash: 2 of 3 containers could not be hashed\n"
+        )
+    );
+    let alone = hash(&format!("{d}/b.json"), false);
+    let row = |out: &Output| {
+        text(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("x "))
+            .map(str::to_string)
+    };
+    assert_eq!(row(&out), row(&alone));
+    assert!(row(&out).is_some());
+    let explained = hash(&d.to_string(), true);
+    assert!(
+        text(&explained.stderr).contains(&format!("kubehash: {d}/b.json: object 2: not a Pod")),
+        "{}",
+        text(&explained.stderr)
+    );
+}
+
 #[test]
 fn scan_a_directory_of_json_and_yaml_pods() {
     let dir = std::env::temp_dir().join(format!("kubehash-dir-{}", std::process::id()));

@@ -11,6 +11,7 @@ use crate::source::doc::{Object, Unparsed};
 use crate::source::input::{no_input, object_items, Item};
 use crate::source::name_image::name_and_image;
 use crate::source::parallel::{for_each_batch_on_cores, Input};
+use crate::source::reader::files_of_directory;
 
 /// One item's id and hashes, or why it has none.
 pub type Hashed = (String, std::result::Result<ContainerHashes, Problem>);
@@ -28,6 +29,30 @@ pub fn for_each_hashed(
     workers: usize,
     mut each: impl FnMut(Hashed),
 ) -> Result<()> {
+    let objects = match input {
+        // A directory's files one after the other, each named as itself in ids and messages
+        // (`dir/b.json: object 2`, not the directory's seventh object).
+        Input::Path(dir) => match files_of_directory(dir)? {
+            Some(files) => files.iter().try_fold(0, |objects, file| {
+                hash_each(&Input::Path(file), versions, workers, &mut each).map(|n| objects + n)
+            })?,
+            None => hash_each(input, versions, workers, &mut each)?,
+        },
+        Input::Bytes { .. } => hash_each(input, versions, workers, &mut each)?,
+    };
+    if objects == 0 {
+        return Err(no_input(&input.name()));
+    }
+    Ok(())
+}
+
+/// [`for_each_hashed`] over one file, stdin or bytes: how many objects it held.
+fn hash_each(
+    input: &Input,
+    versions: &[KubeletVersion],
+    workers: usize,
+    each: &mut impl FnMut(Hashed),
+) -> Result<usize> {
     let source = input.name();
     let mut objects = 0usize;
     for_each_batch_on_cores(
@@ -43,13 +68,10 @@ pub fn for_each_hashed(
         },
         |hashed| {
             objects += 1;
-            hashed.into_iter().for_each(&mut each);
+            hashed.into_iter().for_each(&mut *each);
         },
     )?;
-    if objects == 0 {
-        return Err(no_input(&source));
-    }
-    Ok(())
+    Ok(objects)
 }
 
 /// The items of `objects`, each object's in a list of its own, their containers hashed together

@@ -17,7 +17,7 @@ use crate::error::Problem;
 use crate::kubelet::hash::{hashed_text, marshalled_json, Annotation};
 use crate::kubelet::sink::{format_hash, Fnv32a};
 use crate::kubelet::version::{parse_version_set, KubeletVersion};
-use crate::source::input::{no_input, object_items, Item};
+use crate::source::input::{for_each_placed_object, object_items, Item};
 use crate::source::parallel::Input;
 use crate::source::pool::cores;
 
@@ -27,16 +27,13 @@ pub fn run(args: HashArgs) -> Result<ExitStatus> {
     let input = args.input.unwrap_or_else(|| PathBuf::from("-"));
     if let Some(v) = explain {
         // The whole input is read before anything is printed.
-        let input = Input::Path(&input);
-        let source = input.name();
         let mut objects = Vec::new();
-        input.for_each_object(&mut |o| objects.push(o))?;
-        if objects.is_empty() {
-            return Err(no_input(&source).into());
-        }
+        for_each_placed_object(&input, |source, n, o| {
+            objects.push((source.to_string(), n, o))
+        })?;
         let mut items = Vec::new();
-        for (n, object) in objects.iter().enumerate() {
-            object_items(object, &source, n + 1, &mut |i| items.push(i));
+        for (source, n, object) in &objects {
+            object_items(object, source, *n, &mut |i| items.push(i));
         }
         // The exact bytes, for a file or a program; on a terminal, its control characters are
         // shown, not obeyed (a kubelet ≤ 1.15 dump holds a string's bytes raw).

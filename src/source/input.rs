@@ -22,7 +22,9 @@ use serde_json::Value;
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::json::{to_value, Json, JsonValue};
 use crate::source::pods::{container_slots, kubectl_table_hint, ContainerSlot};
-use crate::source::reader::{for_each_object_in_path, for_each_object_in_stream};
+use crate::source::reader::{
+    files_of_directory, for_each_object_in_path, for_each_object_in_stream,
+};
 
 /// One thing to hash, or the reason a part of the input could not become one. `J` is the
 /// container's JSON, a view of the object it came from (`&Value`, or a [`crate::source::doc`]
@@ -45,13 +47,38 @@ pub enum Item<J> {
 /// Every item in `path`: a file, a directory of them, or `-` for stdin, read by the one reader
 /// ([`crate::source::reader`]), one object at a time: the items of a PodList are parsed and
 /// handed over one at a time.
-pub fn for_each_item(path: &Path, each: impl FnMut(Item<&Value>)) -> Result<()> {
-    let source = if path.as_os_str() == "-" {
-        "stdin".to_string()
-    } else {
-        path.display().to_string()
+pub fn for_each_item(path: &Path, mut each: impl FnMut(Item<&Value>)) -> Result<()> {
+    for_each_placed_object(path, |source, n, value| {
+        object_items(&value, source, n, &mut each)
+    })
+}
+
+/// Every object in `path` with where it is: its file and its number there (from 1), a
+/// directory's files one after the other, each named as itself; `stdin` for `-`. An input
+/// without a single object is an error.
+pub fn for_each_placed_object(path: &Path, mut each: impl FnMut(&str, usize, Value)) -> Result<()> {
+    let name = |p: &Path| {
+        if p.as_os_str() == "-" {
+            "stdin".to_string()
+        } else {
+            p.display().to_string()
+        }
     };
-    items(&source, each, |f| for_each_object_in_path(path, f))
+    let files = files_of_directory(path)?.unwrap_or_else(|| vec![path.to_path_buf()]);
+    let mut objects = 0usize;
+    for file in &files {
+        let source = name(file);
+        let mut n = 0usize;
+        for_each_object_in_path(file, |value| {
+            n += 1;
+            each(&source, n, value);
+        })?;
+        objects += n;
+    }
+    if objects == 0 {
+        return Err(no_input(&name(path)));
+    }
+    Ok(())
 }
 
 /// [`for_each_item`] over a stream (JSON, or YAML if its first byte says so).

@@ -16,7 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::fs::File;
 use std::io::{BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -245,19 +245,7 @@ fn read_path(path: &Path, each: &mut dyn FnMut(Value)) -> Result<()> {
         source_name: name.clone(),
         source: e,
     };
-    if path.is_dir() {
-        let mut files: Vec<_> = std::fs::read_dir(path)
-            .map_err(io)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && extension_says(p).is_some())
-            .collect();
-        files.sort();
-        if files.is_empty() {
-            return Err(Error::Input {
-                source_name: name,
-                reason: "directory has no .json, .yaml or .yml files".into(),
-            });
-        }
+    if let Some(files) = files_of_directory(path)? {
         for f in files {
             read_path(&f, each)?;
         }
@@ -265,6 +253,31 @@ fn read_path(path: &Path, each: &mut dyn FnMut(Value)) -> Result<()> {
     }
     let file = File::open(path).map_err(io)?;
     for_each_object_in_stream(file, &name, extension_says(path), each)
+}
+
+/// The files a directory input stands for: its `.json`/`.yaml`/`.yml` files, sorted by name
+/// (one without any is refused); `None` when `path` is not a directory (a file, or `-`).
+pub fn files_of_directory(path: &Path) -> Result<Option<Vec<PathBuf>>> {
+    if path.as_os_str() == "-" || !path.is_dir() {
+        return Ok(None);
+    }
+    let name = path.display().to_string();
+    let mut files: Vec<_> = std::fs::read_dir(path)
+        .map_err(|e| Error::Io {
+            source_name: name.clone(),
+            source: e,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && extension_says(p).is_some())
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::Input {
+            source_name: name,
+            reason: "directory has no .json, .yaml or .yml files".into(),
+        });
+    }
+    Ok(Some(files))
 }
 
 /// Whether a stream of unknown kind that starts with `head` is YAML: its first byte other than
