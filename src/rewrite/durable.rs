@@ -114,9 +114,10 @@ const CONTENT_DERIVED: [&str; 2] = ["security.ima", "security.evm"];
 
 const EOPNOTSUPP: i32 = 95; // Linux: the file system has no extended attributes
 
-/// Gives `new` every extended attribute `path` has but those derived from its bytes: an SELinux
-/// label, an ACL, a user's attribute. One the system will not set is fine only if `new` already
-/// has it alike (an SELinux label the directory gave); otherwise the replacement is refused.
+/// Gives `new` every extended attribute `path` has but those derived from its bytes (an SELinux
+/// label, an ACL, a user's attribute), and no other but a security label. One the system will
+/// not set is fine only if `new` already has it alike (an SELinux label the directory gave);
+/// otherwise the replacement is refused.
 fn keep_xattrs(path: &Path, new: &std::fs::File) -> std::io::Result<()> {
     use xattr::FileExt;
     let names = match xattr::list_deref(path) {
@@ -129,6 +130,23 @@ fn keep_xattrs(path: &Path, new: &std::fs::File) -> std::io::Result<()> {
             ))
         }
     };
+    let names: Vec<std::ffi::OsString> = names.collect();
+    // What the directory gave the new file and the old one did not have (a default ACL the
+    // directory passes on) goes: the file stays as open as it was. A security label the system
+    // gives every file, it cannot lose.
+    for name in new.list_xattr()? {
+        if !names.contains(&name) && !name.as_encoded_bytes().starts_with(b"security.") {
+            new.remove_xattr(&name).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot take from the new file the extended attribute {}, which the old one did not have: {e}",
+                        name.to_string_lossy()
+                    ),
+                )
+            })?;
+        }
+    }
     for name in names {
         // The integrity subsystem's hash and signature of the old bytes: wrong for the new ones,
         // which the kernel measures itself.
@@ -245,6 +263,20 @@ mod tests {
         }
         assert_eq!(std::fs::read(&path).unwrap(), b"pinned");
         assert_eq!(mode_of(&path), before, "the mode the ACL's mask is part of");
+        // A default ACL the directory gained since gives the replacement nothing the old file
+        // did not have.
+        if std::fs::metadata(&path).unwrap().uid() == 0 {
+            let bare = dir.path().join("bare.yaml");
+            std::fs::write(&bare, b"old").unwrap();
+            xattr::set(dir.path(), "system.posix_acl_default", ACL).unwrap();
+            write_atomically(&bare, b"pinned").unwrap();
+            assert_eq!(
+                xattr::get(&bare, "system.posix_acl_access").unwrap(),
+                None,
+                "an ACL the old file did not have"
+            );
+            xattr::remove(dir.path(), "system.posix_acl_default").unwrap();
+        }
         // A new file gets none.
         let new = dir.path().join("new.yaml");
         write_atomically(&new, b"x").unwrap();
