@@ -3,7 +3,7 @@
 //! The temporary file is dot-named in the same directory (the kubelet's file source ignores dot
 //! files, so a manifest being replaced is never read half-made, and is removed if anything fails),
 //! and the replaced file's mode, owner, group and extended attributes (an SELinux label, an ACL)
-//! are kept; new files get mode 0600.
+//! are kept; new files get mode 0600. Writers in one directory take turns (a `flock` on it).
 
 use std::io::Write;
 use std::path::Path;
@@ -53,6 +53,10 @@ pub fn write_atomically_dated(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.kubehash-tmp"));
+    // One writer at a time in the directory: the temporary file's name is fixed (a killed
+    // writer's is removed by the next), so two writers of one file would otherwise remove and
+    // rename each other's half-written copies.
+    let _held = lock_dir(dir).map_err(io)?;
     let old = std::fs::metadata(path).ok();
     let _ = std::fs::remove_file(&tmp);
     // Whatever goes wrong after the temporary file exists, it is removed: nothing is left beside
@@ -66,6 +70,36 @@ pub fn write_atomically_dated(
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io)
+}
+
+/// How long a writer waits for another one in the same directory to finish.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Locks directory `dir` (`flock`) for the caller's writes, released when the returned file is
+/// dropped or the process ends, however it ends. On a file system that takes no lock on a
+/// directory (some network ones), writes go unlocked, as they did before there was a lock.
+fn lock_dir(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
+    let d = std::fs::File::open(dir)?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match d.try_lock() {
+            Ok(()) => return Ok(Some(d)),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    format!(
+                    "another process has held a lock on the directory {} for {} s; nothing written",
+                    dir.display(),
+                    LOCK_WAIT.as_secs()
+                ),
+                ))
+            }
+            Err(std::fs::TryLockError::Error(_)) => return Ok(None),
+        }
+    }
 }
 
 /// Makes `tmp` the replacement of `path` (whose metadata was `old`): `bytes`, and the replaced
@@ -281,6 +315,43 @@ mod tests {
         let new = dir.path().join("new.yaml");
         write_atomically(&new, b"x").unwrap();
         assert!(xattr::get(&new, "user.kubehash-test").unwrap().is_none());
+    }
+
+    /// Writers racing on one file (two kubehash processes with different journals pinning one
+    /// manifest): a reader only ever sees one writer's text whole, every write either lands
+    /// whole or fails, and nothing is left beside the file.
+    #[test]
+    fn racing_writers_never_leave_a_torn_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("etcd.yaml");
+        let texts: Vec<Vec<u8>> = (0..4u8).map(|i| vec![b'a' + i; 1 << 16]).collect();
+        std::fs::write(&path, &texts[0]).unwrap();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let writers: Vec<_> = texts
+                .iter()
+                .map(|text| {
+                    let path = &path;
+                    s.spawn(move || {
+                        (0..200)
+                            .filter(|_| write_atomically(path, text).is_err())
+                            .count()
+                    })
+                })
+                .collect();
+            let reader = s.spawn(|| {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let now = std::fs::read(&path).unwrap();
+                    assert!(texts.contains(&now), "a torn file of {} bytes", now.len());
+                }
+            });
+            let failed: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            reader.join().unwrap();
+            assert_eq!(failed, 0, "writes that failed");
+        });
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "nothing beside the file");
     }
 
     /// A write that fails after the temporary file exists leaves nothing beside the file, and the
