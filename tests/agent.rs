@@ -553,7 +553,7 @@ async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
     let message = event["message"].as_str().unwrap();
     assert!(
         message.contains(
-            "after the rollback from kubelet 1.31: 3 containers ran before: 2 kept, 1 restarted, 0 recreated with their pod, 0 gone; 1 restarted or recreated: shop/web-1/web0 restarted"
+            "after the rollback from kubelet 1.31: 3 containers ran before: 2 kept, 1 restarted, 0 recreated with their pod, 0 gone; 1 not kept: shop/web-1/web0 restarted"
         ),
         "{event}"
     );

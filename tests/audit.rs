@@ -4,7 +4,7 @@
 
 mod harness;
 
-use harness::{hash, kubehash, restart_in_shop_pod, text, Containerd};
+use harness::{hash, kubehash, restart_in_shop_pod, text, Containerd, KubeletCalls};
 use kubehash::runtime::cri::Cri;
 use serde_json::{json, Value};
 
@@ -140,6 +140,40 @@ async fn kept_containers_report_no_restart_and_a_replaced_one_is_caught() {
         "kubehash predicted it kept: the audit says so"
     );
     assert_eq!(report["mispredicted"], 1);
+}
+
+/// A container that ran before and runs no more, with nothing in its place (the new kubelet
+/// killed it and could not start another): no proof of a restart-free upgrade, so exit 3, as
+/// for a restart, with the container `gone`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_gone_is_no_all_clear() {
+    let specs = [
+        json!({"name": "web", "image": "i:1"}),
+        json!({"name": "log", "image": "i:1"}),
+    ];
+    let (ctrd, ids, _) = made_by_1_30(&specs).await;
+    let ep = ctrd.endpoint();
+    let snapshot = ctrd.dir.join("before.json").display().to_string();
+    let snap = kubehash(&["audit", "snapshot", "--cri", &ep, "--out", &snapshot]);
+    assert!(snap.status.success(), "{}", text(&snap.stderr));
+    let mut cri = Cri::connect(&ep).await.unwrap();
+    cri.stop_container(&ids[1], 0).await.unwrap();
+    let out = kubehash(&[
+        "audit",
+        "compare",
+        "--cri",
+        &ep,
+        "--snapshot",
+        &snapshot,
+        "-o",
+        "json",
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{report}");
+    assert_eq!(
+        report["counts"],
+        json!({"kept": 1, "restarted": 0, "recreated": 0, "gone": 1})
+    );
 }
 
 /// `node apply` records, beside its journal, what ran when it began and its plan, so that after

@@ -335,14 +335,14 @@ impl Agent {
         });
         crate::rewrite::durable::write_json(&file, &report_document(&audited))?;
         self.metrics.set_audit(&tally);
-        // The first few not as predicted (after a rollback: not kept), by name, so that
-        // `kubectl describe node` says which.
+        // The first few not as predicted (after a rollback: not kept, a container gone too), by
+        // name, so that `kubectl describe node` says which.
         const NAMED: usize = 5;
         let unexpected: Vec<&Audited> = audited
             .iter()
             .filter(|a| {
                 if rolled_back {
-                    matches!(a.fate, Fate::Restarted | Fate::Recreated)
+                    a.fate != Fate::Kept
                 } else {
                     a.as_predicted == Some(false)
                 }
@@ -373,7 +373,7 @@ impl Agent {
         };
         let said = match (rolled_back, unexpected.len(), plan.is_some()) {
             (true, 0, _) => "none restarted".to_string(),
-            (true, n, _) => format!("{n} restarted or recreated: {named}{more}"),
+            (true, n, _) => format!("{n} not kept: {named}{more}"),
             (false, _, false) => "no plan to check them against".to_string(),
             (false, 0, true) => "each as kubehash predicted".to_string(),
             (false, n, true) => format!("{n} not as kubehash predicted: {named}{more}"),

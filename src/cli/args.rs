@@ -67,8 +67,8 @@ pub enum Command {
     /// Prove which containers an upgrade restarted: snapshot this node's running containers
     /// before it, compare after it (and with the node plan made before, check the prediction).
     ///
-    /// Exit codes of compare: 0 nothing restarted; 1 unusable input; 3 a container restarted or
-    /// its pod was recreated.
+    /// Exit codes of compare: 0 every container kept; 1 unusable input; 3 a container restarted,
+    /// its pod was recreated, or it is gone.
     Audit {
         #[command(subcommand)]
         command: AuditCommand,

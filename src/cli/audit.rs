@@ -126,9 +126,9 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
         };
     let after = take(&a.cri)?;
     let audited = compare(&before, &after, plan.as_deref());
-    let changed = audited
-        .iter()
-        .any(|c| matches!(c.fate, Fate::Restarted | Fate::Recreated));
+    // A container gone is no proof of a restart-free upgrade either: the new kubelet may have
+    // killed it and failed to start its successor.
+    let changed = audited.iter().any(|c| c.fate != Fate::Kept);
     print(a.output, &AuditReport { audited })?;
     Ok(if changed {
         ExitStatus::Restarts
