@@ -88,14 +88,12 @@ fn lock_dir(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::WouldBlock,
-                    format!(
-                    "another process has held a lock on the directory {} for {} s; nothing written",
+                let why = format!(
+                    "another process has held a lock on the directory {} for {} s",
                     dir.display(),
                     LOCK_WAIT.as_secs()
-                ),
-                ))
+                );
+                return Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, why));
             }
             Err(std::fs::TryLockError::Error(_)) => return Ok(None),
         }
