@@ -135,6 +135,7 @@ async fn kept_containers_report_no_restart_and_a_replaced_one_is_caught() {
         .unwrap();
     assert_eq!(web["fate"], "restarted");
     assert_eq!(web["now"], again.as_str());
+    assert_eq!(web["ended"], "removed from the runtime");
     assert_eq!(
         web["as_predicted"], false,
         "kubehash predicted it kept: the audit says so"
@@ -173,6 +174,28 @@ async fn a_container_gone_is_no_all_clear() {
     assert_eq!(
         report["counts"],
         json!({"kept": 1, "restarted": 0, "recreated": 0, "gone": 1})
+    );
+    assert_eq!(
+        harness::audit_report_schema_errors(&report),
+        Vec::<String>::new()
+    );
+    let log = report["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["container"] == "log")
+        .unwrap();
+    let ended = log["ended"].as_str().unwrap_or_default();
+    assert!(ended.starts_with("exited with code "), "{log}");
+    assert!(ended.contains(" at 20"), "the time it ended: {log}");
+    // The table says it too; a kept container ended nothing.
+    let table = kubehash(&["audit", "compare", "--cri", &ep, "--snapshot", &snapshot]);
+    let rows = text(&table.stdout);
+    assert!(rows.contains(ended), "{rows}");
+    assert!(
+        rows.lines()
+            .any(|l| l.contains(" web ") && l.trim_end().ends_with(" -")),
+        "{rows}"
     );
 }
 

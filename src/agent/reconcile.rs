@@ -44,7 +44,7 @@ use crate::agent::kubelet_health::{healthz, kubelet_process, Health};
 use crate::agent::metrics::Metrics;
 use crate::agent::phase::{load_phase, lock_state_dir, save_phase, PendingAudit, Phase};
 use crate::analysis::audit::{
-    compare, plan_of, report_document, snapshot, Audited, Fate, Snapshot, Tally,
+    compare, how_they_ended, plan_of, report_document, snapshot, Audited, Fate, Snapshot, Tally,
 };
 use crate::analysis::plan::{node_specs, plan_node, PodIndex, Verdict};
 use crate::error::Result;
@@ -313,8 +313,9 @@ impl Agent {
             .filter(|_| !rolled_back)
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
             .and_then(|v| plan_of(&v).ok());
+        let mut cri = None;
         let now = match Cri::connect(&self.cfg.cri).await {
-            Ok(mut cri) => snapshot(&mut cri).await,
+            Ok(c) => snapshot(cri.insert(c)).await,
             Err(e) => Err(e),
         };
         let now = match now {
@@ -326,7 +327,10 @@ impl Agent {
                 return self.event_once("KubehashAuditWaiting", &msg, true).await;
             }
         };
-        let audited = compare(&before, &now, plan.as_deref());
+        let mut audited = compare(&before, &now, plan.as_deref());
+        if let Some(cri) = cri.as_mut() {
+            how_they_ended(cri, &mut audited).await;
+        }
         let tally = Tally::of(&audited);
         let file = self.cfg.state_dir.join(if rolled_back {
             format!("audit-{to}-rolled-back.json")

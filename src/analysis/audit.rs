@@ -121,6 +121,10 @@ pub struct Audited {
     pub predicted: Option<Verdict>,
     /// Whether the fate is what the plan predicted (`None`: no prediction).
     pub as_predicted: Option<bool>,
+    /// For a container not kept, how it ended as the runtime tells it ([`how_they_ended`]):
+    /// for people looking for why, never part of the fate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
 }
 
 /// How many containers of an audit met each fate, and how many not as predicted.
@@ -248,9 +252,50 @@ pub fn compare(
                 now,
                 predicted,
                 as_predicted: expected.map(|e| e == fate),
+                ended: None,
             }
         })
         .collect()
+}
+
+/// Says of each container not kept how it ended, as the runtime tells it now: "exited with code
+/// 137 (Error) at …", or "removed from the runtime" when it no longer has the container (the
+/// kubelet removes dead containers it replaced). What the runtime cannot say is left unsaid:
+/// this is diagnosis for people, and the fates stand without it.
+pub async fn how_they_ended(cri: &mut Cri, audited: &mut [Audited]) {
+    if audited.iter().all(|a| a.fate == Fate::Kept) {
+        return;
+    }
+    let Ok(all) = cri.list_containers().await else {
+        return;
+    };
+    let running = proto::ContainerState::ContainerRunning as i32;
+    for a in audited.iter_mut().filter(|a| a.fate != Fate::Kept) {
+        a.ended = match all.iter().find(|c| c.id == a.before.id) {
+            None => Some("removed from the runtime".into()),
+            Some(c) if c.state == running => Some("running, started again".into()),
+            Some(_) => match cri.container_status(&a.before.id).await {
+                Ok(r) => r.status.map(|s| exited(&s)),
+                Err(_) => None,
+            },
+        };
+    }
+}
+
+/// "exited with code N (reason) at time" of a container's status.
+fn exited(s: &proto::ContainerStatus) -> String {
+    let reason = if s.reason.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", s.reason)
+    };
+    // To the second, as kubectl shows a container's times.
+    let at = Some(s.finished_at / 1_000_000_000)
+        .filter(|&secs| secs > 0)
+        .and_then(|secs| k8s_openapi::jiff::Timestamp::from_second(secs).ok())
+        .map(|t| format!(" at {t}"))
+        .unwrap_or_default();
+    format!("exited with code {}{reason}{at}", s.exit_code)
 }
 
 #[cfg(test)]
@@ -289,6 +334,22 @@ mod tests {
     }
 
     #[test]
+    fn how_a_container_ended_reads() {
+        let mut s = proto::ContainerStatus {
+            exit_code: 137,
+            reason: "Error".into(),
+            finished_at: 1_764_356_754_997_876_918,
+            ..Default::default()
+        };
+        assert_eq!(
+            exited(&s),
+            "exited with code 137 (Error) at 2025-11-28T19:05:54Z"
+        );
+        (s.reason, s.finished_at) = (String::new(), 0);
+        assert_eq!(exited(&s), "exited with code 137");
+    }
+
+    #[test]
     fn a_fate_reads_as_it_serializes() {
         for f in [Fate::Kept, Fate::Restarted, Fate::Recreated, Fate::Gone] {
             assert_eq!(serde_json::to_value(f).unwrap(), f.as_str());
@@ -303,6 +364,7 @@ mod tests {
             now: None,
             predicted: None,
             as_predicted,
+            ended: None,
         };
         let t = Tally::of(&[
             audited(Fate::Kept, Some(true)),

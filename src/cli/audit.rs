@@ -2,7 +2,9 @@
 
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::audit::{compare, plan_of, snapshot, snapshot_document, Fate, Snapshot};
+use crate::analysis::audit::{
+    compare, how_they_ended, plan_of, snapshot, snapshot_document, Fate, Snapshot,
+};
 use crate::analysis::plan::ContainerPlan;
 use crate::cli::args::{AuditCommand, AuditCompareArgs, AuditSnapshotArgs};
 use crate::cli::exit::ExitStatus;
@@ -124,8 +126,13 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
                 })?)
             }
         };
-    let after = take(&a.cri)?;
-    let audited = compare(&before, &after, plan.as_deref());
+    let audited = runtime()?.block_on(async {
+        let mut cri = Cri::connect(&a.cri).await?;
+        let after = snapshot(&mut cri).await?;
+        let mut audited = compare(&before, &after, plan.as_deref());
+        how_they_ended(&mut cri, &mut audited).await;
+        Ok::<_, crate::error::Error>(audited)
+    })?;
     // A container gone is no proof of a restart-free upgrade either: the new kubelet may have
     // killed it and failed to start its successor.
     let changed = audited.iter().any(|c| c.fate != Fate::Kept);

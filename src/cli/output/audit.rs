@@ -32,6 +32,7 @@ impl Render for AuditReport {
             "FATE",
             "PREDICTED",
             "AS PREDICTED",
+            "ENDED",
         ]
         .map(String::from)
         .to_vec()];
@@ -47,6 +48,7 @@ impl Render for AuditReport {
                     Some(true) => "yes".into(),
                     Some(false) => "NO".into(),
                 },
+                a.ended.clone().unwrap_or_else(|| "-".into()),
             ]);
         }
         writeln!(out)?;
