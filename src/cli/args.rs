@@ -629,8 +629,9 @@ pub struct MatrixArgs {
 
 #[derive(clap::Args)]
 pub struct HashArgs {
-    /// Input file; `-` or nothing reads stdin (kept while it is read, past its first 4 MiB in a
-    /// temporary file in $TMPDIR).
+    /// Input file, or a directory of `.json`/`.yaml`/`.yml` files read in name order; `-` or
+    /// nothing reads stdin (kept while it is read, past its first 4 MiB in a temporary file in
+    /// $TMPDIR).
     #[arg(short, long, value_name = "FILE")]
     pub input: Option<PathBuf>,
 
