@@ -75,28 +75,38 @@ pub fn write_atomically_dated(
 /// How long a writer waits for another one in the same directory to finish.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Takes `file`'s `flock` for this process, waiting up to `wait` for a holder that may be a
+/// process exiting: `Ok(false)` when it is still held then.
+pub fn lock_within(file: &std::fs::File, wait: std::time::Duration) -> std::io::Result<bool> {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}
+
 /// Locks directory `dir` (`flock`) for the caller's writes, released when the returned file is
 /// dropped or the process ends, however it ends. On a file system that takes no lock on a
 /// directory (some network ones), writes go unlocked, as they did before there was a lock.
 fn lock_dir(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
     let d = std::fs::File::open(dir)?;
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        match d.try_lock() {
-            Ok(()) => return Ok(Some(d)),
-            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let why = format!(
-                    "another process has held a lock on the directory {} for {} s",
-                    dir.display(),
-                    LOCK_WAIT.as_secs()
-                );
-                return Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, why));
-            }
-            Err(std::fs::TryLockError::Error(_)) => return Ok(None),
+    match lock_within(&d, LOCK_WAIT) {
+        Ok(true) => Ok(Some(d)),
+        Ok(false) => {
+            let why = format!(
+                "another process has held a lock on the directory {} for {} s",
+                dir.display(),
+                LOCK_WAIT.as_secs()
+            );
+            Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, why))
         }
+        Err(_) => Ok(None),
     }
 }
 

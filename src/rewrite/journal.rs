@@ -257,23 +257,15 @@ fn lock(path: &Path, create: bool) -> Result<File> {
         .mode(0o600)
         .open(path)
         .map_err(|e| io_error(path, e))?;
-    let until = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::Input {
-                    source_name: path.display().to_string(),
-                    reason: "another kubehash process (apply, rollback or the agent) is writing \
-                             this journal; run again once it has finished"
-                        .into(),
-                })
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io_error(path, e)),
-        }
+    match crate::rewrite::durable::lock_within(&file, LOCK_WAIT) {
+        Ok(true) => Ok(file),
+        Ok(false) => Err(Error::Input {
+            source_name: path.display().to_string(),
+            reason: "another kubehash process (apply, rollback or the agent) is writing this \
+                     journal; run again once it has finished"
+                .into(),
+        }),
+        Err(e) => Err(io_error(path, e)),
     }
 }
 

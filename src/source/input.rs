@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::json::{to_value, Json, JsonValue};
+use crate::source::parallel::Input;
 use crate::source::pods::{container_slots, kubectl_table_hint, ContainerSlot};
 use crate::source::reader::{
     files_of_directory, for_each_object_in_path, for_each_object_in_stream,
@@ -57,13 +58,7 @@ pub fn for_each_item(path: &Path, mut each: impl FnMut(Item<&Value>)) -> Result<
 /// directory's files one after the other, each named as itself; `stdin` for `-`. An input
 /// without a single object is an error.
 pub fn for_each_placed_object(path: &Path, mut each: impl FnMut(&str, usize, Value)) -> Result<()> {
-    let name = |p: &Path| {
-        if p.as_os_str() == "-" {
-            "stdin".to_string()
-        } else {
-            p.display().to_string()
-        }
-    };
+    let name = |p: &Path| Input::Path(p).name();
     let files = files_of_directory(path)?.unwrap_or_else(|| vec![path.to_path_buf()]);
     let mut objects = 0usize;
     for file in &files {
