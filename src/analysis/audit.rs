@@ -269,15 +269,16 @@ pub async fn how_they_ended(cri: &mut Cri, audited: &mut [Audited]) {
     let Ok(all) = cri.list_containers().await else {
         return;
     };
-    let running = proto::ContainerState::ContainerRunning as i32;
+    use proto::ContainerState as State;
     for a in audited.iter_mut().filter(|a| a.fate != Fate::Kept) {
-        a.ended = match all.iter().find(|c| c.id == a.before.id) {
+        a.ended = match all.iter().find(|c| c.id == a.before.id).map(|c| c.state()) {
             None => Some("removed from the runtime".into()),
-            Some(c) if c.state == running => Some("running, started again".into()),
-            Some(_) => match cri.container_status(&a.before.id).await {
+            Some(State::ContainerRunning) => Some("running, started again".into()),
+            Some(State::ContainerExited) => match cri.container_status(&a.before.id).await {
                 Ok(r) => r.status.map(|s| exited(&s)),
                 Err(_) => None,
             },
+            Some(other) => Some(format!("the runtime says {}", other.as_str_name())),
         };
     }
 }
