@@ -29,16 +29,17 @@ pub fn for_each_hashed(
     workers: usize,
     mut each: impl FnMut(Hashed),
 ) -> Result<()> {
-    let objects = match input {
-        // A directory's files one after the other, each named as itself in ids and messages
-        // (`dir/b.json: object 2`, not the directory's seventh object).
-        Input::Path(dir) => match files_of_directory(dir)? {
-            Some(files) => files.iter().try_fold(0, |objects, file| {
-                hash_each(&Input::Path(file), versions, workers, &mut each).map(|n| objects + n)
-            })?,
-            None => hash_each(input, versions, workers, &mut each)?,
-        },
-        Input::Bytes { .. } => hash_each(input, versions, workers, &mut each)?,
+    // A directory's files one after the other, each named as itself in ids and messages
+    // (`dir/b.json: object 2`, not the directory's seventh object).
+    let files = match input {
+        Input::Path(path) => files_of_directory(path)?,
+        Input::Bytes { .. } => None,
+    };
+    let objects = match files {
+        Some(files) => files.iter().try_fold(0, |objects, file| {
+            hash_each(&Input::Path(file), versions, workers, &mut each).map(|n| objects + n)
+        })?,
+        None => hash_each(input, versions, workers, &mut each)?,
     };
     if objects == 0 {
         return Err(no_input(&input.name()));

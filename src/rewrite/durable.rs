@@ -56,7 +56,7 @@ pub fn write_atomically_dated(
     // One writer at a time in the directory: the temporary file's name is fixed (a killed
     // writer's is removed by the next), so two writers of one file would otherwise remove and
     // rename each other's half-written copies.
-    let _held = lock_dir(dir).map_err(io)?;
+    let held = lock_dir(dir).map_err(io)?;
     let old = std::fs::metadata(path).ok();
     let _ = std::fs::remove_file(&tmp);
     // Whatever goes wrong after the temporary file exists, it is removed: nothing is left beside
@@ -67,9 +67,16 @@ pub fn write_atomically_dated(
         let _ = std::fs::remove_file(&tmp);
         return Err(io(e));
     }
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io)
+    match &held {
+        Some(d) => d.sync_all(),
+        None => std::fs::File::open(dir).and_then(|d| d.sync_all()),
+    }
+    .map_err(io)
+}
+
+/// `e` with what was being done when it happened.
+fn doing(what: String, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
 /// How long a writer waits for another one in the same directory to finish.
@@ -131,9 +138,9 @@ fn fill(
     if let (Some(o), Ok(n)) = (old, f.metadata()) {
         if (o.uid(), o.gid()) != (n.uid(), n.gid()) {
             std::os::unix::fs::fchown(&f, Some(o.uid()), Some(o.gid())).map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("cannot give the new file the old one's owner and group: {e}"),
+                doing(
+                    "cannot give the new file the old one's owner and group".into(),
+                    e,
                 )
             })?;
         }
@@ -166,9 +173,9 @@ fn keep_xattrs(path: &Path, new: &std::fs::File) -> std::io::Result<()> {
         Ok(names) => names,
         Err(e) if e.raw_os_error() == Some(EOPNOTSUPP) => return Ok(()), // none to keep
         Err(e) => {
-            return Err(std::io::Error::new(
-                e.kind(),
-                format!("cannot read the old file's extended attributes: {e}"),
+            return Err(doing(
+                "cannot read the old file's extended attributes".into(),
+                e,
             ))
         }
     };
@@ -179,13 +186,12 @@ fn keep_xattrs(path: &Path, new: &std::fs::File) -> std::io::Result<()> {
     for name in new.list_xattr()? {
         if !names.contains(&name) && !name.as_encoded_bytes().starts_with(b"security.") {
             new.remove_xattr(&name).map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!(
-                        "cannot take from the new file the extended attribute {}, which the old one did not have: {e}",
-                        name.to_string_lossy()
-                    ),
-                )
+                let name = name.to_string_lossy();
+                let what = format!(
+                    "cannot take from the new file the extended attribute {name}, which the old \
+                     one did not have"
+                );
+                doing(what, e)
             })?;
         }
     }
@@ -203,12 +209,10 @@ fn keep_xattrs(path: &Path, new: &std::fs::File) -> std::io::Result<()> {
         };
         if let Err(e) = new.set_xattr(&name, &value) {
             if new.get_xattr(&name).ok().flatten().as_deref() != Some(&value[..]) {
-                return Err(std::io::Error::new(
-                    e.kind(),
-                    format!(
-                        "cannot give the new file the old one's extended attribute {}: {e}",
-                        name.to_string_lossy()
-                    ),
+                let name = name.to_string_lossy();
+                return Err(doing(
+                    format!("cannot give the new file the old one's extended attribute {name}"),
+                    e,
                 ));
             }
         }
