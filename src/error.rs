@@ -105,6 +105,14 @@ impl From<&str> for Problem {
     }
 }
 
+impl Problem {
+    /// This problem of the `n`th object (from 1) of the input `source`, said with where it is
+    /// (`pods/b.json: object 2: …`), as `hash` names an object that is not a container.
+    pub fn at(self, source: &str, n: usize) -> Problem {
+        Problem(format!("{source}: object {n}: {}", self.0))
+    }
+}
+
 impl std::ops::Deref for Problem {
     type Target = str;
     fn deref(&self) -> &str {

@@ -383,7 +383,13 @@ fn scan_goes_on_past_bad_pods_and_unknown_node_versions() {
         s.contains("n/bad: c.tty: expected bool, got number 1"),
         "{s}"
     );
-    assert!(text(&out.stderr).contains("not scanned: n/empty: pod has no containers"));
+    // Named by where it is: the list's second item.
+    assert!(
+        text(&out.stderr)
+            .contains("not scanned: stdin: object 2: n/empty: pod has no containers\n"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let truncated = kubehash(
         &["scan", "--to", "1.30", "--from", "1.29", "-i", "-"],
@@ -426,7 +432,10 @@ fn objects_not_scanned_are_all_listed_once_on_stderr_or_in_the_output() {
     assert_eq!(scan.status.code(), Some(2), "{}", text(&scan.stderr));
     let (out, err) = (text(&scan.stdout), text(&scan.stderr));
     for i in 0..12 {
-        let line = format!("not scanned: ConfigMap n/cm{i} is not a Pod\n");
+        let line = format!(
+            "not scanned: stdin: object {}: ConfigMap n/cm{i} is not a Pod\n",
+            i + 2
+        );
         assert!(out.contains(&line), "{out}");
         assert_eq!(err.contains(&line), i < 10, "{err}");
     }
@@ -450,7 +459,10 @@ fn objects_not_scanned_are_all_listed_once_on_stderr_or_in_the_output() {
     let err = text(&matrix.stderr);
     for i in 0..12 {
         assert!(
-            err.contains(&format!("not counted: ConfigMap n/cm{i} is not a Pod\n")),
+            err.contains(&format!(
+                "not counted: stdin: object {}: ConfigMap n/cm{i} is not a Pod\n",
+                i + 2
+            )),
             "{err}"
         );
     }
@@ -458,8 +470,9 @@ fn objects_not_scanned_are_all_listed_once_on_stderr_or_in_the_output() {
 
 /// `hash -i DIR`: an object that is not a container is named by its file and its place there,
 /// not by the directory and a count across files; what hashes is as from the files one by one.
+/// `scan` and `matrix` name an object that is not a pod the same way.
 #[test]
-fn hash_names_a_directorys_objects_by_their_file() {
+fn hash_scan_and_matrix_name_a_directorys_objects_by_their_file() {
     let dir = tempfile::tempdir().unwrap();
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n";
     std::fs::write(dir.path().join("a.yaml"), deployment).unwrap();
@@ -498,6 +511,35 @@ fn hash_names_a_directorys_objects_by_their_file() {
         text(&explained.stderr).contains(&format!("kubehash: {d}/b.json: object 2: not a Pod")),
         "{}",
         text(&explained.stderr)
+    );
+
+    let pod = r#"{"kind":"Pod","metadata":{"namespace":"n","name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+    std::fs::write(dir.path().join("b.json"), format!("{pod}\n\"x\"\n")).unwrap();
+    let dir_arg = d.to_string();
+    let scan = kubehash(
+        &[
+            "scan", "--to", "1.31", "--from", "1.30", "-i", &dir_arg, "-o", "json",
+        ],
+        b"",
+    );
+    assert_eq!(scan.status.code(), Some(2), "{}", text(&scan.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
+    assert_eq!(
+        report["problems"],
+        serde_json::json!([
+            format!("{d}/a.yaml: object 1: Deployment web is not a Pod"),
+            format!("{d}/b.json: object 2: expected a Pod object, got a string"),
+        ])
+    );
+    assert_eq!(report["total"]["containers"], 1);
+    let matrix = kubehash(&["matrix", "-i", &dir_arg, "--versions", "1.30..1.31"], b"");
+    assert_eq!(matrix.status.code(), Some(2), "{}", text(&matrix.stderr));
+    assert_eq!(
+        text(&matrix.stderr),
+        format!(
+            "kubehash: not counted: {d}/a.yaml: object 1: Deployment web is not a Pod\n\
+             kubehash: not counted: {d}/b.json: object 2: expected a Pod object, got a string\n"
+        )
     );
 }
 

@@ -160,6 +160,27 @@ async fn node_scan_gives_every_verdict() {
         "{t}"
     );
 
+    // A directory of pod files: an object that is not a pod is named by its file and its place
+    // there, and the verdicts are those of the pods alone.
+    let dir = ctrd.dir.join("pods-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&pods_file, dir.join("a.json")).unwrap();
+    std::fs::write(
+        dir.join("b.yaml"),
+        "kind: Service\nmetadata: {name: s, namespace: shop}\n",
+    )
+    .unwrap();
+    let from_dir = scan_json(&ctrd, &dir);
+    assert_eq!(
+        String::from_utf8_lossy(&from_dir.stderr),
+        format!(
+            "kubehash: not a usable pod: {}: object 1: Service shop/s is not a Pod\n",
+            dir.join("b.yaml").display()
+        )
+    );
+    let from_dir: Value = serde_json::from_slice(&from_dir.stdout).unwrap();
+    assert_eq!(from_dir["counts"], doc["counts"]);
+
     // The kubelet restarts a container for a hash change only while it runs
     // (computePodActions): once `web` has exited, it is not-running, and nothing is to be done.
     cri.stop_container(&web_pod.container_ids[0], 0)

@@ -10,8 +10,7 @@ use crate::kubelet::version::KubeletVersion;
 use crate::source::doc::{Object, Unparsed};
 use crate::source::input::{no_input, object_items, Item};
 use crate::source::name_image::name_and_image;
-use crate::source::parallel::{for_each_batch_on_cores, Input};
-use crate::source::reader::files_of_directory;
+use crate::source::parallel::{for_each_batch_on_cores, for_each_file, Input};
 
 /// One item's id and hashes, or why it has none.
 pub type Hashed = (String, std::result::Result<ContainerHashes, Problem>);
@@ -29,18 +28,11 @@ pub fn for_each_hashed(
     workers: usize,
     mut each: impl FnMut(Hashed),
 ) -> Result<()> {
-    // A directory's files one after the other, each named as itself in ids and messages
-    // (`dir/b.json: object 2`, not the directory's seventh object).
-    let files = match input {
-        Input::Path(path) => files_of_directory(path)?,
-        Input::Bytes { .. } => None,
-    };
-    let objects = match files {
-        Some(files) => files.iter().try_fold(0, |objects, file| {
-            hash_each(&Input::Path(file), versions, workers, &mut each).map(|n| objects + n)
-        })?,
-        None => hash_each(input, versions, workers, &mut each)?,
-    };
+    let mut objects = 0;
+    for_each_file(input, |file| {
+        objects += hash_each(file, versions, workers, &mut each)?;
+        Ok(())
+    })?;
     if objects == 0 {
         return Err(no_input(&input.name()));
     }

@@ -173,42 +173,45 @@ impl RuntimePods {
 impl PodIndex {
     /// Adds one pod object (its containers of every kind).
     pub fn add_pod(&mut self, pod: Value) {
-        self.add_pod_of(pod, None);
+        if let Err(e) = self.add_pod_of(pod, None) {
+            self.problems.push(e.0);
+        }
     }
 
     /// [`PodIndex::add_pod`], keeping only the containers of pods the runtime has (all with
-    /// `None`). A pod that is not one is still read, and reported if it cannot be.
-    pub fn add_pod_of(&mut self, pod: Value, runtime: Option<&RuntimePods>) {
-        match pod_containers(pod) {
-            Err(e) => self.problems.push(e.0),
-            Ok(cs) => {
-                for mut c in cs {
-                    // A static pod runs under the kubelet's UID (config.hash), not the mirror's.
-                    let uid = c.static_uid.as_deref().unwrap_or(&c.pod_uid);
-                    if runtime.is_some_and(|r| !r.has(uid, &c.namespace, &c.pod)) {
-                        continue;
-                    }
-                    if let Some(uid) = c.static_uid.take() {
-                        self.statics.insert(
-                            uid.clone(),
-                            (c.namespace.clone(), c.pod.clone(), c.node.clone()),
-                        );
-                        c.pod_uid = uid;
-                    }
-                    if c.pod_uid.is_empty() {
-                        self.by_name
-                            .entry((c.namespace.clone(), c.pod.clone()))
-                            .or_default()
-                            .insert(c.name, c.json);
-                    } else {
-                        self.by_uid
-                            .entry(c.pod_uid.clone())
-                            .or_default()
-                            .insert(c.name, c.json);
-                    }
-                }
+    /// `None`). A pod that is not one is still read; why it cannot be used is returned, for the
+    /// caller to say where it is and keep in [`PodIndex::problems`].
+    pub fn add_pod_of(
+        &mut self,
+        pod: Value,
+        runtime: Option<&RuntimePods>,
+    ) -> std::result::Result<(), Problem> {
+        for mut c in pod_containers(pod)? {
+            // A static pod runs under the kubelet's UID (config.hash), not the mirror's.
+            let uid = c.static_uid.as_deref().unwrap_or(&c.pod_uid);
+            if runtime.is_some_and(|r| !r.has(uid, &c.namespace, &c.pod)) {
+                continue;
+            }
+            if let Some(uid) = c.static_uid.take() {
+                self.statics.insert(
+                    uid.clone(),
+                    (c.namespace.clone(), c.pod.clone(), c.node.clone()),
+                );
+                c.pod_uid = uid;
+            }
+            if c.pod_uid.is_empty() {
+                self.by_name
+                    .entry((c.namespace.clone(), c.pod.clone()))
+                    .or_default()
+                    .insert(c.name, c.json);
+            } else {
+                self.by_uid
+                    .entry(c.pod_uid.clone())
+                    .or_default()
+                    .insert(c.name, c.json);
             }
         }
+        Ok(())
     }
 
     /// The spec of container `name` of the pod with this UID. A pod saved without a UID is
@@ -767,7 +770,7 @@ mod tests {
         let runtime = RuntimePods::of(&running);
         for p in &all {
             every.add_pod(p.clone());
-            node.add_pod_of(p.clone(), Some(&runtime));
+            node.add_pod_of(p.clone(), Some(&runtime)).unwrap();
         }
         for uid in ["u1", "h1", "u9"] {
             assert_eq!(

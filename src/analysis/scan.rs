@@ -37,7 +37,7 @@ use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::manifests::Manifests;
 use crate::source::nodes::NodeVersions;
-use crate::source::parallel::{for_each_object_on_cores, Input};
+use crate::source::parallel::{for_each_file, for_each_object_on_cores, Input};
 use crate::source::pods::{pod_containers, ContainerKind, PodContainer, Workload};
 use crate::source::pool::{cores, map_in_order, BATCH};
 
@@ -355,11 +355,17 @@ pub fn scan_input(
     input: &Input,
 ) -> Result<ScanReport> {
     scan_with(setup, progress, source_name, |judge, workers, take| {
-        let worker = || {
-            let mut assess = judge.worker();
-            move |_, object: Value| assess(object)
-        };
-        for_each_object_on_cores(input, workers, BATCH, worker, take)
+        // A directory's files one after the other, so that an object that is not a pod is named
+        // by its file.
+        for_each_file(input, |file| {
+            let source = file.name();
+            let worker = || {
+                let mut assess = judge.worker();
+                let source = &source;
+                move |n, object: Value| assess(object).map(|p| p.placed(source, n))
+            };
+            for_each_object_on_cores(file, workers, BATCH, worker, &mut *take)
+        })
     })
 }
 
@@ -427,6 +433,14 @@ struct JudgedPod {
     /// With per-node versions: what the pod brings to its node's checks.
     node: Option<NodeFacts>,
     containers: std::result::Result<Vec<ContainerImpact>, Problem>,
+}
+
+impl JudgedPod {
+    /// The pod as the `n`th object of `source`: a problem with it says where it is.
+    fn placed(mut self, source: &str, n: usize) -> Self {
+        self.containers = self.containers.map_err(|p| p.at(source, n));
+        self
+    }
 }
 
 /// A pod's part in its node's admission and eviction checks.

@@ -10,7 +10,7 @@ use crate::cli::support::optional_version;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
 use crate::source::manifests::Manifests;
-use crate::source::parallel::{for_each_object_on_cores, Input};
+use crate::source::parallel::{for_each_file, for_each_object_on_cores, Input};
 use crate::source::pool::{cores, BATCH};
 
 /// What a node command knows of this node from outside the runtime.
@@ -45,21 +45,35 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
             .and_then(serde_json::Value::as_str);
         name.is_none() || on == name.as_deref() || (on.is_none() && running(p))
     };
-    let mut keep = |p: serde_json::Value, objects: &mut Vec<serde_json::Value>| {
+    // A pod that cannot be used is said with where it is (`pods/b.json: object 2`), if it came
+    // from a file.
+    let mut keep = |p: serde_json::Value,
+                    place: Option<(&str, usize)>,
+                    objects: &mut Vec<serde_json::Value>| {
         if here(&p) {
             objects.push(p.clone());
         }
-        index.add_pod_of(p, runtime);
+        if let Err(e) = index.add_pod_of(p, runtime) {
+            let e = match place {
+                Some((source, n)) => e.at(source, n),
+                None => e,
+            };
+            index.problems.push(e.0);
+        }
     };
     match &source.pods {
-        // Parsed on every core, handed on in input order.
-        Some(path) => for_each_object_on_cores(
-            &Input::Path(path),
-            cores(),
-            BATCH,
-            || |_, pod: serde_json::Value| pod,
-            |p| keep(p, &mut objects),
-        )?,
+        // Parsed on every core, handed on in input order; a directory's files one after the
+        // other, each named as itself.
+        Some(path) => for_each_file(&Input::Path(path), |file| {
+            let source = file.name();
+            for_each_object_on_cores(
+                file,
+                cores(),
+                BATCH,
+                || |n, pod: serde_json::Value| (n, pod),
+                |(n, p)| keep(p, Some((&source, n)), &mut objects),
+            )
+        })?,
         None if source.from_cluster() => {
             let node = name
                 .clone()
@@ -68,7 +82,7 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
                 Cluster::connect(source.kubeconfig.as_deref(), source.context.as_deref()).await?;
             let selector = format!("spec.nodeName={node}");
             cluster
-                .for_each_pod(Some(&selector), &mut |p| keep(p, &mut objects))
+                .for_each_pod(Some(&selector), &mut |p| keep(p, None, &mut objects))
                 .await?;
             let reported = cluster.node(&node).await?;
             version = match reported

@@ -21,11 +21,9 @@ use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::json::{to_value, Json, JsonValue};
-use crate::source::parallel::Input;
+use crate::source::parallel::{for_each_file, Input};
 use crate::source::pods::{container_slots, kubectl_table_hint, ContainerSlot};
-use crate::source::reader::{
-    files_of_directory, for_each_object_in_path, for_each_object_in_stream,
-};
+use crate::source::reader::for_each_object_in_stream;
 
 /// One thing to hash, or the reason a part of the input could not become one. `J` is the
 /// container's JSON, a view of the object it came from (`&Value`, or a [`crate::source::doc`]
@@ -58,20 +56,19 @@ pub fn for_each_item(path: &Path, mut each: impl FnMut(Item<&Value>)) -> Result<
 /// directory's files one after the other, each named as itself; `stdin` for `-`. An input
 /// without a single object is an error.
 pub fn for_each_placed_object(path: &Path, mut each: impl FnMut(&str, usize, Value)) -> Result<()> {
-    let name = |p: &Path| Input::Path(p).name();
-    let files = files_of_directory(path)?.unwrap_or_else(|| vec![path.to_path_buf()]);
     let mut objects = 0usize;
-    for file in &files {
-        let source = name(file);
+    for_each_file(&Input::Path(path), |file| {
+        let source = file.name();
         let mut n = 0usize;
-        for_each_object_in_path(file, |value| {
+        file.for_each_object(&mut |value| {
             n += 1;
             each(&source, n, value);
         })?;
         objects += n;
-    }
+        Ok(())
+    })?;
     if objects == 0 {
-        return Err(no_input(&name(path)));
+        return Err(no_input(&Input::Path(path).name()));
     }
     Ok(())
 }

@@ -6,8 +6,10 @@
 //! does not parse, the one reader ([`crate::source::reader`]) reads the input again from the
 //! start, skips the objects already handed on, and goes on from there, so the objects and every
 //! error are exactly the one reader's. stdin is framed too, kept as it is read
-//! ([`crate::source::spool`]) so that the one reader can read it again. Directories and YAML
-//! are read by the one reader on the reading thread; the work still runs on every core.
+//! ([`crate::source::spool`]) so that the one reader can read it again. YAML, and a directory
+//! given whole, are read by the one reader on the reading thread; the work still runs on every
+//! core. The commands read a directory's files one after another, each as an input of its own
+//! ([`for_each_file`]), so that each is framed if it can be and its objects are named by it.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -22,7 +24,8 @@ use crate::source::encoding::Bom;
 use crate::source::frames::{frame_objects, Framed};
 use crate::source::pool::{map_batches_in_order, map_weighed_batches_in_order};
 use crate::source::reader::{
-    extension_says, for_each_object_in_path, for_each_object_in_stream, looks_like_yaml,
+    extension_says, files_of_directory, for_each_object_in_path, for_each_object_in_stream,
+    looks_like_yaml,
 };
 use crate::source::spool::Spool;
 
@@ -132,6 +135,18 @@ impl Parse for Value {
     fn value(value: Value) -> Value {
         value
     }
+}
+
+/// Calls `read` with each file of a directory in name order, each an input of its own so that
+/// its objects are numbered and named by the file (`dir/b.json: object 2`, not the directory's
+/// seventh object), or with `input` itself when it is not a directory.
+pub fn for_each_file(input: &Input, mut read: impl FnMut(&Input) -> Result<()>) -> Result<()> {
+    if let Input::Path(path) = input {
+        if let Some(files) = files_of_directory(path)? {
+            return files.iter().try_for_each(|file| read(&Input::Path(file)));
+        }
+    }
+    read(input)
 }
 
 /// Calls `each`, in input order, with what a worker's function made of each object of `input`
