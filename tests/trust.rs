@@ -187,6 +187,48 @@ async fn a_crafted_collision_writes_nothing() {
     assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, before);
 }
 
+/// 2b. A pods input holding a stale listing of a pod beside the current one (two dumps in one
+///    directory, or concatenated): the container, made from the stale spec, proved against it and
+///    its hash was rewritten, masking the change the current spec makes (kubelet 1.31 hashes only
+///    name and image, so an args change is then never applied). Whichever listing comes last,
+///    nothing is written (a directory of the two dumps is read the same way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_listing_beside_the_current_one_writes_nothing() {
+    let img = harness::IMAGE;
+    let then = json!({"name":"app","image":img,"args":["--v1"]});
+    let now = json!({"name":"app","image":img,"args":["--v2"]});
+    let sc = scenario("1.30", &[(then.clone(), now.clone())]).await;
+    let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
+    let stale = harness::pod_json("shop", "web-1", "uid-web-1", &[then]);
+    let current = harness::pod_json("shop", "web-1", "uid-web-1", &[now]);
+    for (name, listings) in [
+        ("stale last", [&current, &stale]),
+        ("stale first", [&stale, &current]),
+    ] {
+        // Two `kubectl get pods -o json` dumps, one after the other in the one file.
+        let dumps: Vec<String> = listings
+            .iter()
+            .map(|pod| json!({"kind":"List","items":[pod]}).to_string())
+            .collect();
+        std::fs::write(&sc.pods_file, dumps.join("\n")).unwrap();
+        let out = apply(&sc, &["--from", "1.30", "--to", "1.31"]);
+        assert_eq!(
+            results(&out),
+            [("error".to_string(), "left-alone".to_string())],
+            "{name}: {}",
+            text(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let detail = v["outcomes"][0]["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("two different specs"), "{name}: {v}");
+        assert_eq!(
+            extensions(&sc.ctrd.endpoint(), &sc.ids).await,
+            before,
+            "{name}"
+        );
+    }
+}
+
 /// A node where kubelet 1.30 made two current containers, and kubehash rewrote them for 1.31.
 async fn applied() -> (Scenario, Vec<Vec<u8>>, PathBuf) {
     let specs: Vec<(Value, Value)> = ["a", "b"]

@@ -125,15 +125,45 @@ pub fn made_for_the_target(
 /// Pod specs by pod UID (and by namespace/name, for specs saved without a UID).
 #[derive(Debug, Default)]
 pub struct PodIndex {
-    by_uid: HashMap<String, HashMap<String, Value>>,
+    by_uid: HashMap<String, PodSpecs>,
     /// Static pods by the UID the kubelet runs them under: (namespace, mirror pod name, node).
     statics: HashMap<String, (String, String, String)>,
     /// Pods saved without a UID, which can only be matched by namespace/name.
-    by_name: HashMap<(String, String), HashMap<String, Value>>,
+    by_name: HashMap<(String, String), PodSpecs>,
     /// What happens to each static pod's manifest, by the UID it runs under.
     pins: HashMap<String, PinAction>,
     /// Objects that could not be read as pods.
     pub problems: Vec<String>,
+}
+
+/// One pod's container specs by container name. A container the input gives two different specs
+/// for (its pod listed twice, from listings taken at different times) has none: kubehash cannot
+/// tell which is current, and proving a container against a stale spec would mask the change
+/// made since.
+#[derive(Debug, Default)]
+struct PodSpecs {
+    specs: HashMap<String, Value>,
+    listed_differently: HashSet<String>,
+}
+
+impl PodSpecs {
+    fn add(&mut self, name: String, json: Value) {
+        match self.specs.get(&name) {
+            Some(known) if *known != json => {
+                self.listed_differently.insert(name);
+            }
+            Some(_) => {}
+            None => {
+                self.specs.insert(name, json);
+            }
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.specs
+            .get(name)
+            .filter(|_| !self.listed_differently.contains(name))
+    }
 }
 
 /// The pods a node's runtime has containers of: by UID, and by namespace/name (what
@@ -203,12 +233,12 @@ impl PodIndex {
                 self.by_name
                     .entry((c.namespace.clone(), c.pod.clone()))
                     .or_default()
-                    .insert(c.name, c.json);
+                    .add(c.name, c.json);
             } else {
                 self.by_uid
                     .entry(c.pod_uid.clone())
                     .or_default()
-                    .insert(c.name, c.json);
+                    .add(c.name, c.json);
             }
         }
         Ok(())
@@ -217,11 +247,23 @@ impl PodIndex {
     /// The spec of container `name` of the pod with this UID. A pod saved without a UID is
     /// matched by namespace/name; a pod with a UID never matches a container of another UID (a
     /// pod deleted and recreated under the same name is a different pod).
+    /// None too for a container the input gives two different specs for
+    /// ([`PodIndex::listed_differently`]).
     pub fn find(&self, uid: &str, namespace: &str, pod: &str, name: &str) -> Option<&Value> {
+        self.pod(uid, namespace, pod).and_then(|cs| cs.get(name))
+    }
+
+    /// Whether the input gives container `name` of this pod two different specs (its pod is
+    /// listed twice, from listings taken at different times): it has no spec to prove against.
+    pub fn listed_differently(&self, uid: &str, namespace: &str, pod: &str, name: &str) -> bool {
+        self.pod(uid, namespace, pod)
+            .is_some_and(|cs| cs.listed_differently.contains(name))
+    }
+
+    fn pod(&self, uid: &str, namespace: &str, pod: &str) -> Option<&PodSpecs> {
         self.by_uid
             .get(uid)
             .or_else(|| self.by_name.get(&(namespace.to_string(), pod.to_string())))
-            .and_then(|cs| cs.get(name))
     }
 
     /// Adds the static pods read from the node's manifests: their pin actions, and, for a pod
@@ -242,7 +284,7 @@ impl PodIndex {
                 Ok(cs) => {
                     let specs = self.by_uid.entry(s.uid.clone()).or_default();
                     for c in cs {
-                        specs.insert(c.name, c.json);
+                        specs.add(c.name, c.json);
                     }
                 }
             }
@@ -497,6 +539,14 @@ fn decide(
         p.reason = format!(
             "the container is {}: the kubelet restarts a container for a hash change only while it runs",
             p.state
+        );
+        return;
+    }
+    if pods.listed_differently(&p.pod_uid, &p.namespace, &p.pod, &p.container) {
+        p.verdict = Verdict::Error;
+        p.reason = format!(
+            "the pods input gives container {} of pod {}/{} (uid {:?}) two different specs (the pod is listed twice, from listings taken at different times?): kubehash proves a container only against its one current spec; give one current listing",
+            p.container, p.namespace, p.pod, p.pod_uid
         );
         return;
     }
@@ -894,6 +944,42 @@ mod tests {
             json!({"metadata":{"namespace":"ns","name":"p"},"spec":{"containers":[spec]}}),
         );
         assert!(no_uid.find("any", "ns", "p", "app").is_some());
+    }
+
+    /// A pod listed twice with different specs (two listings taken at different times): the
+    /// container is proved against neither, whichever comes last; listed twice alike, it is.
+    #[test]
+    fn a_pod_listed_twice_differently_proves_nothing() {
+        let then = json!({"name":"app","image":"nginx:1","args":["--old"]});
+        let now = json!({"name":"app","image":"nginx:1","args":["--new"]});
+        let pod = |spec: &Value, uid: Option<&str>| {
+            let mut p =
+                json!({"metadata":{"namespace":"ns","name":"p"},"spec":{"containers":[spec]}});
+            if let Some(uid) = uid {
+                p["metadata"]["uid"] = json!(uid);
+            }
+            p
+        };
+        for uid in [Some("u1"), None] {
+            for (first, second) in [(&then, &now), (&now, &then)] {
+                let mut pods = PodIndex::default();
+                pods.add_pod(pod(first, uid));
+                pods.add_pod(pod(second, uid));
+                assert!(pods.find("u1", "ns", "p", "app").is_none());
+                assert!(pods.listed_differently("u1", "ns", "p", "app"));
+                // The running container was made from the old spec: provable against it alone.
+                let c = container("a", "u1", "app", Some(&hash_of(&then, "1.30")));
+                let p = &plan(&[c], &pods, &Manifests::none(), v("1.31"), Some(v("1.30")))[0];
+                assert_eq!(p.verdict, Verdict::Error, "{uid:?}");
+                assert!(p.reason.contains("two different specs"), "{}", p.reason);
+            }
+            let mut alike = PodIndex::default();
+            alike.add_pod(pod(&then, uid));
+            alike.add_pod(pod(&then, uid));
+            let c = container("a", "u1", "app", Some(&hash_of(&then, "1.30")));
+            let p = &plan(&[c], &alike, &Manifests::none(), v("1.31"), Some(v("1.30")))[0];
+            assert_eq!(p.verdict, Verdict::Rewrite, "{uid:?}");
+        }
     }
 
     #[test]
