@@ -29,7 +29,7 @@ pub fn for_each_hashed(
     mut each: impl FnMut(Hashed),
 ) -> Result<()> {
     let mut objects = 0;
-    for_each_file(input, |file| {
+    for_each_file(input, workers, |file, workers| {
         objects += hash_each(file, versions, workers, &mut each)?;
         Ok(())
     })?;

@@ -133,7 +133,7 @@ pub fn matrix_input(
     let mut kept = Ok(());
     // A directory's files one after the other, so that an object that is not a pod is named by
     // its file.
-    for_each_file(input, |file| {
+    for_each_file(input, workers, |file, workers| {
         let source = file.name();
         let worker = || {
             let mut hasher = MatrixHasher::new(versions);

@@ -357,7 +357,7 @@ pub fn scan_input(
     scan_with(setup, progress, source_name, |judge, workers, take| {
         // A directory's files one after the other, so that an object that is not a pod is named
         // by its file.
-        for_each_file(input, |file| {
+        for_each_file(input, workers, |file, workers| {
             let source = file.name();
             let worker = || {
                 let mut assess = judge.worker();

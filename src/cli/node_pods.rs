@@ -64,11 +64,11 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
     match &source.pods {
         // Parsed on every core, handed on in input order; a directory's files one after the
         // other, each named as itself.
-        Some(path) => for_each_file(&Input::Path(path), |file| {
+        Some(path) => for_each_file(&Input::Path(path), cores(), |file, workers| {
             let source = file.name();
             for_each_object_on_cores(
                 file,
-                cores(),
+                workers,
                 BATCH,
                 || |n, pod: serde_json::Value| (n, pod),
                 |(n, p)| keep(p, Some((&source, n)), &mut objects),

@@ -57,7 +57,7 @@ pub fn for_each_item(path: &Path, mut each: impl FnMut(Item<&Value>)) -> Result<
 /// without a single object is an error.
 pub fn for_each_placed_object(path: &Path, mut each: impl FnMut(&str, usize, Value)) -> Result<()> {
     let mut objects = 0usize;
-    for_each_file(&Input::Path(path), |file| {
+    for_each_file(&Input::Path(path), 0, |file, _| {
         let source = file.name();
         let mut n = 0usize;
         file.for_each_object(&mut |value| {

@@ -139,15 +139,28 @@ impl Parse for Value {
 
 /// Calls `read` with each file of a directory in name order, each an input of its own so that
 /// its objects are numbered and named by the file (`dir/b.json: object 2`, not the directory's
-/// seventh object), or with `input` itself when it is not a directory.
-pub fn for_each_file(input: &Input, mut read: impl FnMut(&Input) -> Result<()>) -> Result<()> {
+/// seventh object), or with `input` itself when it is not a directory; and with the workers to
+/// read it with: `workers`, or none for a directory's file smaller than [`SMALL_FILE`].
+pub fn for_each_file(
+    input: &Input,
+    workers: usize,
+    mut read: impl FnMut(&Input, usize) -> Result<()>,
+) -> Result<()> {
     if let Input::Path(path) = input {
         if let Some(files) = files_of_directory(path)? {
-            return files.iter().try_for_each(|file| read(&Input::Path(file)));
+            return files.iter().try_for_each(|file| {
+                let small = std::fs::metadata(file).is_ok_and(|m| m.len() < SMALL_FILE);
+                read(&Input::Path(file), if small { 0 } else { workers })
+            });
         }
     }
-    read(input)
+    read(input, workers)
 }
+
+/// Below this size, a directory's file is read and worked on by the calling thread alone:
+/// starting workers for it costs more than they save (a directory of 5,000 one-pod files took
+/// seven times as long with workers for each).
+pub const SMALL_FILE: u64 = 256 * 1024;
 
 /// Calls `each`, in input order, with what a worker's function made of each object of `input`
 /// (numbered from 1). `worker` is called once per worker thread (and once more if the one

@@ -252,7 +252,13 @@ fn read_path(path: &Path, each: &mut dyn FnMut(Value)) -> Result<()> {
         return Ok(());
     }
     let file = File::open(path).map_err(io)?;
-    for_each_object_in_stream(file, &name, extension_says(path), each)
+    // A buffer no larger than the file (and a little more, to see its end in one read): a
+    // directory of many small files would otherwise allocate and clear a whole buffer each.
+    let size = file.metadata().map_or(STREAM_BUFFER as u64, |m| m.len());
+    let buffer = usize::try_from(size).map_or(STREAM_BUFFER, |s| {
+        s.saturating_add(1).clamp(8 << 10, STREAM_BUFFER)
+    });
+    read_stream(file, &name, extension_says(path), buffer, each)
 }
 
 /// The files a directory input stands for: its `.json`/`.yaml`/`.yml` files, sorted by name
@@ -331,6 +337,20 @@ pub fn for_each_object_in_stream(
     yaml: Option<bool>,
     each: &mut dyn FnMut(Value),
 ) -> Result<()> {
+    read_stream(reader, source, yaml, STREAM_BUFFER, each)
+}
+
+/// How much of a stream is read at a time.
+const STREAM_BUFFER: usize = 1 << 20;
+
+/// [`for_each_object_in_stream`], reading `buffer` bytes at a time.
+fn read_stream(
+    reader: impl Read,
+    source: &str,
+    yaml: Option<bool>,
+    buffer: usize,
+    each: &mut dyn FnMut(Value),
+) -> Result<()> {
     let io = |e| Error::Io {
         source_name: source.to_string(),
         source: e,
@@ -344,7 +364,7 @@ pub fn for_each_object_in_stream(
             looks_like_yaml(&head)
         }
     };
-    let reader = BufReader::with_capacity(1 << 20, std::io::Cursor::new(head).chain(reader));
+    let reader = BufReader::with_capacity(buffer, std::io::Cursor::new(head).chain(reader));
     if yaml {
         for_each_yaml_object(reader, source, each)
     } else {
