@@ -9,7 +9,10 @@
 //!   parsing and hashing spread over the cores beside the reading thread (as `kubehash hash`
 //!   reads a file);
 //! * `scan-threads`: the 30k scan on one thread, and framed with the parsing and assessing spread
-//!   over the cores beside the reading thread (as `kubehash scan` reads a file), same report.
+//!   over the cores beside the reading thread (as `kubehash scan` reads a file), same report;
+//! * `scan-files`: 3k pods read from disk, as one PodList file and as a directory of 3k one-pod
+//!   files (each read on its own, so that a problem names its file): the ratio is the cost of
+//!   the files.
 //!
 //! After each group the bench prints the process's peak resident memory (`VmHWM`), which
 //! includes the input held in memory for the bench; the CLI streams its input instead.
@@ -55,22 +58,24 @@ fn hash(bytes: &[u8], versions: &[KubeletVersion], workers: usize) -> usize {
 
 /// `kubehash scan --from 1.27 --to 1.31` on `bytes`.
 fn scan(bytes: &[u8], threads: Threads) -> u64 {
+    scan_from(
+        &Input::Bytes {
+            name: "bench",
+            bytes,
+        },
+        threads,
+    )
+}
+
+/// `kubehash scan --from 1.27 --to 1.31` on `input`.
+fn scan_from(input: &Input, threads: Threads) -> u64 {
     let mut setup = ScanSetup::new(
         "1.31".parse().expect("version"),
         FromVersions::Fixed("1.27".parse().expect("version")),
         Manifests::none(),
     );
     setup.threads = threads;
-    let report = scan_input(
-        setup,
-        |_| {},
-        "bench".into(),
-        &Input::Bytes {
-            name: "bench",
-            bytes,
-        },
-    )
-    .expect("scan");
+    let report = scan_input(setup, |_| {}, "bench".into(), input).expect("scan");
     report.total.containers
 }
 
@@ -144,6 +149,24 @@ fn bench_scan(c: &mut Criterion) {
     g.throughput(Throughput::Elements(30_000));
     for (label, threads) in [("one", Threads::One), ("all-cores", Threads::default())] {
         g.bench_function(label, |b| b.iter(|| scan(black_box(&bytes), threads)));
+    }
+    g.finish();
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = dir.path().join("pods.json");
+    std::fs::write(&file, corpus::podlist(&containers, 3_000)).expect("pods file");
+    let files = dir.path().join("pods");
+    std::fs::create_dir(&files).expect("pods directory");
+    corpus::pod_files(&containers, 3_000, &files);
+    let mut g = c.benchmark_group("scan-files");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(3_000));
+    for (label, path) in [("one-file", &file), ("directory", &files)] {
+        let input = Input::Path(path);
+        assert_eq!(scan_from(&input, Threads::default()), 3_000);
+        g.bench_function(label, |b| {
+            b.iter(|| scan_from(black_box(&input), Threads::default()))
+        });
     }
     g.finish();
 }

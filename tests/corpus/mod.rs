@@ -43,6 +43,16 @@ pub fn podlist(containers: &[Value], n: usize) -> Vec<u8> {
     out
 }
 
+/// `n` files of one pod each (the pods of [`podlist`]), written into `dir`.
+#[allow(dead_code)] // used by benches/scale.rs, not by every test that includes this file
+pub fn pod_files(containers: &[Value], n: usize, dir: &std::path::Path) {
+    for i in 0..n {
+        let pod = pod(&containers[i % containers.len()], i);
+        let text = serde_json::to_vec(&pod).expect("write");
+        std::fs::write(dir.join(format!("pod-{i:06}.json")), text).expect("pod file");
+    }
+}
+
 fn pod(container: &Value, i: usize) -> Value {
     let name = container["name"].as_str().unwrap_or("c");
     json!({
