@@ -910,3 +910,53 @@ async fn a_json_manifest_quantity_is_read_from_its_raw_text() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), written);
     assert_eq!(extension(&ep, &ids[0]).await, record);
 }
+
+/// The mirror pod the API server holds for a static pod run from `container`.
+fn mirror_pods(container: &Value) -> Value {
+    json!({"kind": "List", "items": [{
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"namespace": "kube-system", "name": format!("etcd-{NODE}"), "uid": "mirror-1",
+            "annotations": {"kubernetes.io/config.mirror": UID, "kubernetes.io/config.hash": UID,
+                "kubernetes.io/config.source": "file"}},
+        "spec": {"nodeName": NODE, "containers": [defaulted(container)]}}]})
+}
+
+/// A pinned manifest edited while the kubelet is down (its args changed, its UID kept), with the
+/// API server's mirror pod still holding the old spec: the container, proved against the mirror,
+/// had its hash rewritten, and kubelet 1.31 (which hashes only name and image) kept running the
+/// old args instead of restarting it with the new ones. Now it is proved only where the manifest
+/// and the mirror agree; when they do, it is rewritten as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_edited_behind_its_mirror_pod_is_not_proved_by_the_mirror() {
+    let n = Node::new();
+    let ep = n.ctrd.endpoint();
+    let pinned = ETCD_YAML.replace(
+        "  namespace: kube-system\n",
+        &format!("  namespace: kube-system\n  uid: {UID}\n"),
+    );
+    n.write("etcd.yaml", &pinned);
+    let ids = n.run("etcd", UID, &[etcd()]).await;
+    std::fs::write(&n.pods_file, mirror_pods(&etcd()).to_string()).unwrap();
+    let plan = n.json("plan");
+    assert_eq!(plan["containers"][0]["verdict"], "rewrite", "{plan}");
+
+    n.write(
+        "etcd.yaml",
+        &pinned.replace("--data-dir=/var/lib/etcd", "--data-dir=/var/lib/etcd2"),
+    );
+    let before = extension(&ep, &ids[0]).await;
+    let out = n.node("apply", &[]);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let o = &report["outcomes"][0];
+    assert_eq!(o["verdict"], "error", "{report}");
+    assert_eq!(o["result"], "left-alone", "{report}");
+    assert!(
+        o["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the static pod's manifest says another spec for container etcd than its mirror pod does"),
+        "{report}"
+    );
+    assert_eq!(extension(&ep, &ids[0]).await, before);
+}

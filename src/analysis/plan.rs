@@ -132,6 +132,9 @@ pub struct PodIndex {
     by_name: HashMap<(String, String), PodSpecs>,
     /// What happens to each static pod's manifest, by the UID it runs under.
     pins: HashMap<String, PinAction>,
+    /// For a static pod whose specs come from its mirror pod: the containers its manifest says,
+    /// as the kubelet defaults them, by the UID it runs under.
+    manifest_specs: HashMap<String, HashMap<String, Value>>,
     /// Objects that could not be read as pods.
     pub problems: Vec<String>,
 }
@@ -271,16 +274,22 @@ impl PodIndex {
     pub fn add_static_pods(&mut self, statics: &[StaticPod], manifests: &Manifests) {
         for s in statics.iter().filter(|s| !s.uid.is_empty()) {
             self.pins.insert(s.uid.clone(), s.action.clone());
-            if self.by_uid.contains_key(&s.uid) {
-                continue;
-            }
             let Some(m) = manifests.get(&s.namespace, &s.name) else {
                 continue;
             };
             let mut pod = m.pod.clone();
             default_pod(&mut pod);
+            let mirrored = self.by_uid.contains_key(&s.uid);
             match pod_containers(pod) {
+                // With a mirror pod, a manifest that does not parse agrees with no container.
+                Err(_) if mirrored => {
+                    self.manifest_specs.insert(s.uid.clone(), HashMap::new());
+                }
                 Err(e) => self.problems.push(format!("{}: {e}", s.path)),
+                Ok(cs) if mirrored => {
+                    let specs = cs.into_iter().map(|c| (c.name, c.json)).collect();
+                    self.manifest_specs.insert(s.uid.clone(), specs);
+                }
                 Ok(cs) => {
                     let specs = self.by_uid.entry(s.uid.clone()).or_default();
                     for c in cs {
@@ -289,6 +298,13 @@ impl PodIndex {
                 }
             }
         }
+    }
+
+    /// For a static pod running under `uid` whose specs come from its mirror pod: what its
+    /// manifest says of container `name`, as the kubelet defaults it (`Some(None)`: the manifest
+    /// has no such container). `None` for any other pod.
+    pub fn manifest_spec(&self, uid: &str, name: &str) -> Option<Option<&Value>> {
+        self.manifest_specs.get(uid).map(|specs| specs.get(name))
     }
 
     /// What happens to the manifest of the static pod running under `uid`, when the node's
@@ -591,6 +607,26 @@ fn decide(
             return;
         }
     };
+    // pkg/kubelet/config/file.go: a static pod runs what its file says; the mirror pod is the
+    // API server's copy. Where the two hash apart (the file edited since the pod started, with
+    // the kubelet down), proving against the copy would hide the edit from the new kubelet.
+    if let Some(listed) = pods.manifest_spec(&p.pod_uid, &p.container) {
+        let agree = listed
+            .and_then(|m| hash_container(m, all, &path).ok())
+            .is_some_and(|m| {
+                [from, Some(to)].into_iter().flatten().all(|v| {
+                    m.get(v) == hashes.get(v)
+                        && m.get_without_resources(v) == hashes.get_without_resources(v)
+                })
+            });
+        if !agree {
+            p.reason = format!(
+                "the static pod's manifest says another spec for container {} than its mirror pod does (edited since the pod started?): kubehash proves a static pod's container only where the two agree",
+                p.container
+            );
+            return;
+        }
+    }
     p.new_hash = hashes.get(to).map(format_hash);
     p.new_hash_without_resources = hashes.get_without_resources(to).map(format_hash);
     // kubelet 1.31 (labels.go, with InPlacePodVerticalScaling) still wrote and compared

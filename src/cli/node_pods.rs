@@ -62,8 +62,8 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
         }
     };
     match &source.pods {
-        // Parsed on every core, handed on in input order; a directory's files one after the
-        // other, each named as itself.
+        // Parsed on every core (a directory's small files on this thread), handed on in input
+        // order; a directory's files one after the other, each named as itself.
         Some(path) => for_each_file(&Input::Path(path), cores(), |file, workers| {
             let source = file.name();
             for_each_object_on_cores(
