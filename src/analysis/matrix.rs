@@ -17,7 +17,7 @@ use crate::analysis::spill::Spill;
 use crate::error::{Error, Result};
 use crate::kubelet::hash::hash_container;
 use crate::kubelet::version::KubeletVersion;
-use crate::source::parallel::{for_each_file, for_each_object_on_cores, Input};
+use crate::source::parallel::{for_each_placed_object_on_cores, Input};
 use crate::source::pods::pod_containers;
 use crate::source::pool::BATCH;
 
@@ -131,31 +131,26 @@ pub fn matrix_input(
     let mut m = RestartMatrix::new(versions);
     let mut problems = Spill::default();
     let mut kept = Ok(());
-    // A directory's files one after the other, so that an object that is not a pod is named by
-    // its file.
-    for_each_file(input, workers, |file, workers| {
-        let source = file.name();
-        let worker = || {
-            let mut hasher = MatrixHasher::new(versions);
-            let source = &source;
-            move |n, pod: Value| {
-                pod_containers(pod)
-                    .map(|cs| {
-                        cs.iter()
-                            .map(|c| hasher.hashes(&c.json))
-                            .collect::<Vec<_>>()
-                    })
-                    .map_err(|p| p.at(source, n))
+    // An object that is not a pod is named by its file and its place there.
+    let worker = |source: &str| {
+        let (mut hasher, source) = (MatrixHasher::new(versions), source.to_string());
+        move |n, pod: Value| {
+            pod_containers(pod)
+                .map(|cs| {
+                    cs.iter()
+                        .map(|c| hasher.hashes(&c.json))
+                        .collect::<Vec<_>>()
+                })
+                .map_err(|p| p.at(&source, n))
+        }
+    };
+    for_each_placed_object_on_cores(input, workers, BATCH, worker, |pod| match pod {
+        Ok(containers) => containers.iter().for_each(|h| m.count(h.as_deref())),
+        Err(e) => {
+            if kept.is_ok() {
+                kept = problems.push(e.0);
             }
-        };
-        for_each_object_on_cores(file, workers, BATCH, worker, |pod| match pod {
-            Ok(containers) => containers.iter().for_each(|h| m.count(h.as_deref())),
-            Err(e) => {
-                if kept.is_ok() {
-                    kept = problems.push(e.0);
-                }
-            }
-        })
+        }
     })?;
     kept.and_then(|()| problems.finish())
         .map_err(|source| Error::Io {

@@ -37,7 +37,7 @@ use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::manifests::Manifests;
 use crate::source::nodes::NodeVersions;
-use crate::source::parallel::{for_each_file, for_each_object_on_cores, Input};
+use crate::source::parallel::{for_each_placed_object_on_cores, Input};
 use crate::source::pods::{pod_containers, ContainerKind, PodContainer, Workload};
 use crate::source::pool::{cores, map_in_order, BATCH};
 
@@ -355,17 +355,12 @@ pub fn scan_input(
     input: &Input,
 ) -> Result<ScanReport> {
     scan_with(setup, progress, source_name, |judge, workers, take| {
-        // A directory's files one after the other, so that an object that is not a pod is named
-        // by its file.
-        for_each_file(input, workers, |file, workers| {
-            let source = file.name();
-            let worker = || {
-                let mut assess = judge.worker();
-                let source = &source;
-                move |n, object: Value| assess(object).map(|p| p.placed(source, n))
-            };
-            for_each_object_on_cores(file, workers, BATCH, worker, &mut *take)
-        })
+        // An object that is not a pod is named by its file and its place there.
+        let worker = |source: &str| {
+            let (mut assess, source) = (judge.worker(), source.to_string());
+            move |n, object: Value| assess(object).map(|p| p.placed(&source, n))
+        };
+        for_each_placed_object_on_cores(input, workers, BATCH, worker, take)
     })
 }
 

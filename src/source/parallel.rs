@@ -157,6 +157,27 @@ pub fn for_each_file(
     read(input, workers)
 }
 
+/// [`for_each_object_on_cores`] over each file of a directory in turn ([`for_each_file`]), or over
+/// `input` itself: `worker` is told the name of the file its objects come from, to say where an
+/// object is (`dir/b.json: object 2`).
+pub fn for_each_placed_object_on_cores<P, U, F>(
+    input: &Input,
+    workers: usize,
+    batch: usize,
+    worker: impl Fn(&str) -> F + Sync,
+    mut each: impl FnMut(U),
+) -> Result<()>
+where
+    P: Parse,
+    U: Send,
+    F: FnMut(usize, P) -> U,
+{
+    for_each_file(input, workers, |file, workers| {
+        let source = file.name();
+        for_each_object_on_cores(file, workers, batch, || worker(&source), &mut each)
+    })
+}
+
 /// Below this size, a directory's file is read and worked on by the calling thread alone:
 /// starting workers for it costs more than they save (a directory of 5,000 one-pod files took
 /// seven times as long with workers for each).
