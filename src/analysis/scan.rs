@@ -344,8 +344,8 @@ impl ScanSetup {
 /// Scans the pods of `input` (a file, a directory, stdin); `source_name` names it in the report.
 ///
 /// With [`Threads::Workers`], one thread splits the input into pod objects and the workers
-/// parse and assess them ([`for_each_object_on_cores`]); the report is built from their results
-/// in input order, so it is the same as with [`Threads::One`]. Memory stays bounded by a few
+/// parse and assess them ([`for_each_placed_object_on_cores`]); the report is built from their
+/// results in input order, so it is the same as with [`Threads::One`]. Memory stays bounded by a few
 /// batches of pods however many there are. Objects that are not pods are listed in
 /// [`ScanReport::problems`] and the scan goes on.
 pub fn scan_input(
