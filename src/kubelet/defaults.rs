@@ -152,6 +152,51 @@ mod tests {
         assert_eq!(set["imagePullPolicy"], "Never");
     }
 
+    /// A kubeadm-style etcd manifest's container, defaulted, hashes as the API server's mirror
+    /// pod holds it, for every kubelet: a mirrored static pod's container is proved only where the
+    /// two agree (`analysis::plan`), so a default missed here would leave it alone.
+    #[test]
+    fn a_kubeadm_manifest_hashes_as_its_mirror_pod() {
+        use crate::kubelet::hash::hash_container;
+        use crate::kubelet::version::KubeletVersion;
+        let mut manifest = json!({
+            "command": ["etcd", "--data-dir=/var/lib/etcd"],
+            "image": "registry.k8s.io/etcd:3.5.12-0",
+            "imagePullPolicy": "IfNotPresent",
+            "livenessProbe": {"failureThreshold": 8, "initialDelaySeconds": 10,
+                "periodSeconds": 10, "timeoutSeconds": 15,
+                "httpGet": {"host": "127.0.0.1", "path": "/health", "port": 2381, "scheme": "HTTP"}},
+            "name": "etcd",
+            "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}},
+            "volumeMounts": [{"mountPath": "/var/lib/etcd", "name": "etcd-data"}]
+        });
+        let mirror = json!({
+            "name": "etcd", "image": "registry.k8s.io/etcd:3.5.12-0",
+            "command": ["etcd", "--data-dir=/var/lib/etcd"],
+            "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}},
+            "volumeMounts": [{"name": "etcd-data", "mountPath": "/var/lib/etcd"}],
+            "livenessProbe": {"httpGet": {"host": "127.0.0.1", "path": "/health", "port": 2381,
+                "scheme": "HTTP"}, "initialDelaySeconds": 10, "timeoutSeconds": 15,
+                "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 8},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"
+        });
+        default_container(&mut manifest);
+        let all: Vec<KubeletVersion> = KubeletVersion::all().collect();
+        let (m, a) = (
+            hash_container(&manifest, &all, "manifest").unwrap(),
+            hash_container(&mirror, &all, "mirror").unwrap(),
+        );
+        for v in all {
+            assert_eq!(m.get(v), a.get(v), "{v}");
+            assert_eq!(
+                m.get_without_resources(v),
+                a.get_without_resources(v),
+                "{v}"
+            );
+        }
+    }
+
     #[test]
     fn the_defaults_the_api_server_would_apply() {
         let mut pod = json!({"spec": {"containers": [{
