@@ -144,7 +144,7 @@ pub fn matrix_input(
                 .map_err(|p| p.at(&source, n))
         }
     };
-    for_each_placed_object_on_cores(input, workers, BATCH, worker, |pod| match pod {
+    for_each_placed_object_on_cores(input, workers, BATCH, worker, |_, pod| match pod {
         Ok(containers) => containers.iter().for_each(|h| m.count(h.as_deref())),
         Err(e) => {
             if kept.is_ok() {

@@ -360,7 +360,7 @@ pub fn scan_input(
             let (mut assess, source) = (judge.worker(), source.to_string());
             move |n, object: Value| assess(object).map(|p| p.placed(&source, n))
         };
-        for_each_placed_object_on_cores(input, workers, BATCH, worker, take)
+        for_each_placed_object_on_cores(input, workers, BATCH, worker, |_, judged| take(judged))
     })
 }
 

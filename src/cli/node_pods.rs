@@ -10,7 +10,7 @@ use crate::cli::support::optional_version;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
 use crate::source::manifests::Manifests;
-use crate::source::parallel::{for_each_file, for_each_object_on_cores, Input};
+use crate::source::parallel::{for_each_placed_object_on_cores, Input};
 use crate::source::pool::{cores, BATCH};
 
 /// What a node command knows of this node from outside the runtime.
@@ -64,16 +64,13 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
     match &source.pods {
         // Parsed on every core (a directory's small files on this thread), handed on in input
         // order; a directory's files one after the other, each named as itself.
-        Some(path) => for_each_file(&Input::Path(path), cores(), |file, workers| {
-            let source = file.name();
-            for_each_object_on_cores(
-                file,
-                workers,
-                BATCH,
-                || |n, pod: serde_json::Value| (n, pod),
-                |(n, p)| keep(p, Some((&source, n)), &mut objects),
-            )
-        })?,
+        Some(path) => for_each_placed_object_on_cores(
+            &Input::Path(path),
+            cores(),
+            BATCH,
+            |_| |n, pod: serde_json::Value| (n, pod),
+            |source, (n, p)| keep(p, Some((source, n)), &mut objects),
+        )?,
         None if source.from_cluster() => {
             let node = name
                 .clone()

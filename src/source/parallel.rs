@@ -158,14 +158,14 @@ pub fn for_each_file(
 }
 
 /// [`for_each_object_on_cores`] over each file of a directory in turn ([`for_each_file`]), or over
-/// `input` itself: `worker` is told the name of the file its objects come from, to say where an
-/// object is (`dir/b.json: object 2`).
+/// `input` itself: `worker` and `each` are told the name of the file the objects come from, to
+/// say where an object is (`dir/b.json: object 2`).
 pub fn for_each_placed_object_on_cores<P, U, F>(
     input: &Input,
     workers: usize,
     batch: usize,
     worker: impl Fn(&str) -> F + Sync,
-    mut each: impl FnMut(U),
+    mut each: impl FnMut(&str, U),
 ) -> Result<()>
 where
     P: Parse,
@@ -174,7 +174,13 @@ where
 {
     for_each_file(input, workers, |file, workers| {
         let source = file.name();
-        for_each_object_on_cores(file, workers, batch, || worker(&source), &mut each)
+        for_each_object_on_cores(
+            file,
+            workers,
+            batch,
+            || worker(&source),
+            |u| each(&source, u),
+        )
     })
 }
 
