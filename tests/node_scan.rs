@@ -91,6 +91,7 @@ async fn node_scan_gives_every_verdict() {
     )
     .await;
 
+    let (web_spec, current_spec) = (web.clone(), current.clone());
     let pods = json!({"kind":"List","items":[
         pod_json("shop", "web-1", "uid-web-1", &[web, changed_now]),
         pod_json("shop", "new-1", "uid-new-1", &[current]),
@@ -159,6 +160,44 @@ async fn node_scan_gives_every_verdict() {
         t.contains("1 rewrite, 1 unchanged, 1 will-restart, 0 unprovable, 0 not-running, 0 recreated, 1 no-pod, 0 error"),
         "{t}"
     );
+
+    // --fail-on-restart: 3 for what restarts even after `node apply`, never for a rewrite.
+    let fail_on_restart = |pods: &std::path::Path, from: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(["scan", "--cri", &ctrd.endpoint(), "--to", "1.31"])
+            .args(from)
+            .args(["--fail-on-restart", "-o", "json", "--pods"])
+            .arg(pods)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), doc["counts"].clone())
+    };
+    assert_eq!(fail_on_restart(&pods_file, &["--from", "1.30"]).0, Some(3));
+    let without_change = ctrd.dir.join("pods-without-change.json");
+    std::fs::write(
+        &without_change,
+        json!({"kind":"List","items":[
+            pod_json("shop", "web-1", "uid-web-1", std::slice::from_ref(&web_spec)),
+            pod_json("shop", "new-1", "uid-new-1", std::slice::from_ref(&current_spec)),
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let (code, counts) = fail_on_restart(&without_change, &["--from", "1.30"]);
+    assert_eq!(
+        (counts["rewrite"].clone(), counts["will-restart"].clone()),
+        (json!(1), json!(0))
+    );
+    assert_eq!(code, Some(0), "a rewrite is what apply avoids: {counts}");
+    // Without the old kubelet's version, the same container cannot be proved: it restarts.
+    let (code, counts) = fail_on_restart(&without_change, &[]);
+    assert_eq!(
+        (counts["unprovable"].clone(), counts["will-restart"].clone()),
+        (json!(1), json!(0))
+    );
+    assert_eq!(code, Some(3), "an unprovable container restarts: {counts}");
 
     // A directory of pod files: an object that is not a pod is named by its file and its place
     // there, and the verdicts are those of the pods alone.
@@ -315,9 +354,27 @@ async fn static_pods_are_recreated_unless_their_manifest_pins_the_uid() {
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
         doc["containers"][0].clone()
     };
+    // `scan --cri --fail-on-restart`'s exit code for the same node.
+    let fail_on_restart = |dir: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(["scan", "--cri", &ctrd.endpoint(), "--to", "1.31"])
+            .args(["--from", "1.30", "--fail-on-restart", "--pods"])
+            .arg(&pods_file)
+            .arg("--manifests")
+            .arg(dir)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
     // No manifest, and a manifest without metadata.uid: recreated.
     let p = verdict(&manifests);
     assert_eq!(p["verdict"], "recreated", "{p}");
+    assert_eq!(
+        fail_on_restart(&manifests),
+        Some(3),
+        "a recreated pod restarts"
+    );
     std::fs::write(
         manifests.join("etcd.yaml"),
         "# kubeadm\napiVersion: v1\nkind: Pod\nmetadata:\n  name: etcd\n  namespace: kube-system\nspec:\n  containers: []\n",
@@ -340,4 +397,5 @@ async fn static_pods_are_recreated_unless_their_manifest_pins_the_uid() {
     .unwrap();
     let p = verdict(&manifests);
     assert_eq!(p["verdict"], "rewrite", "{p}");
+    assert_eq!(fail_on_restart(&manifests), Some(0));
 }

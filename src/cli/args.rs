@@ -38,7 +38,8 @@ pub enum Command {
     /// (kubectl get nodes -o json).
     ///
     /// Exit codes: 0 done; 1 unusable input or flags; 2 some containers could not be assessed;
-    /// 3 with --fail-on-restart, some container would restart.
+    /// 3 with --fail-on-restart, some container would restart or be recreated with its static
+    /// pod (with --cri: even after `node apply`).
     Scan(ScanArgs),
 
     /// The restart table for every upgrade step between the given versions, for a set of pods.
@@ -584,7 +585,9 @@ pub struct ScanArgs {
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     pub output: Format,
 
-    /// Exit with status 3 if any container would be restarted.
+    /// Exit with status 3 if any container would be restarted, or recreated with its static
+    /// pod. With --cri, any that would be even after `node apply`: a `will-restart`,
+    /// `unprovable` or `recreated` verdict.
     #[arg(long)]
     pub fail_on_restart: bool,
     /// Only pods in this namespace (server-side with --cluster).

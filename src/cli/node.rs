@@ -94,7 +94,14 @@ pub fn print_plan(
     };
     print(output, &report)?;
     let any = |v: Verdict| report.containers.iter().any(|p| p.verdict == v);
-    if fail_on_restart && any(Verdict::WillRestart) {
+    // What kubelet T restarts even after `node apply`: a spec change, a container kubehash
+    // cannot prove (no --from: every changed hash), and a static pod it cannot pin.
+    let restarts = [
+        Verdict::WillRestart,
+        Verdict::Unprovable,
+        Verdict::Recreated,
+    ];
+    if fail_on_restart && restarts.into_iter().any(any) {
         return Ok(ExitStatus::Restarts);
     }
     Ok(ExitStatus::unless_incomplete(!any(Verdict::Error)))

@@ -142,7 +142,8 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
     for from in froms {
         warn_upgrade(from, to);
     }
-    if args.fail_on_restart && report.total.restart > 0 {
+    // A recreated static pod restarts its containers as surely as a hash change does.
+    if args.fail_on_restart && (report.total.restart > 0 || report.total.recreated > 0) {
         return Ok(ExitStatus::Restarts);
     }
     Ok(ExitStatus::unless_incomplete(
