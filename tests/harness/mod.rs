@@ -194,6 +194,20 @@ fn build_image(dir: &Path) -> PathBuf {
     for applet in ["sh", "sleep", "cat", "echo", "ls"] {
         std::os::unix::fs::symlink("busybox", layer.join("bin").join(applet)).unwrap();
     }
+    // The containers get their spec's command and args, as the kubelet passes them; the test
+    // specs' programs are stand-ins that sleep, whatever their arguments.
+    for program in [
+        "etcd",
+        "kube-apiserver",
+        "kube-scheduler",
+        "kube-controller-manager",
+        "app",
+    ] {
+        let path = layer.join("bin").join(program);
+        std::fs::write(&path, "#!/bin/sh\nexec /bin/sleep 1000000\n").unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
     let layer_tar = dir.join("image-src/layer.tar");
     run(Command::new("tar")
         .args(["-C"])
@@ -218,7 +232,7 @@ fn build_image(dir: &Path) -> PathBuf {
     std::fs::write(
         &config,
         format!(
-            r#"{{"architecture":"amd64","os":"linux","config":{{"Cmd":["/bin/sleep","1000000"],"Env":["PATH=/bin"]}},"rootfs":{{"type":"layers","diff_ids":["sha256:{l}"]}}}}"#
+            r#"{{"architecture":"amd64","os":"linux","config":{{"Entrypoint":["/bin/sh","-c","exec /bin/sleep 1000000","--"],"Env":["PATH=/bin"]}},"rootfs":{{"type":"layers","diff_ids":["sha256:{l}"]}}}}"#
         ),
     )
     .unwrap();
@@ -645,6 +659,14 @@ async fn create_pod_from(
                 },
                 ..Default::default()
             }),
+            // generateContainerConfig: command and args (no test spec has a `$(VAR)` to
+            // expand), workingDir, stdin and tty, as the spec says.
+            command: strings(&tc.spec["command"]),
+            args: strings(&tc.spec["args"]),
+            working_dir: tc.spec["workingDir"].as_str().unwrap_or_default().into(),
+            stdin: tc.spec["stdin"].as_bool().unwrap_or_default(),
+            stdin_once: tc.spec["stdinOnce"].as_bool().unwrap_or_default(),
+            tty: tc.spec["tty"].as_bool().unwrap_or_default(),
             labels: clabels,
             annotations,
             log_path: format!("{cname}/0.log"),
@@ -671,6 +693,17 @@ async fn create_pod_from(
         container_ids,
         config,
     }
+}
+
+/// A spec's list of strings (`command`, `args`), empty when absent.
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Creates pod `ns/p` (uid `uid-p`) with these container specs as kubelet `version` would (each
