@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use harness::{hash, kubehash, text, Containerd};
 use kubehash::runtime::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
+use kubehash::runtime::cri::Cri;
 use kubehash::runtime::record::RecordStore;
 use serde_json::{json, Value};
 
@@ -183,6 +184,62 @@ async fn a_crafted_collision_writes_nothing() {
     assert_eq!(
         results(&known),
         [("will-restart".to_string(), "left-alone".to_string())]
+    );
+    assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, before);
+}
+
+/// 2a'. A collision in the old kubelet's own hash where kubelet 1.31 does not look: the container
+///    was created with `--v1`, its stored hash is kubelet 1.30's hash of the spec that now says
+///    `--v2` (crafted, or a 32-bit accident), and CRI's image agrees with the spec, so the hashes
+///    prove a rewrite. Written, kubelet 1.31 (name and image) would never apply `--v2`. The
+///    runtime says what the container was created with (containerd's verbose ContainerStatus):
+///    the plan says `will-restart`, and nothing is written. (`apply` also reads the record again
+///    before each write: `rewrite::apply`'s unit tests try that check alone.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collision_the_record_contradicts_writes_nothing() {
+    let img = harness::IMAGE;
+    let then = json!({"name":"app","image":img,"args":["--v1"]});
+    let now = json!({"name":"app","image":img,"args":["--v2"]});
+    let ctrd = Containerd::start();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let pod = harness::create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &[harness::TestContainer {
+            spec: then,
+            stored_hash: Some(hash(&now, "1.30")),
+        }],
+        "1.30".parse().unwrap(),
+    )
+    .await;
+    let pods_file = ctrd.dir.join("pods.json");
+    let pod_now = harness::pod_json("shop", "web-1", "uid-web-1", &[now]);
+    std::fs::write(
+        &pods_file,
+        json!({"kind":"List","items":[pod_now]}).to_string(),
+    )
+    .unwrap();
+    let sc = Scenario {
+        ctrd,
+        pods_file,
+        ids: pod.container_ids,
+    };
+    let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
+    let out = apply(&sc, &["--from", "1.30", "--to", "1.31"]);
+    assert_eq!(
+        results(&out),
+        [("will-restart".to_string(), "left-alone".to_string())],
+        "{}",
+        text(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let detail = v["outcomes"][0]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("created with args [\"--v1\"], and the spec now says [\"--v2\"]"),
+        "{v}"
     );
     assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, before);
 }
@@ -463,6 +520,10 @@ async fn rollback_without_the_pods_proves_originals_against_the_journaled_specs(
     let mut updated = spec.clone();
     updated["image"] = json!("registry.example/app:2");
     let masking = hash(&updated, "1.30");
+    // Changed where kubelet 1.31 does not hash: only the record shows it.
+    let mut new_args = spec.clone();
+    new_args["args"] = json!(["--changed"]);
+    let masking_args = hash(&new_args, "1.30");
     let cases = [
         (
             "a forged original hash",
@@ -481,6 +542,14 @@ async fn rollback_without_the_pods_proves_originals_against_the_journaled_specs(
                 r["spec"] = updated.clone();
             }),
             "the journal does not hold the spec apply wrote from",
+        ),
+        (
+            "the original and the spec forged to agree on new args",
+            edit_write(&genuine, &id, |r| {
+                forge_original(r, &masking_args);
+                r["spec"] = new_args.clone();
+            }),
+            "created with args [\"--a\"], and the spec now says [\"--changed\"]",
         ),
     ];
     for (what, forged, why) in cases {
@@ -622,6 +691,40 @@ async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
         );
         assert_eq!(extensions(&ep, &sc.ids).await[0], written[0], "{what}");
     }
+
+    // The spec's args changed since apply (as a static pod's manifest can be edited), where
+    // kubelet 1.31 does not hash, and the forged original holds kubelet 1.30's hash of the new
+    // spec: both hashes prove it against the pods, and restored it would have kubelet 1.30 take
+    // the container for the new args. The record says what the container was created with.
+    let mut new_args = list.clone();
+    for c in new_args["items"][0]["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+    {
+        if c["name"] == name.as_str() {
+            c["args"] = json!(["--changed"]);
+        }
+    }
+    let new_args_file = sc.ctrd.dir.join("new-args-pods.json");
+    std::fs::write(&new_args_file, new_args.to_string()).unwrap();
+    let spec_now = new_args["items"][0]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name.as_str())
+        .unwrap()
+        .clone();
+    std::fs::write(&journal, forge(&hash(&spec_now, "1.30"))).unwrap();
+    let out = rollback_with(&sc, Some(&journal), &["-i", &s(&new_args_file)]);
+    left_as_written(
+        &sc,
+        &out,
+        "the old kubelet's hash of a spec whose args changed",
+        &format!("created with args [\"--{name}\"], and the spec now says [\"--changed\"]"),
+        &written,
+        &originals,
+    )
+    .await;
     std::fs::write(&journal, &genuine).unwrap();
 
     // The genuine journal with the pods as they are: every byte restored.

@@ -2,6 +2,7 @@
 
 pub mod cache; // answers for specs seen before, in bounded memory
 pub mod coverage; // whether kubelet F's hash covers everything kubelet T's hash covers
+pub mod created_with; // what the runtime recorded a container was created with, against its spec
 pub mod statics; // a node's static pods: manifest, running sandbox, pin action
 pub mod plan; // per-container verdicts for one node: rewrite, will-restart, unprovable, …
 pub mod spill; // per-container details in bounded memory

@@ -10,7 +10,8 @@
 //!   H may be replaced by `hash_T(S)`;
 //! * `will-restart`: H is not kubelet F's hash of S (the spec really changed), or S sets a field
 //!   that T hashes and F dropped (C never applied it), or the runtime records that C was created
-//!   for another image than S names (the hashes collide). Never masked;
+//!   for another image, command, args, working directory, stdin or tty than S says (the hashes
+//!   collide; [`crate::analysis::created_with`]). Never masked;
 //! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
 //! * `not-running`: C is created or exited: the kubelet restarts a container for a hash change
 //!   only while it runs (`computePodActions`), so nothing to do;
@@ -29,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::analysis::coverage::{coverage, Coverage};
+use crate::analysis::created_with;
 use crate::analysis::statics::{static_pods, PinAction, StaticPod};
 use crate::error::{Problem, Result};
 use crate::kubelet::defaults::default_pod;
@@ -376,6 +378,7 @@ pub async fn plan_node(
 ) -> Result<NodeView> {
     let (mut statics, containers) = read_node(cri, pods, manifests, node).await?;
     let mut plans = plan(&containers, pods, manifests, to, from);
+    overrule_by_the_runtime(cri, &mut plans, pods, to).await;
     // Pinning keeps the running pod only if the manifest is what runs: every running container
     // of the pod must hash, under the old kubelet, to what it stored. Otherwise the manifest
     // changed, the pod is left to the kubelet, and its containers are planned again as such.
@@ -389,11 +392,40 @@ pub async fn plan_node(
     }
     if refused {
         plans = plan(&containers, pods, manifests, to, from);
+        overrule_by_the_runtime(cri, &mut plans, pods, to).await;
     }
     Ok(NodeView {
         containers: plans,
         statics,
     })
+}
+
+/// What the runtime recorded at create time overrules the hashes ([`created_with`]): a `rewrite`
+/// container whose runtime tells what it was created with (containerd's verbose
+/// `ContainerStatus`), and that contradicts the spec, is `will-restart`: its stored hash collides.
+/// A runtime that does not tell gives no evidence either way; `apply` reads the record again
+/// before writing.
+async fn overrule_by_the_runtime(
+    cri: &mut Cri,
+    plans: &mut [ContainerPlan],
+    pods: &PodIndex,
+    to: KubeletVersion,
+) {
+    for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Rewrite) {
+        let Some(spec) = pods.find(&p.pod_uid, &p.namespace, &p.pod, &p.container) else {
+            continue;
+        };
+        let Some(created) = cri.created_with(&p.id).await else {
+            continue;
+        };
+        if let Some(why) = created_with::contradiction(spec, &created) {
+            p.verdict = Verdict::WillRestart;
+            p.reason = format!(
+                "{why}, though the stored hash {} proves that spec (the two collide): kubelet {to} restarts it, and should",
+                p.stored_hash.as_deref().unwrap_or_default()
+            );
+        }
+    }
 }
 
 /// Each container's current spec on this node, by container id, found as [`plan_node`] finds
@@ -667,7 +699,7 @@ fn decide(
     p.reason = reason;
     // A rewrite is proven only with F known.
     if let (Verdict::Rewrite, Some(f), Some(created_for)) = (p.verdict, from, created_for) {
-        if let Some(why) = another_image(spec, created_for) {
+        if let Some(why) = created_with::another_image(spec, created_for) {
             p.verdict = Verdict::WillRestart;
             p.reason = format!(
                 "{why}, though the stored hash {stored} is kubelet {f}'s hash of the spec (the two collide): kubelet {to} restarts it, and should"
@@ -680,19 +712,6 @@ fn decide(
             "; apply first pins metadata.uid in the pod's manifest, so that it keeps its UID",
         );
     }
-}
-
-/// Why the runtime's record contradicts the spec, if it does: the image the kubelet created the
-/// container for (`ImageSpec.user_specified_image`, which kuberuntime_container.go
-/// `generateContainerConfig` sets to `container.Image` where kubelet and runtime know the field)
-/// is not the image the spec names now. The spec then changed whatever the hashes say: a stored
-/// hash that still proves it is a collision, crafted or not, and is never acted on.
-fn another_image(spec: &Value, created_for: &str) -> Option<String> {
-    // A spec without an image decodes to Go's "" (a non-string one does not decode at all).
-    let named = spec.get("image").and_then(Value::as_str).unwrap_or("");
-    (named != created_for).then(|| {
-        format!("the runtime's record shows the container was created for image {created_for:?} and the spec now names {named:?}")
-    })
 }
 
 /// The proof rule for one spec and stored hash, alone (the shim proves a saved plan again with

@@ -4,13 +4,17 @@
 //! before every write, validates every new value before writing (the runtime's
 //! [`RecordFormat::set_hashes`]), journals the full old and new values (fsync) before each write,
 //! replaces with compare-and-swap and reads back, and is idempotent: a record that already holds
-//! the new hash is left alone, so an interrupted run can simply be run again.
+//! the new hash is left alone, so an interrupted run can simply be run again. A record that says
+//! the container was created from another spec than the one proved (command, args, working
+//! directory, stdin, tty) is not written, whatever the hashes say
+//! ([`crate::analysis::created_with`]).
 
 use std::collections::HashSet;
 use std::path::Path;
 
 use tracing::{info, warn};
 
+use crate::analysis::created_with::contradiction;
 use crate::analysis::plan::{made_for_the_target, plan_node, ContainerPlan, PodIndex, Verdict};
 use crate::analysis::statics::{PinAction, StaticPod};
 use crate::clock::now_unix;
@@ -336,6 +340,16 @@ async fn rewrite_one(
             stored, p.stored_hash
         )));
     }
+    // What the runtime recorded at create time overrules the hashes: a stored hash that proves
+    // a spec the container was not created from collides with it.
+    if let Some(spec) = spec {
+        let created = format.created_with(&p.id, &raw).map_err(|e| refuse(e.0))?;
+        if let Some(why) = contradiction(spec, &created) {
+            return Err(refuse(format!(
+                "{why}, though the stored hash proves that spec (the two collide): the new kubelet restarts it, and should"
+            )));
+        }
+    }
     // Set only for targets that read it (1.27 – 1.31), and written only where the record has it.
     let new = format
         .set_hashes(
@@ -367,4 +381,85 @@ async fn rewrite_one(
         Applied::Written,
         format!("{} → {new_hash}", p.stored_hash.clone().unwrap_or_default()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::kubelet::hash::hash_container;
+    use crate::kubelet::sink::format_hash;
+    use crate::rewrite::journal::tests::{BEFORE, ID};
+    use crate::rewrite::rollback::tests::Records;
+    use crate::runtime::containerd::METADATA;
+
+    /// A `rewrite` plan for container [`ID`] whose record holds `stored`.
+    fn planned(stored: &str, new_hash: &str) -> ContainerPlan {
+        ContainerPlan {
+            id: ID.into(),
+            sandbox_id: "s".into(),
+            namespace: "shop".into(),
+            pod: "web-1".into(),
+            pod_uid: "uid-web-1".into(),
+            container: "app".into(),
+            state: "running".into(),
+            stored_hash: Some(stored.into()),
+            stored_hash_without_resources: None,
+            verdict: Verdict::Rewrite,
+            provenance: vec![],
+            new_hash: Some(new_hash.into()),
+            new_hash_without_resources: None,
+            reason: String::new(),
+        }
+    }
+
+    fn hash_of(spec: &serde_json::Value, v: &str) -> String {
+        let v: KubeletVersion = v.parse().unwrap();
+        format_hash(hash_container(spec, &[v], "app").unwrap().get(v).unwrap())
+    }
+
+    /// The record check alone, as a runtime that does not tell its configs over CRI leaves it:
+    /// the plan proved the spec by its hashes, but the record says the container was created with
+    /// other args. Nothing is written, and the journal holds no write.
+    #[tokio::test]
+    async fn a_spec_the_record_contradicts_is_not_written() {
+        let created = BEFORE
+            .trim_end()
+            .replace("\"log_path\"", "\"args\":[\"--v1\"],\"log_path\"");
+        let now = json!({"name":"app","image":"docker.io/local/app:1","args":["--v2"]});
+        let collided = hash_of(&now, "1.30");
+        let record = METADATA
+            .set_hashes(ID, created.as_bytes(), &collided, None)
+            .unwrap();
+        let store = Records::holding(&record);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let (mut journal, _) = Journal::open(&path).unwrap();
+        let p = planned(&collided, &hash_of(&now, "1.31"));
+        let err = rewrite_one(&store, &mut journal, &p, Some(&now))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("created with args [\"--v1\"], and the spec now says [\"--v2\"]"),
+            "{err}"
+        );
+        assert_eq!(store.now(), Some(record.clone()));
+        assert!(!std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains("\"write\""));
+        // The spec it was created from is written.
+        let then = json!({"name":"app","image":"docker.io/local/app:1","args":["--v1"]});
+        let stored = hash_of(&then, "1.30");
+        let record = METADATA
+            .set_hashes(ID, created.as_bytes(), &stored, None)
+            .unwrap();
+        let store = Records::holding(&record);
+        let p = planned(&stored, &hash_of(&then, "1.31"));
+        let (result, _) = rewrite_one(&store, &mut journal, &p, Some(&then))
+            .await
+            .unwrap();
+        assert_eq!(result, Applied::Written);
+    }
 }

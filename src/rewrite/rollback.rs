@@ -18,6 +18,7 @@ use std::path::Path;
 
 use tracing::{info, warn};
 
+use crate::analysis::created_with::contradiction;
 use crate::analysis::plan::NodeSpecs;
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::hash::hash_container;
@@ -310,11 +311,22 @@ fn proven(
             )));
         }
     }
+    // Kubelet T's hash may cover less than F's (name and image, from 1.31), so the hashes alone
+    // let an original hold F's hash of a spec changed since apply in what T does not hash. The
+    // record, which holds what the container was created with, tells them apart.
+    let created = format.created_with(&w.id, &w.written)?;
+    for spec in [then, last] {
+        if let Some(why) = contradiction(spec, &created) {
+            return Err(Problem(format!(
+                "{why} ({what}): the original would hide that from kubelet {from}"
+            )));
+        }
+    }
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::HashMap;
     use std::sync::Mutex;
 
@@ -327,16 +339,18 @@ mod tests {
     use crate::runtime::containerd::METADATA;
 
     /// Records in memory, replaced only while they hold what is expected, as containerd's are.
-    struct Records(Mutex<HashMap<String, Vec<u8>>>);
+    pub(crate) struct Records(Mutex<HashMap<String, Vec<u8>>>);
 
     impl Records {
-        fn holding(value: &[u8]) -> Self {
+        /// Container [`ID`]'s record holding `value`.
+        pub(crate) fn holding(value: &[u8]) -> Self {
             Records(Mutex::new(HashMap::from([(
                 ID.to_string(),
                 value.to_vec(),
             )])))
         }
-        fn now(&self) -> Option<Vec<u8>> {
+        /// What container [`ID`]'s record holds now.
+        pub(crate) fn now(&self) -> Option<Vec<u8>> {
             self.0.lock().unwrap().get(ID).cloned()
         }
     }

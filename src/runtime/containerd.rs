@@ -28,7 +28,7 @@ use tonic::Request;
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::once_keys::value_from_slice;
 use crate::runtime::cri::{keys, unix_channel};
-use crate::runtime::record::{RecordFormat, RecordStore, StoredHashes};
+use crate::runtime::record::{CreatedWith, RecordFormat, RecordStore, StoredHashes};
 
 /// The extension holding the CRI metadata of a container.
 pub const EXTENSION: &str = "io.cri-containerd.container.metadata";
@@ -327,6 +327,11 @@ impl RecordFormat for Metadata {
     fn check_edit(&self, id: &str, old: &[u8], new: &[u8]) -> std::result::Result<(), Problem> {
         validate_edit(old, new, id)
     }
+
+    fn created_with(&self, id: &str, value: &[u8]) -> std::result::Result<CreatedWith, Problem> {
+        CreatedWith::from_config(&parse_metadata(value, id)?["Metadata"]["Config"])
+            .map_err(|e| Problem(format!("metadata {e}")))
+    }
 }
 
 impl RecordStore for Store {
@@ -381,6 +386,44 @@ mod tests {
         assert!(!String::from_utf8(new)
             .unwrap()
             .contains("hashWithoutResources"));
+    }
+
+    #[test]
+    fn reads_what_the_container_was_created_with() {
+        let raw = BEFORE.trim_end();
+        assert_eq!(
+            METADATA.created_with(ID, raw.as_bytes()).unwrap(),
+            CreatedWith::default()
+        );
+        let with = raw.replace(
+            "\"log_path\"",
+            "\"command\":[\"app\"],\"args\":[\"--v\",\"\"],\"working_dir\":\"/srv\",\"tty\":true,\"log_path\"",
+        );
+        assert_eq!(
+            METADATA.created_with(ID, with.as_bytes()).unwrap(),
+            CreatedWith {
+                command: vec!["app".into()],
+                args: vec!["--v".into(), String::new()],
+                working_dir: "/srv".into(),
+                tty: true,
+                ..CreatedWith::default()
+            }
+        );
+        for (bad, says) in [
+            ("\"args\":\"--v\",", "Config.args is not a list of strings"),
+            (
+                "\"command\":[1],",
+                "Config.command is not a list of strings",
+            ),
+            ("\"working_dir\":[],", "Config.working_dir is not a string"),
+            ("\"stdin\":\"true\",", "Config.stdin is not a boolean"),
+        ] {
+            let v = raw.replace("\"log_path\"", &format!("{bad}\"log_path\""));
+            assert_eq!(
+                METADATA.created_with(ID, v.as_bytes()).unwrap_err().0,
+                format!("metadata {says}")
+            );
+        }
     }
 
     #[test]

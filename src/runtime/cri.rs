@@ -20,6 +20,7 @@ use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::error::{Error, Result};
+use crate::runtime::record::CreatedWith;
 
 /// The generated CRI types (our `proto/cri.proto` subset of runtime.v1).
 pub mod proto {
@@ -252,6 +253,16 @@ impl Cri {
             },
         )
         .await
+    }
+
+    /// What container `id` was created with, where the runtime says so: containerd's verbose
+    /// `ContainerStatus` carries the CRI config in `info["info"]` (`{"config": …}`). `None` where
+    /// the runtime gives no such config, or the container is gone.
+    pub async fn created_with(&mut self, id: &str) -> Option<CreatedWith> {
+        let status = self.container_status(id).await.ok()?;
+        let info: serde_json::Value = serde_json::from_str(status.info.get("info")?).ok()?;
+        let config = info.get("config").filter(|c| c.is_object())?;
+        CreatedWith::from_config(config).ok()
     }
 
     /// A sandbox's status: state, network namespace mode and IP (what `PodSandboxChanged` reads).

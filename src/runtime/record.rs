@@ -6,6 +6,8 @@
 
 use std::future::Future;
 
+use serde_json::Value;
+
 use crate::error::{Problem, Result};
 
 /// The hash annotations a record holds.
@@ -15,6 +17,57 @@ pub struct StoredHashes {
     pub hash: Option<String>,
     /// `io.kubernetes.container.hashWithoutResources` (kubelet 1.27 – 1.30).
     pub without_resources: Option<String>,
+}
+
+/// What the kubelet passed to `CreateContainer` straight from the container's spec, as the
+/// runtime's record keeps it (kuberuntime_container.go `generateContainerConfig`: `Command` and
+/// `Args` after `$(VAR)` expansion, `WorkingDir`, `Stdin`, `StdinOnce` and `Tty` as the spec
+/// says). Facts about what runs, which no hash and no journal can change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreatedWith {
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    pub working_dir: String,
+    pub stdin: bool,
+    pub stdin_once: bool,
+    pub tty: bool,
+}
+
+impl CreatedWith {
+    /// What Go's JSON of a CRI `ContainerConfig` (containerd's record, and its verbose
+    /// `ContainerStatus` info) says. Empty fields are omitted there, so an absent one is empty;
+    /// one of another type is not what containerd writes, and is refused.
+    pub fn from_config(config: &Value) -> Result<CreatedWith, Problem> {
+        let strings = |k: &str| -> Result<Vec<String>, Problem> {
+            let wrong = || Problem(format!("Config.{k} is not a list of strings"));
+            match &config[k] {
+                Value::Null => Ok(Vec::new()),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().map(str::to_string))
+                    .collect::<Option<_>>()
+                    .ok_or_else(wrong),
+                _ => Err(wrong()),
+            }
+        };
+        let flag = |k: &str| match &config[k] {
+            Value::Null => Ok(false),
+            Value::Bool(b) => Ok(*b),
+            _ => Err(Problem(format!("Config.{k} is not a boolean"))),
+        };
+        Ok(CreatedWith {
+            command: strings("command")?,
+            args: strings("args")?,
+            working_dir: match &config["working_dir"] {
+                Value::Null => String::new(),
+                Value::String(d) => d.clone(),
+                _ => return Err("Config.working_dir is not a string".into()),
+            },
+            stdin: flag("stdin")?,
+            stdin_once: flag("stdin_once")?,
+            tty: flag("tty")?,
+        })
+    }
 }
 
 /// A runtime's encoding of the bytes that hold a container's CRI annotations. Pure functions of
@@ -37,6 +90,9 @@ pub trait RecordFormat {
     /// Proves that `new` may replace `old` in container `id`'s record: it loads, belongs to the
     /// same container and differs from `old` only in the hash annotations' values.
     fn check_edit(&self, id: &str, old: &[u8], new: &[u8]) -> Result<(), Problem>;
+
+    /// What `value`, the record of container `id`, says the container was created with.
+    fn created_with(&self, id: &str, value: &[u8]) -> Result<CreatedWith, Problem>;
 }
 
 /// Where the runtime keeps its records, read and written through its own API.

@@ -1,0 +1,168 @@
+//! Whether what the runtime recorded a container was created with contradicts its spec. Facts
+//! the runtime recorded when the kubelet created the container overrule the hashes, never the
+//! other way round: a stored (or journaled) hash that still proves a spec the record contradicts
+//! is a collision, crafted or not, or a forged original, and is never acted on.
+
+use serde_json::Value;
+
+use crate::runtime::record::CreatedWith;
+
+/// Why the runtime's record contradicts the spec, if it does: the image the kubelet created the
+/// container for (`ImageSpec.user_specified_image`, which kuberuntime_container.go
+/// `generateContainerConfig` sets to `container.Image` where kubelet and runtime know the field)
+/// is not the image the spec names now. The spec then changed whatever the hashes say.
+pub fn another_image(spec: &Value, created_for: &str) -> Option<String> {
+    // A spec without an image decodes to Go's "" (a non-string one does not decode at all).
+    let named = spec.get("image").and_then(Value::as_str).unwrap_or("");
+    (named != created_for).then(|| {
+        format!("the runtime's record shows the container was created for image {created_for:?} and the spec now names {named:?}")
+    })
+}
+
+/// Why the container was not created from `spec`, if the record says so. kuberuntime_container.go
+/// `generateContainerConfig` copies `workingDir`, `stdin`, `stdinOnce` and `tty` as they are, and
+/// `command` and `args` one string for one through `ExpandContainerCommandAndArgs`, whose `$(VAR)`
+/// expansion (third_party/forked/golang/expansion `Expand`) leaves a string without `$` as it is;
+/// a string with `$` is compared by place alone. A field of a type the kubelet does not decode
+/// says nothing here (such a spec does not hash either).
+pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
+    let says = |what: &str, recorded: String, said: String| {
+        format!("the runtime's record shows the container was created with {what} {recorded}, and the spec now says {said}")
+    };
+    for (key, recorded) in [("command", &created.command), ("args", &created.args)] {
+        let said = match spec.get(key) {
+            None | Some(Value::Null) => &[][..],
+            Some(Value::Array(items)) => items.as_slice(),
+            Some(_) => continue,
+        };
+        let differs = said.len() != recorded.len()
+            || said.iter().zip(recorded).any(|(s, r)| {
+                s.as_str()
+                    .is_some_and(|s| !s.contains('$') && s != r.as_str())
+            });
+        if differs {
+            return Some(says(key, json(recorded), json(said)));
+        }
+    }
+    match spec.get("workingDir") {
+        None | Some(Value::Null) if !created.working_dir.is_empty() => {
+            return Some(says(
+                "workingDir",
+                json(&created.working_dir),
+                "none".into(),
+            ))
+        }
+        Some(Value::String(d)) if *d != created.working_dir => {
+            return Some(says("workingDir", json(&created.working_dir), json(d)))
+        }
+        _ => {}
+    }
+    for (key, recorded) in [
+        ("stdin", created.stdin),
+        ("stdinOnce", created.stdin_once),
+        ("tty", created.tty),
+    ] {
+        let said = match spec.get(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => continue,
+        };
+        if said != recorded {
+            return Some(says(key, recorded.to_string(), said.to_string()));
+        }
+    }
+    None
+}
+
+fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn created(command: &[&str], args: &[&str]) -> CreatedWith {
+        CreatedWith {
+            command: command.iter().map(|s| s.to_string()).collect(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            ..CreatedWith::default()
+        }
+    }
+
+    #[test]
+    fn a_spec_the_container_was_created_from_is_no_contradiction() {
+        let spec = json!({"name":"a","image":"i","command":["sh","-c"],"args":["--x=1",""]});
+        assert_eq!(
+            contradiction(&spec, &created(&["sh", "-c"], &["--x=1", ""])),
+            None
+        );
+        // Absent, null and empty lists are all none (Go's JSON omits an empty one).
+        for spec in [
+            json!({"name":"a"}),
+            json!({"name":"a","command":null,"args":[]}),
+        ] {
+            assert_eq!(contradiction(&spec, &CreatedWith::default()), None);
+        }
+        // $(VAR) is expanded from the environment, and $$ is $: compared by place alone.
+        let spec = json!({"args":["--home=$(HOME)","$$1","--v"]});
+        assert_eq!(
+            contradiction(&spec, &created(&[], &["--home=/root", "$1", "--v"])),
+            None
+        );
+    }
+
+    #[test]
+    fn every_field_copied_from_the_spec_is_compared() {
+        let base = created(&["app"], &["--v1"]);
+        for (spec, says) in [
+            (
+                json!({"command":["app"],"args":["--v2"]}),
+                "args [\"--v1\"], and the spec now says [\"--v2\"]",
+            ),
+            (
+                json!({"command":["app"],"args":["--v1","--x"]}),
+                "args [\"--v1\"]",
+            ),
+            (
+                json!({"args":["--v1"]}),
+                "command [\"app\"], and the spec now says []",
+            ),
+            (json!({"command":["other"],"args":["--v1"]}), "command"),
+            // A string with `$` still has its place.
+            (json!({"command":["app"],"args":["$(A)","--v1"]}), "args"),
+            (
+                json!({"command":["app"],"args":["--v1"],"workingDir":"/srv"}),
+                "workingDir \"\", and the spec now says \"/srv\"",
+            ),
+            (
+                json!({"command":["app"],"args":["--v1"],"tty":true}),
+                "tty false, and the spec now says true",
+            ),
+            (
+                json!({"command":["app"],"args":["--v1"],"stdin":true}),
+                "stdin false",
+            ),
+            (
+                json!({"command":["app"],"args":["--v1"],"stdinOnce":true}),
+                "stdinOnce false",
+            ),
+        ] {
+            let why = contradiction(&spec, &base).unwrap_or_else(|| panic!("{spec}"));
+            assert!(why.contains(says), "{spec}: {why}");
+        }
+        let in_srv = CreatedWith {
+            working_dir: "/srv".into(),
+            tty: true,
+            ..CreatedWith::default()
+        };
+        assert_eq!(
+            contradiction(&json!({"workingDir":"/srv","tty":true}), &in_srv),
+            None
+        );
+        assert!(contradiction(&json!({"tty":true}), &in_srv)
+            .is_some_and(|w| w.contains("workingDir \"/srv\", and the spec now says none")));
+    }
+}
