@@ -366,3 +366,62 @@ fn the_shim_never_removes_what_is_not_its_socket() {
     assert!(status.success(), "{status:?}");
     assert_eq!(std::fs::read(&sock).unwrap(), b"not the shim's");
 }
+
+/// 10. A collision in the old kubelet's own hash where kubelet 1.31 does not look: the container
+///     was created with `--v1`, and its stored hash is kubelet 1.30's of the spec that now says
+///     `--v2`, so the hashes prove a translation, and kubelet 1.31, shown it, would never apply
+///     `--v2`. The runtime says what the container was created with (containerd's verbose
+///     ContainerStatus): nothing is translated, neither when the shim plans nor from a saved
+///     state that translates it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collision_the_runtime_contradicts_is_never_translated() {
+    let ctrd = Containerd::start();
+    let then = json!({"name":"app","image":harness::IMAGE,"args":["--v1"]});
+    let now = json!({"name":"app","image":harness::IMAGE,"args":["--v2"]});
+    let stored = hash(&now, "1.30");
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let pod = harness::create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &[harness::TestContainer {
+            spec: then,
+            stored_hash: Some(stored.clone()),
+        }],
+        "1.30".parse().unwrap(),
+    )
+    .await;
+    let id = pod.container_ids[0].clone();
+    let pods = ctrd.dir.join("pods.json");
+    let listed = harness::pod_json("shop", "web-1", "uid-web-1", std::slice::from_ref(&now));
+    std::fs::write(&pods, json!({"kind":"List","items":[listed]}).to_string()).unwrap();
+    let pods = pods.display().to_string();
+    let (shim, ep) = start_shim(
+        &ctrd.dir,
+        &ctrd.endpoint(),
+        &["--to", "1.31", "--from", "1.30", "-i", &pods],
+    );
+    assert_eq!(listed_hash(&ep, &id).await, stored, "never masked");
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(ctrd.dir.join("shim-state.json")).unwrap()).unwrap();
+    assert_eq!(state["translations"], json!({}), "{state}");
+    stop_shim(shim, &ctrd.dir);
+
+    // A state that translates it (saved by an older kubehash, or forged): dropped when loaded.
+    let saved = json!({"to":"1.31","from":"1.30","created_at_unix":1,"translations":{id.clone():{
+        "pod":"shop/web-1","container":"app","stored_hash":stored,"new_hash":hash(&now,"1.31"),
+        "new_hash_without_resources":null,"spec":now}}});
+    std::fs::write(ctrd.dir.join("shim-state.json"), saved.to_string()).unwrap();
+    let (shim, ep) = start_shim(&ctrd.dir, &ctrd.endpoint(), &["--to", "1.31"]);
+    assert_eq!(listed_hash(&ep, &id).await, stored, "never masked");
+    stop_shim(shim, &ctrd.dir);
+    let log = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "not translating container {id}: the runtime's record shows the container was created with args [\"--v1\"]"
+        )),
+        "{log}"
+    );
+}

@@ -404,8 +404,8 @@ pub async fn plan_node(
 /// container whose runtime tells what it was created with (containerd's verbose
 /// `ContainerStatus`), and that contradicts the spec, is `will-restart`: its stored hash collides.
 /// A runtime that does not tell gives no evidence either way; `apply` reads the record again
-/// before writing.
-async fn overrule_by_the_runtime(
+/// before writing. [`plan_node`] calls it; the shim, which plans without static pods, too.
+pub async fn overrule_by_the_runtime(
     cri: &mut Cri,
     plans: &mut [ContainerPlan],
     pods: &PodIndex,

@@ -5,7 +5,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::agent::kubelet_health::healthz_answers;
-use crate::analysis::plan::{made_for_the_target, plan, ContainerPlan, RuntimePods};
+use crate::analysis::plan::{
+    made_for_the_target, overrule_by_the_runtime, plan, ContainerPlan, RuntimePods,
+};
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
@@ -106,7 +108,13 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                 }
             }
             // A saved plan is proven again under today's rule; what fails is passed through.
-            for (id, why) in s.recheck() {
+            // What the runtime recorded is asked where it answers now (a runtime that is down
+            // shows the kubelet nothing until it is back).
+            let mut dropped = s.recheck();
+            if let Ok(mut cri) = rt.block_on(Cri::connect(&a.runtime_endpoint)) {
+                dropped.extend(rt.block_on(s.recheck_with_the_runtime(&mut cri)));
+            }
+            for (id, why) in dropped {
                 say!("kubehash: shim state: not translating container {id}: {why}");
             }
             Some(s)
@@ -215,7 +223,8 @@ async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<Planned> {
     let (pods, node_version) = (inputs.index, inputs.version);
     let from = node_pods::old_kubelet(a.from.as_deref(), node_version)?;
     let manifests = node_pods::manifests(&a.source)?;
-    let plans = plan(&containers, &pods, &manifests, to, from);
+    let mut plans = plan(&containers, &pods, &manifests, to, from);
+    overrule_by_the_runtime(&mut cri, &mut plans, &pods, to).await;
     let state = ShimState::from_plans(&plans, &pods, to, from);
     Ok(Planned {
         state,

@@ -42,7 +42,7 @@ use crate::analysis::plan::{ContainerPlan, PodIndex, Verdict};
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::audit_record::{self, audit_files};
-use crate::runtime::cri::socket_path;
+use crate::runtime::cri::{socket_path, Cri};
 use crate::shim::batched::{Batched, OutboxHandle};
 use crate::shim::decisions::Decisions;
 use crate::shim::wire::{Carrier, StreamEditor};
@@ -158,6 +158,26 @@ impl ShimState {
                 None => true,
             }
         });
+        dropped
+    }
+
+    /// Drops every translation whose runtime says the container was created from another spec
+    /// than the one proved ([`crate::analysis::created_with`]): returns each dropped container
+    /// with why. A container the runtime tells nothing of is kept, as proven by its hashes.
+    pub async fn recheck_with_the_runtime(&mut self, cri: &mut Cri) -> Vec<(String, String)> {
+        let mut dropped = Vec::new();
+        for (id, t) in &self.translations {
+            let Some(spec) = &t.spec else { continue };
+            let Some(created) = cri.created_with(id).await else {
+                continue;
+            };
+            if let Some(why) = crate::analysis::created_with::contradiction(spec, &created) {
+                dropped.push((id.clone(), why));
+            }
+        }
+        for (id, _) in &dropped {
+            self.translations.remove(id);
+        }
         dropped
     }
 
