@@ -379,24 +379,7 @@ async fn a_collision_the_runtime_contradicts_is_never_translated() {
     let then = json!({"name":"app","image":harness::IMAGE,"args":["--v1"]});
     let now = json!({"name":"app","image":harness::IMAGE,"args":["--v2"]});
     let stored = hash(&now, "1.30");
-    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
-    let pod = harness::create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "shop",
-        "web-1",
-        "uid-web-1",
-        &[harness::TestContainer {
-            spec: then,
-            stored_hash: Some(stored.clone()),
-        }],
-        "1.30".parse().unwrap(),
-    )
-    .await;
-    let id = pod.container_ids[0].clone();
-    let pods = ctrd.dir.join("pods.json");
-    let listed = harness::pod_json("shop", "web-1", "uid-web-1", std::slice::from_ref(&now));
-    std::fs::write(&pods, json!({"kind":"List","items":[listed]}).to_string()).unwrap();
+    let (id, pods) = harness::collided_pod(&ctrd, "1.30", &then, &now).await;
     let pods = pods.display().to_string();
     let (shim, ep) = start_shim(
         &ctrd.dir,

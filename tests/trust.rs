@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use harness::{hash, kubehash, text, Containerd};
 use kubehash::runtime::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
-use kubehash::runtime::cri::Cri;
 use kubehash::runtime::record::RecordStore;
 use serde_json::{json, Value};
 
@@ -91,6 +90,15 @@ fn unchanged(n: usize) -> Vec<(Value, Value)> {
 
 fn apply(sc: &Scenario, extra: &[&str]) -> Output {
     apply_command(sc, extra).output().unwrap()
+}
+
+/// The detail of `node apply`'s first outcome.
+fn first_detail(out: &Output) -> String {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["outcomes"][0]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn results(out: &Output) -> Vec<(String, String)> {
@@ -201,31 +209,11 @@ async fn a_collision_the_record_contradicts_writes_nothing() {
     let then = json!({"name":"app","image":img,"args":["--v1"]});
     let now = json!({"name":"app","image":img,"args":["--v2"]});
     let ctrd = Containerd::start();
-    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
-    let pod = harness::create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "shop",
-        "web-1",
-        "uid-web-1",
-        &[harness::TestContainer {
-            spec: then,
-            stored_hash: Some(hash(&now, "1.30")),
-        }],
-        "1.30".parse().unwrap(),
-    )
-    .await;
-    let pods_file = ctrd.dir.join("pods.json");
-    let pod_now = harness::pod_json("shop", "web-1", "uid-web-1", &[now]);
-    std::fs::write(
-        &pods_file,
-        json!({"kind":"List","items":[pod_now]}).to_string(),
-    )
-    .unwrap();
+    let (id, pods_file) = harness::collided_pod(&ctrd, "1.30", &then, &now).await;
     let sc = Scenario {
         ctrd,
         pods_file,
-        ids: pod.container_ids,
+        ids: vec![id],
     };
     let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
     let out = apply(&sc, &["--from", "1.30", "--to", "1.31"]);
@@ -235,11 +223,10 @@ async fn a_collision_the_record_contradicts_writes_nothing() {
         "{}",
         text(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let detail = v["outcomes"][0]["detail"].as_str().unwrap_or_default();
+    let detail = first_detail(&out);
     assert!(
         detail.contains("created with args [\"--v1\"], and the spec now says [\"--v2\"]"),
-        "{v}"
+        "{detail}"
     );
     assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, before);
 }
@@ -275,9 +262,8 @@ async fn a_stale_listing_beside_the_current_one_writes_nothing() {
             "{name}: {}",
             text(&out.stderr)
         );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let detail = v["outcomes"][0]["detail"].as_str().unwrap_or_default();
-        assert!(detail.contains("two different specs"), "{name}: {v}");
+        let detail = first_detail(&out);
+        assert!(detail.contains("two different specs"), "{name}: {detail}");
         assert_eq!(
             extensions(&sc.ctrd.endpoint(), &sc.ids).await,
             before,

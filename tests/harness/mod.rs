@@ -920,6 +920,40 @@ pub async fn shop_pod(
     (pod.container_ids, pods_file)
 }
 
+/// A container kubelet `made_by` created from `then` (pod shop/web-1) whose stored hash is that
+/// kubelet's hash of `now`, as a hash collision leaves it, and the `--pods` file listing `now`.
+/// Returns the container's id and the file.
+#[allow(dead_code)]
+pub async fn collided_pod(
+    ctrd: &Containerd,
+    made_by: &str,
+    then: &Value,
+    now: &Value,
+) -> (String, PathBuf) {
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.expect("CRI");
+    let pod = create_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "shop",
+        "web-1",
+        "uid-web-1",
+        &[TestContainer {
+            spec: then.clone(),
+            stored_hash: Some(hash(now, made_by)),
+        }],
+        made_by.parse().expect("test version"),
+    )
+    .await;
+    let pods_file = ctrd.dir.join("pods.json");
+    let listed = pod_json("shop", "web-1", "uid-web-1", std::slice::from_ref(now));
+    std::fs::write(
+        &pods_file,
+        serde_json::json!({"kind":"List","items":[listed]}).to_string(),
+    )
+    .expect("pods file");
+    (pod.container_ids[0].clone(), pods_file)
+}
+
 /// A pod object as the API server returns it, for `--pods` files.
 pub fn pod_json(namespace: &str, name: &str, uid: &str, containers: &[Value]) -> Value {
     serde_json::json!({
