@@ -328,19 +328,11 @@ fn scan_exit_codes() {
     assert_eq!(restart.status.code(), Some(3));
     // 1.31 → 1.36 keeps every hash, but the example's static pod etcd-node-a (no --manifests
     // pins it) is recreated, and so restarts its container: that is no all-clear.
-    let recreated = kubehash(
-        &[
-            "scan",
-            "--to",
-            "1.36",
-            "--from",
-            "1.31",
-            "-i",
-            PODS,
-            "--fail-on-restart",
-        ],
-        b"",
-    );
+    let scan_1_36 = |extra: &[&str]| {
+        let base = ["scan", "--to", "1.36", "--from", "1.31", "-i", PODS];
+        kubehash(&[&base[..], extra, &["--fail-on-restart"]].concat(), b"")
+    };
+    let recreated = scan_1_36(&[]);
     assert_eq!(
         recreated.status.code(),
         Some(3),
@@ -348,21 +340,7 @@ fn scan_exit_codes() {
         text(&recreated.stdout)
     );
     assert!(text(&recreated.stdout).contains("0 of 24 containers would be restarted, 1 recreated"));
-    let kept = kubehash(
-        &[
-            "scan",
-            "--to",
-            "1.36",
-            "--from",
-            "1.31",
-            "-i",
-            PODS,
-            "-n",
-            "shop",
-            "--fail-on-restart",
-        ],
-        b"",
-    );
+    let kept = scan_1_36(&["-n", "shop"]);
     assert_eq!(kept.status.code(), Some(0), "{}", text(&kept.stderr));
     assert!(text(&kept.stdout).contains("0 of 12 containers would be restarted, 0 recreated"));
     let none = kubehash(&["scan", "--to", "1.31", "-i", PODS], b"");

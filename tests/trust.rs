@@ -92,8 +92,16 @@ fn apply(sc: &Scenario, extra: &[&str]) -> Output {
     apply_command(sc, extra).output().unwrap()
 }
 
-/// The detail of `node apply`'s first outcome.
-fn first_detail(out: &Output) -> String {
+/// Runs `node apply --from 1.30 --to 1.31` on a scenario of one container, checks that it is
+/// planned `verdict` and left alone, and returns why.
+fn left_alone_as(sc: &Scenario, verdict: &str, case: &str) -> String {
+    let out = apply(sc, &["--from", "1.30", "--to", "1.31"]);
+    assert_eq!(
+        results(&out),
+        [(verdict.to_string(), "left-alone".to_string())],
+        "{case}: {}",
+        text(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     v["outcomes"][0]["detail"]
         .as_str()
@@ -216,14 +224,7 @@ async fn a_collision_the_record_contradicts_writes_nothing() {
         ids: vec![id],
     };
     let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
-    let out = apply(&sc, &["--from", "1.30", "--to", "1.31"]);
-    assert_eq!(
-        results(&out),
-        [("will-restart".to_string(), "left-alone".to_string())],
-        "{}",
-        text(&out.stderr)
-    );
-    let detail = first_detail(&out);
+    let detail = left_alone_as(&sc, "will-restart", "a collision");
     assert!(
         detail.contains("created with args [\"--v1\"], and the spec now says [\"--v2\"]"),
         "{detail}"
@@ -255,14 +256,7 @@ async fn a_stale_listing_beside_the_current_one_writes_nothing() {
             .map(|pod| json!({"kind":"List","items":[pod]}).to_string())
             .collect();
         std::fs::write(&sc.pods_file, dumps.join("\n")).unwrap();
-        let out = apply(&sc, &["--from", "1.30", "--to", "1.31"]);
-        assert_eq!(
-            results(&out),
-            [("error".to_string(), "left-alone".to_string())],
-            "{name}: {}",
-            text(&out.stderr)
-        );
-        let detail = first_detail(&out);
+        let detail = left_alone_as(&sc, "error", name);
         assert!(detail.contains("two different specs"), "{name}: {detail}");
         assert_eq!(
             extensions(&sc.ctrd.endpoint(), &sc.ids).await,
@@ -606,14 +600,30 @@ async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
         .as_str()
         .unwrap()
         .to_string();
-    let mut updated = list["items"][0]["spec"]["containers"]
+    let original_spec = list["items"][0]["spec"]["containers"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == name.as_str())
         .unwrap()
         .clone();
+    let mut updated = original_spec.clone();
     updated["image"] = json!("registry.example/app:2");
+    // The pods file with this container's spec replaced by `spec`.
+    let pods_with = |spec: &Value, file: &str| {
+        let mut changed = list.clone();
+        for c in changed["items"][0]["spec"]["containers"]
+            .as_array_mut()
+            .unwrap()
+        {
+            if c["name"] == name.as_str() {
+                *c = spec.clone();
+            }
+        }
+        let path = sc.ctrd.dir.join(file);
+        std::fs::write(&path, changed.to_string()).unwrap();
+        s(&path)
+    };
     let forge = |hash: &str| {
         let forged = orig.replace(&stored, hash);
         assert_ne!(forged, orig);
@@ -649,17 +659,7 @@ async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
     // 1.30, back, restarts the container for its new spec, as it should. Tried with the genuine
     // journal, and with the attack itself: the forged original holds kubelet 1.30's hash of the
     // updated spec, so it matches the pods given; the written hash does not.
-    let mut changed = list.clone();
-    for c in changed["items"][0]["spec"]["containers"]
-        .as_array_mut()
-        .unwrap()
-    {
-        if c["name"] == name.as_str() {
-            *c = updated.clone();
-        }
-    }
-    let changed_file = sc.ctrd.dir.join("changed-pods.json");
-    std::fs::write(&changed_file, changed.to_string()).unwrap();
+    let changed_file = pods_with(&updated, "changed-pods.json");
     for (what, journal_text) in [
         ("the genuine journal", genuine.clone()),
         (
@@ -668,7 +668,7 @@ async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
         ),
     ] {
         std::fs::write(&journal, &journal_text).unwrap();
-        let out = rollback_with(&sc, Some(&journal), &["-i", &s(&changed_file)]);
+        let out = rollback_with(&sc, Some(&journal), &["-i", &changed_file]);
         assert_eq!(out.status.code(), Some(2), "{what}: {}", text(&out.stdout));
         assert!(
             text(&out.stdout).contains("the spec changed since apply"),
@@ -682,26 +682,11 @@ async fn rollback_with_the_pods_restores_only_originals_proved_against_them() {
     // kubelet 1.31 does not hash, and the forged original holds kubelet 1.30's hash of the new
     // spec: both hashes prove it against the pods, and restored it would have kubelet 1.30 take
     // the container for the new args. The record says what the container was created with.
-    let mut new_args = list.clone();
-    for c in new_args["items"][0]["spec"]["containers"]
-        .as_array_mut()
-        .unwrap()
-    {
-        if c["name"] == name.as_str() {
-            c["args"] = json!(["--changed"]);
-        }
-    }
-    let new_args_file = sc.ctrd.dir.join("new-args-pods.json");
-    std::fs::write(&new_args_file, new_args.to_string()).unwrap();
-    let spec_now = new_args["items"][0]["spec"]["containers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name.as_str())
-        .unwrap()
-        .clone();
+    let mut spec_now = original_spec.clone();
+    spec_now["args"] = json!(["--changed"]);
+    let new_args_file = pods_with(&spec_now, "new-args-pods.json");
     std::fs::write(&journal, forge(&hash(&spec_now, "1.30"))).unwrap();
-    let out = rollback_with(&sc, Some(&journal), &["-i", &s(&new_args_file)]);
+    let out = rollback_with(&sc, Some(&journal), &["-i", &new_args_file]);
     left_as_written(
         &sc,
         &out,

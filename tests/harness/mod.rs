@@ -891,33 +891,15 @@ pub async fn shop_pod(
     made_by: &str,
     containers: &[(Value, String)],
 ) -> (Vec<String>, PathBuf) {
-    let mut cri = Cri::connect(&ctrd.endpoint()).await.expect("CRI");
-    let tcs: Vec<TestContainer> = containers
+    let created: Vec<TestContainer> = containers
         .iter()
         .map(|(now, stored)| TestContainer {
             spec: now.clone(),
             stored_hash: Some(stored.clone()),
         })
         .collect();
-    let pod = create_pod(
-        &mut cri,
-        &ctrd.dir.join("pods"),
-        "shop",
-        "web-1",
-        "uid-web-1",
-        &tcs,
-        made_by.parse().expect("test version"),
-    )
-    .await;
-    let now: Vec<Value> = containers.iter().map(|(n, _)| n.clone()).collect();
-    let pods_file = ctrd.dir.join("pods.json");
-    std::fs::write(
-        &pods_file,
-        serde_json::json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",&now)]})
-            .to_string(),
-    )
-    .expect("pods file");
-    (pod.container_ids, pods_file)
+    let listed: Vec<Value> = containers.iter().map(|(n, _)| n.clone()).collect();
+    shop_pod_listing(ctrd, made_by, &created, &listed).await
 }
 
 /// A container kubelet `made_by` created from `then` (pod shop/web-1) whose stored hash is that
@@ -930,6 +912,23 @@ pub async fn collided_pod(
     then: &Value,
     now: &Value,
 ) -> (String, PathBuf) {
+    let created = TestContainer {
+        spec: then.clone(),
+        stored_hash: Some(hash(now, made_by)),
+    };
+    let (ids, pods_file) =
+        shop_pod_listing(ctrd, made_by, &[created], std::slice::from_ref(now)).await;
+    (ids[0].clone(), pods_file)
+}
+
+/// Pod shop/web-1 with the containers `created`, made by kubelet `made_by`, and a `--pods` file
+/// whose pod lists the specs `listed`.
+async fn shop_pod_listing(
+    ctrd: &Containerd,
+    made_by: &str,
+    created: &[TestContainer],
+    listed: &[Value],
+) -> (Vec<String>, PathBuf) {
     let mut cri = Cri::connect(&ctrd.endpoint()).await.expect("CRI");
     let pod = create_pod(
         &mut cri,
@@ -937,21 +936,18 @@ pub async fn collided_pod(
         "shop",
         "web-1",
         "uid-web-1",
-        &[TestContainer {
-            spec: then.clone(),
-            stored_hash: Some(hash(now, made_by)),
-        }],
+        created,
         made_by.parse().expect("test version"),
     )
     .await;
     let pods_file = ctrd.dir.join("pods.json");
-    let listed = pod_json("shop", "web-1", "uid-web-1", std::slice::from_ref(now));
     std::fs::write(
         &pods_file,
-        serde_json::json!({"kind":"List","items":[listed]}).to_string(),
+        serde_json::json!({"kind":"List","items":[pod_json("shop","web-1","uid-web-1",listed)]})
+            .to_string(),
     )
     .expect("pods file");
-    (pod.container_ids[0].clone(), pods_file)
+    (pod.container_ids, pods_file)
 }
 
 /// A pod object as the API server returns it, for `--pods` files.
