@@ -19,13 +19,19 @@ pub fn another_image(spec: &Value, created_for: &str) -> Option<String> {
     })
 }
 
-/// Why the container was not created from `spec`, if the record says so. kuberuntime_container.go
-/// `generateContainerConfig` copies `workingDir`, `stdin`, `stdinOnce` and `tty` as they are, and
+/// Why the container was not created from `spec`, if the record says so: its image where the
+/// record has it ([`another_image`]); and kuberuntime_container.go `generateContainerConfig`
+/// copies `workingDir`, `stdin`, `stdinOnce` and `tty` as they are, and
 /// `command` and `args` one string for one through `ExpandContainerCommandAndArgs`, whose `$(VAR)`
 /// expansion (third_party/forked/golang/expansion `Expand`) leaves a string without `$` as it is;
 /// a string with `$` is compared by place alone. A field of a type the kubelet does not decode
 /// says nothing here (such a spec does not hash either).
 pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
+    if !created.image.is_empty() {
+        if let Some(why) = another_image(spec, &created.image) {
+            return Some(why);
+        }
+    }
     let says = |what: &str, recorded: String, said: String| {
         format!("the runtime's record shows the container was created with {what} {recorded}, and the spec now says {said}")
     };
@@ -153,6 +159,18 @@ mod tests {
             let why = contradiction(&spec, &base).unwrap_or_else(|| panic!("{spec}"));
             assert!(why.contains(says), "{spec}: {why}");
         }
+        let for_image = CreatedWith {
+            image: "registry/app:1".into(),
+            ..CreatedWith::default()
+        };
+        assert_eq!(
+            contradiction(&json!({"image":"registry/app:1"}), &for_image),
+            None
+        );
+        assert!(
+            contradiction(&json!({"image":"registry/app:2"}), &for_image)
+                .is_some_and(|w| w.contains("created for image \"registry/app:1\""))
+        );
         let in_srv = CreatedWith {
             working_dir: "/srv".into(),
             tty: true,

@@ -424,6 +424,26 @@ mod tests {
                 format!("metadata {says}")
             );
         }
+        // The image the spec named, where kubelet and runtime keep it.
+        let image = |specified: &str| {
+            raw.replace(
+                "\"image\":{\"image\":\"docker.io/local/app:1\"}",
+                &format!(
+                    "\"image\":{{\"image\":\"sha256:1\",\"user_specified_image\":{specified}}}"
+                ),
+            )
+        };
+        let named = METADATA
+            .created_with(ID, image("\"app:1\"").as_bytes())
+            .unwrap();
+        assert_eq!(named.image, "app:1");
+        assert_eq!(
+            METADATA
+                .created_with(ID, image("1").as_bytes())
+                .unwrap_err()
+                .0,
+            "metadata Config.image.user_specified_image is not a string"
+        );
     }
 
     #[test]

@@ -20,11 +20,14 @@ pub struct StoredHashes {
 }
 
 /// What the kubelet passed to `CreateContainer` straight from the container's spec, as the
-/// runtime's record keeps it (kuberuntime_container.go `generateContainerConfig`: `Command` and
-/// `Args` after `$(VAR)` expansion, `WorkingDir`, `Stdin`, `StdinOnce` and `Tty` as the spec
-/// says). Facts about what runs, which no hash and no journal can change.
+/// runtime's record keeps it (kuberuntime_container.go `generateContainerConfig`: the image the
+/// spec names, `Command` and `Args` after `$(VAR)` expansion, `WorkingDir`, `Stdin`, `StdinOnce`
+/// and `Tty` as the spec says). Facts about what runs, which no hash and no journal can change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CreatedWith {
+    /// `image.user_specified_image`: the spec's `image` (kubelet ≥ 1.28, and a runtime that
+    /// keeps the field); empty where either does not.
+    pub image: String,
     pub command: Vec<String>,
     pub args: Vec<String>,
     pub working_dir: String,
@@ -56,6 +59,11 @@ impl CreatedWith {
             _ => Err(Problem(format!("Config.{k} is not a boolean"))),
         };
         Ok(CreatedWith {
+            image: match &config["image"]["user_specified_image"] {
+                Value::Null => String::new(),
+                Value::String(i) => i.clone(),
+                _ => return Err("Config.image.user_specified_image is not a string".into()),
+            },
             command: strings("command")?,
             args: strings("args")?,
             working_dir: match &config["working_dir"] {
