@@ -205,31 +205,44 @@ async fn a_crafted_collision_writes_nothing() {
 }
 
 /// 2a'. A collision in the old kubelet's own hash where kubelet 1.31 does not look: the container
-///    was created with `--v1`, its stored hash is kubelet 1.30's hash of the spec that now says
-///    `--v2` (crafted, or a 32-bit accident), and CRI's image agrees with the spec, so the hashes
-///    prove a rewrite. Written, kubelet 1.31 (name and image) would never apply `--v2`. The
-///    runtime says what the container was created with (containerd's verbose ContainerStatus):
-///    the plan says `will-restart`, and nothing is written. (`apply` also reads the record again
-///    before each write: `rewrite::apply`'s unit tests try that check alone.)
+///    was created with `--v1` (or `MODE=old`), its stored hash is kubelet 1.30's hash of the spec
+///    that now says `--v2` (`MODE=new`), crafted or a 32-bit accident, and CRI's image agrees with
+///    the spec, so the hashes prove a rewrite. Written, kubelet 1.31 (name and image) would never
+///    apply the change. The runtime says what the container was created with (containerd's
+///    verbose ContainerStatus): the plan says `will-restart`, and nothing is written. (`apply`
+///    also reads the record again before each write: `rewrite::apply`'s unit tests try that
+///    check alone.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collision_the_record_contradicts_writes_nothing() {
     let img = harness::IMAGE;
-    let then = json!({"name":"app","image":img,"args":["--v1"]});
-    let now = json!({"name":"app","image":img,"args":["--v2"]});
-    let ctrd = Containerd::start();
-    let (id, pods_file) = harness::collided_pod(&ctrd, "1.30", &then, &now).await;
-    let sc = Scenario {
-        ctrd,
-        pods_file,
-        ids: vec![id],
-    };
-    let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
-    let detail = left_alone_as(&sc, "will-restart", "a collision");
-    assert!(
-        detail.contains("created with args [\"--v1\"], and the spec now says [\"--v2\"]"),
-        "{detail}"
-    );
-    assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, before);
+    for (field, then, now, says) in [
+        (
+            "args",
+            json!(["--v1"]),
+            json!(["--v2"]),
+            "created with args [\"--v1\"], and the spec now says [\"--v2\"]",
+        ),
+        (
+            "env",
+            json!([{"name":"MODE","value":"old"}]),
+            json!([{"name":"MODE","value":"new"}]),
+            "created with env \"MODE=old\", and the spec now says \"MODE=new\"",
+        ),
+    ] {
+        let then = json!({"name":"app","image":img, field: then});
+        let now = json!({"name":"app","image":img, field: now});
+        let ctrd = Containerd::start();
+        let (id, pods_file) = harness::collided_pod(&ctrd, "1.30", &then, &now).await;
+        let sc = Scenario {
+            ctrd,
+            pods_file,
+            ids: vec![id],
+        };
+        let before = extensions(&sc.ctrd.endpoint(), &sc.ids).await;
+        let detail = left_alone_as(&sc, "will-restart", field);
+        assert!(detail.contains(says), "{field}: {detail}");
+        assert_eq!(extensions(&sc.ctrd.endpoint(), &sc.ids).await, before);
+    }
 }
 
 /// 2b. A pods input holding a stale listing of a pod beside the current one (two dumps in one

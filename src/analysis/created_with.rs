@@ -20,8 +20,8 @@ pub fn another_image(spec: &Value, created_for: &str) -> Option<String> {
 }
 
 /// Why the container was not created from `spec`, if the record says so: its image where the
-/// record has it ([`another_image`]); and kuberuntime_container.go `generateContainerConfig`
-/// copies `workingDir`, `stdin`, `stdinOnce` and `tty` as they are, and
+/// record has it ([`another_image`]), its environment ([`another_env`]); and
+/// kuberuntime_container.go `generateContainerConfig` copies `workingDir`, `stdin`, `stdinOnce` and `tty` as they are, and
 /// `command` and `args` one string for one through `ExpandContainerCommandAndArgs`, whose `$(VAR)`
 /// expansion (third_party/forked/golang/expansion `Expand`) leaves a string without `$` as it is;
 /// a string with `$` is compared by place alone. A field of a type the kubelet does not decode
@@ -50,6 +50,9 @@ pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
             return Some(says(key, json(recorded), json(said)));
         }
     }
+    if let Some(why) = another_env(spec, &created.envs) {
+        return Some(says("env", why.0, why.1));
+    }
     match spec.get("workingDir") {
         None | Some(Value::Null) if !created.working_dir.is_empty() => {
             return Some(says(
@@ -75,6 +78,44 @@ pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
         };
         if said != recorded {
             return Some(says(key, recorded.to_string(), said.to_string()));
+        }
+    }
+    None
+}
+
+/// Where the environment the container was created with is not what the spec says: (what the
+/// record has, what the spec says). kubelet_pods.go `makeEnvironmentVariables` gives each name
+/// once, the last `env` entry of that name winning over `envFrom` and service links; a value
+/// without `$` as it is, an empty one without `valueFrom` as "". Those are compared; a value
+/// with `$(VAR)`, or from `valueFrom`, depends on what only the node knows, and a name the spec
+/// does not set may come from `envFrom` or a service.
+fn another_env(spec: &Value, envs: &[(String, String)]) -> Option<(String, String)> {
+    let Some(Value::Array(entries)) = spec.get("env") else {
+        return None;
+    };
+    for (i, e) in entries.iter().enumerate() {
+        let Some(name) = e.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let later = entries[i + 1..]
+            .iter()
+            .any(|l| l.get("name").and_then(Value::as_str) == Some(name));
+        let value = match e.get("value") {
+            None | Some(Value::Null) => "",
+            Some(Value::String(v)) => v.as_str(),
+            Some(_) => continue,
+        };
+        let from_elsewhere = e.get("valueFrom").is_some_and(|f| !f.is_null());
+        if later || value.contains('$') || (value.is_empty() && from_elsewhere) {
+            continue;
+        }
+        let recorded = envs.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        if recorded.map(String::as_str) != Some(value) {
+            let was = match recorded {
+                Some(v) => json(&format!("{name}={v}")),
+                None => format!("no {name}"),
+            };
+            return Some((was, json(&format!("{name}={value}"))));
         }
     }
     None
@@ -158,6 +199,52 @@ mod tests {
         ] {
             let why = contradiction(&spec, &base).unwrap_or_else(|| panic!("{spec}"));
             assert!(why.contains(says), "{spec}: {why}");
+        }
+        let with_env = |envs: &[(&str, &str)]| CreatedWith {
+            envs: envs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..CreatedWith::default()
+        };
+        // The kubelet's environment: the last entry of a name wins; names from envFrom and
+        // services beside it; $(VAR) expanded; valueFrom resolved.
+        let made = with_env(&[
+            ("MODE", "new"),
+            ("EMPTY", ""),
+            ("HOME_DIR", "/root/x"),
+            ("TOKEN", "s3cret"),
+            ("FROM_CONFIGMAP", "1"),
+            ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
+        ]);
+        let spec = json!({"env":[
+            {"name":"MODE","value":"old"},
+            {"name":"MODE","value":"new"},
+            {"name":"EMPTY"},
+            {"name":"HOME_DIR","value":"$(HOME)/x"},
+            {"name":"TOKEN","valueFrom":{"secretKeyRef":{"name":"s","key":"t"}}}
+        ]});
+        assert_eq!(contradiction(&spec, &made), None);
+        for (env, says) in [
+            (
+                json!([{"name":"MODE","value":"newer"}]),
+                "env \"MODE=new\", and the spec now says \"MODE=newer\"",
+            ),
+            (
+                json!([{"name":"EMPTY","value":"x"}]),
+                "env \"EMPTY=\", and the spec now says \"EMPTY=x\"",
+            ),
+            (
+                json!([{"name":"ADDED","value":"1"}]),
+                "env no ADDED, and the spec now says \"ADDED=1\"",
+            ),
+            (
+                json!([{"name":"MODE","value":"new"},{"name":"MODE","value":"old"}]),
+                "MODE=old",
+            ),
+        ] {
+            let why = contradiction(&json!({"env": env}), &made).unwrap_or_else(|| panic!("{env}"));
+            assert!(why.contains(says), "{env}: {why}");
         }
         let for_image = CreatedWith {
             image: "registry/app:1".into(),

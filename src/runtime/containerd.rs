@@ -397,7 +397,7 @@ mod tests {
         );
         let with = raw.replace(
             "\"log_path\"",
-            "\"command\":[\"app\"],\"args\":[\"--v\",\"\"],\"working_dir\":\"/srv\",\"tty\":true,\"log_path\"",
+            "\"command\":[\"app\"],\"args\":[\"--v\",\"\"],\"working_dir\":\"/srv\",\"envs\":[{\"key\":\"A\",\"value\":\"1\"},{\"key\":\"E\"}],\"tty\":true,\"log_path\"",
         );
         assert_eq!(
             METADATA.created_with(ID, with.as_bytes()).unwrap(),
@@ -405,6 +405,7 @@ mod tests {
                 command: vec!["app".into()],
                 args: vec!["--v".into(), String::new()],
                 working_dir: "/srv".into(),
+                envs: vec![("A".into(), "1".into()), ("E".into(), String::new())],
                 tty: true,
                 ..CreatedWith::default()
             }
@@ -417,6 +418,10 @@ mod tests {
             ),
             ("\"working_dir\":[],", "Config.working_dir is not a string"),
             ("\"stdin\":\"true\",", "Config.stdin is not a boolean"),
+            (
+                "\"envs\":[{\"key\":1}],",
+                "Config.envs is not a list of keys and values",
+            ),
         ] {
             let v = raw.replace("\"log_path\"", &format!("{bad}\"log_path\""));
             assert_eq!(

@@ -21,8 +21,8 @@ pub struct StoredHashes {
 
 /// What the kubelet passed to `CreateContainer` straight from the container's spec, as the
 /// runtime's record keeps it (kuberuntime_container.go `generateContainerConfig`: the image the
-/// spec names, `Command` and `Args` after `$(VAR)` expansion, `WorkingDir`, `Stdin`, `StdinOnce`
-/// and `Tty` as the spec says). Facts about what runs, which no hash and no journal can change.
+/// spec names, `Command` and `Args` after `$(VAR)` expansion, the environment, `WorkingDir`,
+/// `Stdin`, `StdinOnce` and `Tty` as the spec says). Facts about what runs, which no hash and no journal can change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CreatedWith {
     /// `image.user_specified_image`: the spec's `image` (kubelet ≥ 1.28, and a runtime that
@@ -31,6 +31,8 @@ pub struct CreatedWith {
     pub command: Vec<String>,
     pub args: Vec<String>,
     pub working_dir: String,
+    /// `envs`, as (name, value): the environment `makeEnvironmentVariables` made.
+    pub envs: Vec<(String, String)>,
     pub stdin: bool,
     pub stdin_once: bool,
     pub tty: bool,
@@ -70,6 +72,20 @@ impl CreatedWith {
                 Value::Null => String::new(),
                 Value::String(d) => d.clone(),
                 _ => return Err("Config.working_dir is not a string".into()),
+            },
+            envs: match &config["envs"] {
+                Value::Null => Vec::new(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|kv| match (&kv["key"], &kv["value"]) {
+                        (Value::String(k), Value::String(v)) => Some((k.clone(), v.clone())),
+                        // Go's JSON omits an empty value.
+                        (Value::String(k), Value::Null) => Some((k.clone(), String::new())),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()
+                    .ok_or("Config.envs is not a list of keys and values")?,
+                _ => return Err("Config.envs is not a list of keys and values".into()),
             },
             stdin: flag("stdin")?,
             stdin_once: flag("stdin_once")?,

@@ -659,10 +659,11 @@ async fn create_pod_from(
                 },
                 ..Default::default()
             }),
-            // generateContainerConfig: command and args (no test spec has a `$(VAR)` to
-            // expand), workingDir, stdin and tty, as the spec says.
+            // generateContainerConfig: command, args and env (no test spec has a `$(VAR)` to
+            // expand, or a valueFrom to resolve), workingDir, stdin and tty, as the spec says.
             command: strings(&tc.spec["command"]),
             args: strings(&tc.spec["args"]),
+            envs: environment(&tc.spec["env"]),
             working_dir: tc.spec["workingDir"].as_str().unwrap_or_default().into(),
             stdin: tc.spec["stdin"].as_bool().unwrap_or_default(),
             stdin_once: tc.spec["stdinOnce"].as_bool().unwrap_or_default(),
@@ -677,7 +678,6 @@ async fn create_pod_from(
                     readonly_rootfs: false,
                 }),
             }),
-            ..Default::default()
         };
         let id = cri
             .create_container(&sandbox_id, cconfig, config.clone())
@@ -693,6 +693,19 @@ async fn create_pod_from(
         container_ids,
         config,
     }
+}
+
+/// The environment the kubelet makes of a spec's `env` of plain values
+/// (`makeEnvironmentVariables`): each name once, its last value.
+fn environment(env: &Value) -> Vec<proto::KeyValue> {
+    let mut out: Vec<proto::KeyValue> = Vec::new();
+    for e in env.as_array().into_iter().flatten() {
+        let key = e["name"].as_str().unwrap_or_default().to_string();
+        let value = e["value"].as_str().unwrap_or_default().to_string();
+        out.retain(|kv| kv.key != key);
+        out.push(proto::KeyValue { key, value });
+    }
+    out
 }
 
 /// A spec's list of strings (`command`, `args`), empty when absent.
