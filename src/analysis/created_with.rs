@@ -20,12 +20,13 @@ pub fn another_image(spec: &Value, created_for: &str) -> Option<String> {
 }
 
 /// Why the container was not created from `spec`, if the record says so: its image where the
-/// record has it ([`another_image`]), its environment ([`another_env`]); and
-/// kuberuntime_container.go `generateContainerConfig` copies `workingDir`, `stdin`, `stdinOnce` and `tty` as they are, and
-/// `command` and `args` one string for one through `ExpandContainerCommandAndArgs`, whose `$(VAR)`
-/// expansion (third_party/forked/golang/expansion `Expand`) leaves a string without `$` as it is;
-/// a string with `$` is compared by place alone. A field of a type the kubelet does not decode
-/// says nothing here (such a spec does not hash either).
+/// record has it ([`another_image`]), its environment (`another_env`); and
+/// kuberuntime_container.go `generateContainerConfig` copies `workingDir`, `stdin`, `stdinOnce`
+/// and `tty` as they are, and `command` and `args` one string for one through
+/// `ExpandContainerCommandAndArgs`, whose `$(VAR)` expansion (third_party/forked/golang/expansion
+/// `Expand`) leaves a string without `$` as it is; a string with `$` is compared by place alone.
+/// A field of a type the kubelet does not decode says nothing here (such a spec does not hash
+/// either).
 pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
     if !created.image.is_empty() {
         if let Some(why) = another_image(spec, &created.image) {
