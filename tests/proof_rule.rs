@@ -8,6 +8,7 @@
 //! no difference between S and what runs: T's hashed text of S equals T's hashed text of the
 //! running container (S0 as G applied it). Otherwise the rewrite would mask a change T acts on.
 
+use kubehash::analysis::created_with::contradiction;
 use kubehash::analysis::plan::{plan, PodIndex, Verdict};
 use kubehash::kubelet::decode::{decode_container, Arena};
 use kubehash::kubelet::gojson;
@@ -16,6 +17,7 @@ use kubehash::kubelet::schema::Schema;
 use kubehash::kubelet::sink::format_hash;
 use kubehash::kubelet::version::KubeletVersion;
 use kubehash::runtime::cri::{keys, proto};
+use kubehash::runtime::record::CreatedWith;
 use kubehash::source::manifests::Manifests;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -411,6 +413,80 @@ proptest! {
             if blind.verdict == Verdict::Rewrite {
                 prop_assert_eq!(p.verdict, Verdict::WillRestart, "{}", p.reason);
             }
+        }
+    }
+}
+
+/// The CRI config a kubelet creates a container of `spec` with, as far as
+/// `analysis::created_with` reads it: the image, command and args as they are (no test value has
+/// a `$`), the environment of `makeEnvironmentVariables` (each name once, its last value; one from
+/// `valueFrom` resolved, `envFrom` and service links adding names of their own), working
+/// directory, stdin and tty.
+fn kubelet_config(spec: &Value) -> CreatedWith {
+    let strings = |k: &str| -> Vec<String> {
+        spec[k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut envs: Vec<(String, String)> =
+        vec![("KUBERNETES_SERVICE_HOST".into(), "10.0.0.1".into())];
+    if spec.get("envFrom").is_some() {
+        envs.push(("FROM_CONFIGMAP".into(), "1".into()));
+    }
+    for e in spec["env"].as_array().into_iter().flatten() {
+        let name = e["name"].as_str().unwrap().to_string();
+        let value = match e.get("valueFrom") {
+            Some(_) => "resolved on the node".to_string(),
+            None => e["value"].as_str().unwrap_or_default().to_string(),
+        };
+        envs.retain(|(k, _)| *k != name);
+        envs.push((name, value));
+    }
+    CreatedWith {
+        image: spec["image"].as_str().unwrap_or_default().into(),
+        command: strings("command"),
+        args: strings("args"),
+        working_dir: spec["workingDir"].as_str().unwrap_or_default().into(),
+        envs,
+        stdin: spec["stdin"].as_bool().unwrap_or_default(),
+        stdin_once: spec["stdinOnce"].as_bool().unwrap_or_default(),
+        tty: spec["tty"].as_bool().unwrap_or_default(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// Over random specs and single-field mutations: a container created from S0 never looks
+    /// created from another spec (what the record says overrules a proof only where it must, so
+    /// no rewrite is lost to it), and a spec S that changed a field the kubelet copies into the
+    /// record as it is (image, command, args, a plain env value, working directory, stdin, tty)
+    /// is always told apart from what runs, whatever the hashes say.
+    #[test]
+    fn the_record_tells_apart_exactly_the_fields_it_copies(
+        (choices, field, value, _f, _t, _g, _) in case()
+    ) {
+        let s0 = spec_of(&choices);
+        let mut mutated = choices.clone();
+        mutated[field] = value;
+        let s = spec_of(&mutated);
+        let created = kubelet_config(&s0);
+        prop_assert_eq!(contradiction(&s0, &created), None, "{}", s0);
+        let copied = ["image", "command", "args", "workingDir", "stdin", "tty"];
+        let plain_env = |spec: &Value| {
+            spec["env"].as_array().into_iter().flatten().all(|e| e.get("valueFrom").is_none())
+        };
+        let key = features()[field].0;
+        let changed = s.get(key) != s0.get(key);
+        let told = copied.contains(&key) || (key == "env" && plain_env(&s) && s.get(key).is_some());
+        if changed && told {
+            prop_assert!(contradiction(&s, &created).is_some(), "{} created from {}", s, s0);
+        }
+        if !changed || !["image", "command", "args", "workingDir", "stdin", "tty", "env"].contains(&key) {
+            prop_assert_eq!(contradiction(&s, &created), None, "{} created from {}", s, s0);
         }
     }
 }
