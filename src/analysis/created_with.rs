@@ -110,9 +110,11 @@ fn another_env(spec: &Value, envs: &[(String, String)]) -> Option<(String, Strin
         if later || value.contains('$') || (value.is_empty() && from_elsewhere) {
             continue;
         }
-        let recorded = envs.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-        if recorded.map(String::as_str) != Some(value) {
-            let was = match recorded {
+        // A device plugin's variables come first in the list (GenerateRunContainerOptions), so
+        // a name may be there twice: the spec's value must be one of them.
+        let mut recorded = envs.iter().filter(|(k, _)| k == name).map(|(_, v)| v);
+        if !recorded.clone().any(|v| v == value) {
+            let was = match recorded.next_back() {
                 Some(v) => json(&format!("{name}={v}")),
                 None => format!("no {name}"),
             };
@@ -211,6 +213,7 @@ mod tests {
         // The kubelet's environment: the last entry of a name wins; names from envFrom and
         // services beside it; $(VAR) expanded; valueFrom resolved.
         let made = with_env(&[
+            ("MODE", "from a device plugin"),
             ("MODE", "new"),
             ("EMPTY", ""),
             ("HOME_DIR", "/root/x"),
