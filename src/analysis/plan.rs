@@ -415,10 +415,7 @@ pub async fn overrule_by_the_runtime(
         let Some(spec) = pods.find(&p.pod_uid, &p.namespace, &p.pod, &p.container) else {
             continue;
         };
-        let Some(created) = cri.created_with(&p.id).await else {
-            continue;
-        };
-        if let Some(why) = created_with::contradiction(spec, &created) {
+        if let Some(why) = created_with::the_runtime_contradicts(cri, &p.id, spec).await {
             p.verdict = Verdict::WillRestart;
             p.reason = format!(
                 "{why}, though the stored hash {} proves that spec (the two collide): kubelet {to} restarts it, and should",

@@ -427,12 +427,16 @@ mod tests {
         let created = BEFORE
             .trim_end()
             .replace("\"log_path\"", "\"args\":[\"--v1\"],\"log_path\"");
+        // The record, created with `--v1`, holding `hash`.
+        let holding = |hash: &str| {
+            let record = METADATA
+                .set_hashes(ID, created.as_bytes(), hash, None)
+                .unwrap();
+            (Records::holding(&record), record)
+        };
         let now = json!({"name":"app","image":"docker.io/local/app:1","args":["--v2"]});
         let collided = hash_of(&now, "1.30");
-        let record = METADATA
-            .set_hashes(ID, created.as_bytes(), &collided, None)
-            .unwrap();
-        let store = Records::holding(&record);
+        let (store, record) = holding(&collided);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.jsonl");
         let (mut journal, _) = Journal::open(&path).unwrap();
@@ -452,10 +456,7 @@ mod tests {
         // The spec it was created from is written.
         let then = json!({"name":"app","image":"docker.io/local/app:1","args":["--v1"]});
         let stored = hash_of(&then, "1.30");
-        let record = METADATA
-            .set_hashes(ID, created.as_bytes(), &stored, None)
-            .unwrap();
-        let store = Records::holding(&record);
+        let (store, _) = holding(&stored);
         let p = planned(&stored, &hash_of(&then, "1.31"));
         let (result, _) = rewrite_one(&store, &mut journal, &p, Some(&then))
             .await

@@ -168,10 +168,9 @@ impl ShimState {
         let mut dropped = Vec::new();
         for (id, t) in &self.translations {
             let Some(spec) = &t.spec else { continue };
-            let Some(created) = cri.created_with(id).await else {
-                continue;
-            };
-            if let Some(why) = crate::analysis::created_with::contradiction(spec, &created) {
+            if let Some(why) =
+                crate::analysis::created_with::the_runtime_contradicts(cri, id, spec).await
+            {
                 dropped.push((id.clone(), why));
             }
         }
