@@ -121,8 +121,8 @@ fn bad_input_gets_one_clear_line() {
     let cases: &[(&[&str], &[u8], &str)] = &[
         (&["hash"], b"{\"name\":", "kubehash: stdin: not valid JSON: EOF while parsing"),
         (&["hash"], b"", "kubehash: stdin: no JSON input"),
-        (&["hash", "--versions", "1.7"], b"{}", "unsupported kubelet version \"1.7\""),
-        (&["hash", "--versions", "1.30..1.20"], b"{}", "bad version list"),
+        (&["hash", "--versions", "1.7"], b"{}", "kubehash: --versions: unsupported kubelet version \"1.7\""),
+        (&["hash", "--versions", "1.30..1.20"], b"{}", "kubehash: --versions: bad version list"),
         (&["hash", "--versions", "1.28-1.30"], b"{}", "bad version list \"1.28-1.30\""),
         // An empty list: said so, not a table of zeros that reads as "nothing restarts".
         (&["matrix", "-i", "-", "--versions", "1.30,1.31"], br#"{"kind":"PodList","items":[]}"#, "kubehash: no pods found in stdin"),

@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Seek, Write};
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 use crate::analysis::hashing::for_each_hashed;
@@ -22,7 +22,7 @@ use crate::source::parallel::Input;
 use crate::source::pool::cores;
 
 pub fn run(args: HashArgs) -> Result<ExitStatus> {
-    let versions = parse_version_set(&args.versions)?;
+    let versions = parse_version_set(&args.versions).context("--versions")?;
     let explain = optional_version("--explain", args.explain.as_deref())?;
     let input = args.input.unwrap_or_else(|| PathBuf::from("-"));
     if let Some(v) = explain {

@@ -11,7 +11,7 @@ use crate::source::parallel::Input;
 use crate::source::pool::cores;
 
 pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
-    let versions = parse_version_set(&args.versions)?;
+    let versions = parse_version_set(&args.versions).context("--versions")?;
     if versions.len() < 2 {
         bail!(
             "--versions {:?} names one kubelet version; the matrix compares upgrades between \
