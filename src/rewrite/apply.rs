@@ -340,15 +340,16 @@ async fn rewrite_one(
             stored, p.stored_hash
         )));
     }
+    // The plan proved the write against this spec; without it there is nothing to check the
+    // record against, nor for rollback to prove the original against.
+    let spec = spec.ok_or_else(|| refuse("no current spec for it among the pods".into()))?;
     // What the runtime recorded at create time overrules the hashes: a stored hash that proves
     // a spec the container was not created from collides with it.
-    if let Some(spec) = spec {
-        let created = format.created_with(&p.id, &raw).map_err(|e| refuse(e.0))?;
-        if let Some(why) = contradiction(spec, &created) {
-            return Err(refuse(format!(
-                "{why}, though the stored hash proves that spec (the two collide): the new kubelet restarts it, and should"
-            )));
-        }
+    let created = format.created_with(&p.id, &raw).map_err(|e| refuse(e.0))?;
+    if let Some(why) = contradiction(spec, &created) {
+        return Err(refuse(format!(
+            "{why}, though the stored hash proves that spec (the two collide): the new kubelet restarts it, and should"
+        )));
     }
     // Set only for targets that read it (1.27 – 1.31), and written only where the record has it.
     let new = format
@@ -370,7 +371,7 @@ async fn rewrite_one(
         new_hash: new_hash.clone(),
         old_value: encode(&raw),
         new_value: encode(&new),
-        spec: spec.cloned(),
+        spec: Some(spec.clone()),
     })?;
     store.replace(&p.id, &raw, &new).await?;
     journal.append(&Record::Written {
@@ -453,11 +454,20 @@ mod tests {
         assert!(!std::fs::read_to_string(&path)
             .unwrap_or_default()
             .contains("\"write\""));
-        // The spec it was created from is written.
+        // The spec it was created from is written, and only with that spec in hand.
         let then = json!({"name":"app","image":"docker.io/local/app:1","args":["--v1"]});
         let stored = hash_of(&then, "1.30");
-        let (store, _) = holding(&stored);
+        let (store, record) = holding(&stored);
         let p = planned(&stored, &hash_of(&then, "1.31"));
+        let err = rewrite_one(&store, &mut journal, &p, None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no current spec for it"), "{err}");
+        assert_eq!(store.now(), Some(record));
+        assert!(!std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains("\"write\""));
         let (result, _) = rewrite_one(&store, &mut journal, &p, Some(&then))
             .await
             .unwrap();
