@@ -2023,3 +2023,78 @@ fn a_socket_that_does_not_speak_cri_is_said_so() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// A pod the input lists twice (a directory holding the cluster's PodList and a copy of one of
+/// its pods) is one pod: counted once when both listings assess alike, and when they do not
+/// (listings taken at different times), counted from its first listing with a line saying so,
+/// and the scan is incomplete (2). Pods without a UID are never taken for one another.
+#[test]
+fn a_pod_listed_twice_is_counted_once() {
+    let summary = |out: &Output| {
+        text(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let once = kubehash(&["scan", "--to", "1.31", "-i", PODS, "--nodes", NODES], b"");
+    assert_eq!(once.status.code(), Some(0), "{}", text(&once.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&std::fs::read(PODS).unwrap()).unwrap();
+    let pod = list["items"][0].clone();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::copy(PODS, d.join("a.json")).unwrap();
+    let scan = || {
+        kubehash(
+            &[
+                "scan",
+                "--to",
+                "1.31",
+                "-i",
+                d.to_str().unwrap(),
+                "--nodes",
+                NODES,
+            ],
+            b"",
+        )
+    };
+    std::fs::write(d.join("b.json"), serde_json::to_vec(&pod).unwrap()).unwrap();
+    let twice = scan();
+    assert_eq!(twice.status.code(), Some(0), "{}", text(&twice.stderr));
+    assert_eq!(summary(&twice), summary(&once));
+
+    let mut later = pod.clone();
+    later["spec"]["containers"][0]["image"] = "registry.k8s.io/kube-proxy:v9".into();
+    std::fs::write(d.join("b.json"), serde_json::to_vec(&later).unwrap()).unwrap();
+    let differently = scan();
+    assert_eq!(
+        differently.status.code(),
+        Some(2),
+        "{}",
+        text(&differently.stderr)
+    );
+    assert_eq!(summary(&differently), summary(&once));
+    let err = text(&differently.stderr);
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    assert!(
+        err.contains(&format!(
+            "b.json: object 1: pod kube-system/kube-proxy-x7k2p (uid {uid}) is listed again"
+        )),
+        "{err}"
+    );
+
+    // Without UIDs, two listings of one name are two pods (manifests of two nodes, say).
+    let mut bare = pod.clone();
+    bare["metadata"].as_object_mut().unwrap().remove("uid");
+    let bare = serde_json::to_string(&bare).unwrap();
+    let out = kubehash(
+        &["scan", "--to", "1.31", "--from", "1.30", "-i", "-"],
+        format!("{bare}\n{bare}\n").as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        summary(&out).starts_with("Upgrade to kubelet 1.31: 2 of 2 containers"),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -18,7 +18,9 @@
 //! assert_eq!(o.reasons, ["kubelet 1.31 hashes only name and image; 1.30 hashes the whole spec"]);
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -58,7 +60,7 @@ pub enum Impact {
 }
 
 /// The outcome for one container spec and one upgrade.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Outcome {
     pub impact: Impact,
     /// What kubehash can do about it, in the node plan's words: `unchanged`, `rewrite` (the
@@ -73,7 +75,7 @@ pub struct Outcome {
 }
 
 /// One container's line in a scan.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Hash, Serialize, Deserialize)]
 pub struct ContainerImpact {
     pub node: String,
     pub namespace: String,
@@ -398,6 +400,7 @@ fn scan_with(
         from: setup.from,
         to: setup.to,
         manifests: setup.manifests,
+        digests: RandomState::new(),
     };
     let mut report = Tally::new(setup.to);
     let mut failed = Ok(());
@@ -421,6 +424,8 @@ struct PodJudge {
     from: FromVersions,
     to: KubeletVersion,
     manifests: Manifests,
+    /// Keys for [`Listing::digest`], random so that no input can choose two pods' digests.
+    digests: RandomState,
 }
 
 /// One pod object, assessed on its own.
@@ -428,12 +433,30 @@ struct JudgedPod {
     /// With per-node versions: what the pod brings to its node's checks.
     node: Option<NodeFacts>,
     containers: std::result::Result<Vec<ContainerImpact>, Problem>,
+    /// Which pod it is, where it has a UID.
+    listing: Option<Listing>,
+}
+
+/// A pod with a UID, to count it once however often the input lists it: `kubectl get -o json`
+/// lists a pod once, but a directory may hold two listings of it (a PodList and a copy of one
+/// of its pods, or listings taken at different times).
+struct Listing {
+    uid: String,
+    /// `namespace/name`, to say which pod.
+    pod: String,
+    /// Where it is in the input (`pods/b.json: object 2`), when it is read from one.
+    at: Option<String>,
+    /// A digest of its assessment: two listings assessed alike are one pod counted once.
+    digest: u64,
 }
 
 impl JudgedPod {
     /// The pod as the `n`th object of `source`: a problem with it says where it is.
     fn placed(mut self, source: &str, n: usize) -> Self {
         self.containers = self.containers.map_err(|p| p.at(source, n));
+        if let Some(l) = &mut self.listing {
+            l.at = Some(format!("{source}: object {n}"));
+        }
         self
     }
 }
@@ -471,6 +494,16 @@ impl PodJudge {
                 });
             }
         }
+        let uid = object.pointer("/metadata/uid").and_then(Value::as_str);
+        let uid = uid.filter(|u| !u.is_empty()).map(str::to_string);
+        let pod = ["namespace", "name"]
+            .map(|k| {
+                object["metadata"][k]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .join("/");
         let containers = pod_containers(object).map(|containers| {
             let node = containers
                 .first()
@@ -478,7 +511,20 @@ impl PodJudge {
                 .unwrap_or_default();
             scanner.assess_pod(containers, self.from.for_node(&node))
         });
-        Some(JudgedPod { node, containers })
+        let listing = uid.map(|uid| Listing {
+            uid,
+            pod,
+            at: None,
+            digest: match &containers {
+                Ok(cs) => self.digests.hash_one(cs),
+                Err(p) => self.digests.hash_one(&p.0),
+            },
+        });
+        Some(JudgedPod {
+            node,
+            containers,
+            listing,
+        })
     }
 }
 
@@ -487,6 +533,57 @@ struct Tally {
     report: ScanReport,
     /// Per node, the preflight checks pods and Node objects decide (with --nodes/--cluster).
     nodes: BTreeMap<String, (Admission, Eviction)>,
+    /// The digest of each UID's first listing.
+    seen: Seen,
+}
+
+/// The digest of each UID's first listing, in 24 bytes a pod for the UUIDs the API server gives
+/// (a million pods: about 50 MB at most, while the table grows).
+#[derive(Default)]
+struct Seen {
+    uuids: HashMap<u128, u64>,
+    /// UIDs that are not a UUID in the API server's spelling (hand-written pods).
+    others: HashMap<Box<str>, u64>,
+}
+
+impl Seen {
+    /// The first listing's digest of `uid`, after noting `digest` as it when there was none.
+    fn first(&mut self, uid: &str, digest: u64) -> Option<u64> {
+        use std::collections::hash_map::Entry;
+        fn note<K>(e: Entry<'_, K, u64>, digest: u64) -> Option<u64> {
+            match e {
+                Entry::Occupied(first) => Some(*first.get()),
+                Entry::Vacant(v) => {
+                    v.insert(digest);
+                    None
+                }
+            }
+        }
+        match uuid_bits(uid) {
+            Some(bits) => note(self.uuids.entry(bits), digest),
+            None => note(self.others.entry(uid.into()), digest),
+        }
+    }
+}
+
+/// The 128 bits of a UUID spelt as the API server spells one (lowercase, `8-4-4-4-12`); `None`
+/// for any other spelling, so that two different UIDs never share bits.
+fn uuid_bits(uid: &str) -> Option<u128> {
+    let b = uid.as_bytes();
+    if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+        return None;
+    }
+    let mut bits = 0u128;
+    for (i, &c) in b.iter().enumerate() {
+        let nibble = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'-' if [8, 13, 18, 23].contains(&i) => continue,
+            _ => return None,
+        };
+        bits = bits << 4 | u128::from(nibble);
+    }
+    Some(bits)
 }
 
 impl Tally {
@@ -494,10 +591,29 @@ impl Tally {
         Tally {
             report: ScanReport::new(to),
             nodes: BTreeMap::new(),
+            seen: Seen::default(),
         }
     }
 
     fn add(&mut self, pod: JudgedPod, from: &FromVersions) -> Result<()> {
+        if let Some(l) = &pod.listing {
+            match self.seen.first(&l.uid, l.digest) {
+                // Listed again, and assessed alike: the same pod, counted once.
+                Some(first) if first == l.digest => return Ok(()),
+                Some(_) => {
+                    let at =
+                        l.at.as_deref()
+                            .map(|at| format!("{at}: "))
+                            .unwrap_or_default();
+                    let problem = format!(
+                        "{at}pod {} (uid {}) is listed again, and assessed otherwise than where it is first listed (listings taken at different times?): counted from its first listing; give one current listing",
+                        l.pod, l.uid
+                    );
+                    return self.report.problems.push(problem).map_err(details_error);
+                }
+                None => {}
+            }
+        }
         if let (Some(facts), FromVersions::PerNode(nv)) = (pod.node, from) {
             let (a, e) = self.nodes.entry(facts.name).or_insert_with_key(|name| {
                 let node = nv.objects.get(name).unwrap_or(&Value::Null);
@@ -552,6 +668,29 @@ mod tests {
 
     fn v(s: &str) -> KubeletVersion {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn only_the_api_servers_uuid_spelling_is_kept_as_bits() {
+        let uid = "b4b09c4a-c39e-e288-ddaa-72512eed6a19";
+        assert_eq!(uuid_bits(uid), Some(0xb4b09c4a_c39e_e288_ddaa_72512eed6a19));
+        // Other spellings of the same bits are other UIDs: kept as strings, never confused.
+        for other in [
+            "B4B09C4A-C39E-E288-DDAA-72512EED6A19",
+            "b4b09c4ac39ee288ddaa72512eed6a19",
+            "b4b09c4a-c39e-e288-ddaa-72512eed6a1",
+            "b4b09c4a-c39e-e288-ddaa-72512eed6a19 ",
+            "b4b09c4a-c39e-e288-ddaa-72512eed6a-9",
+            "b4b09c4a-c39e-e288-ddaa-72512eed6ag9",
+            "b4b09c4ac-39e-e288-ddaa-72512eed6a19",
+        ] {
+            assert_eq!(uuid_bits(other), None, "{other}");
+        }
+        let mut seen = Seen::default();
+        assert_eq!(seen.first(uid, 1), None);
+        assert_eq!(seen.first(&uid.to_uppercase(), 2), None);
+        assert_eq!(seen.first(uid, 3), Some(1));
+        assert_eq!(seen.first(&uid.to_uppercase(), 4), Some(2));
     }
 
     #[test]
