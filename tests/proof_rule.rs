@@ -17,7 +17,7 @@ use kubehash::kubelet::schema::Schema;
 use kubehash::kubelet::sink::format_hash;
 use kubehash::kubelet::version::KubeletVersion;
 use kubehash::runtime::cri::{keys, proto};
-use kubehash::runtime::record::CreatedWith;
+use kubehash::runtime::record::{CreatedWith, LinuxFlags};
 use kubehash::source::manifests::Manifests;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -93,6 +93,8 @@ fn features() -> Vec<(&'static str, Vec<Value>)> {
             "securityContext",
             vec![
                 json!({"privileged":true}),
+                json!({"privileged":false}),
+                json!({"readOnlyRootFilesystem":true}),
                 json!({"runAsUser":1000}),
                 json!({"procMount":"Default"}),
                 json!({"seccompProfile":{"type":"RuntimeDefault"}}),
@@ -421,7 +423,7 @@ proptest! {
 /// `analysis::created_with` reads it: the image, command and args as they are (no test value has
 /// a `$`), the environment of `makeEnvironmentVariables` (each name once, its last value; one from
 /// `valueFrom` resolved, `envFrom` and service links adding names of their own), working
-/// directory, stdin and tty.
+/// directory, stdin and tty; a Linux security context's `privileged` and `readonly_rootfs`.
 fn kubelet_config(spec: &Value) -> CreatedWith {
     let strings = |k: &str| -> Vec<String> {
         spec[k]
@@ -431,6 +433,7 @@ fn kubelet_config(spec: &Value) -> CreatedWith {
             .map(|s| s.as_str().unwrap().to_string())
             .collect()
     };
+    let flag = |k: &str| spec["securityContext"][k].as_bool().unwrap_or_default();
     let mut envs: Vec<(String, String)> =
         vec![("KUBERNETES_SERVICE_HOST".into(), "10.0.0.1".into())];
     if spec.get("envFrom").is_some() {
@@ -454,6 +457,10 @@ fn kubelet_config(spec: &Value) -> CreatedWith {
         stdin: spec["stdin"].as_bool().unwrap_or_default(),
         stdin_once: spec["stdinOnce"].as_bool().unwrap_or_default(),
         tty: spec["tty"].as_bool().unwrap_or_default(),
+        linux: Some(LinuxFlags {
+            privileged: flag("privileged"),
+            readonly_rootfs: flag("readOnlyRootFilesystem"),
+        }),
     }
 }
 
@@ -463,8 +470,9 @@ proptest! {
     /// Over random specs and single-field mutations: a container created from S0 never looks
     /// created from another spec (what the record says overrules a proof only where it must, so
     /// no rewrite is lost to it), and a spec S that changed a field the kubelet copies into the
-    /// record as it is (image, command, args, a plain env value, working directory, stdin, tty)
-    /// is always told apart from what runs, whatever the hashes say.
+    /// record as it is (image, command, args, a plain env value, working directory, stdin, tty,
+    /// privileged, a read-only root) is always told apart from what runs, whatever the hashes
+    /// say.
     #[test]
     fn the_record_tells_apart_exactly_the_fields_it_copies(
         (choices, field, value, _f, _t, _g, _) in case()
@@ -481,11 +489,19 @@ proptest! {
         };
         let key = features()[field].0;
         let changed = s.get(key) != s0.get(key);
-        let told = copied.contains(&key) || (key == "env" && plain_env(&s) && s.get(key).is_some());
+        let flags = |spec: &Value| {
+            ["privileged", "readOnlyRootFilesystem"]
+                .map(|k| spec["securityContext"][k].as_bool().unwrap_or_default())
+        };
+        let flags_changed = key == "securityContext" && flags(&s) != flags(&s0);
+        let told = copied.contains(&key)
+            || (key == "env" && plain_env(&s) && s.get(key).is_some())
+            || flags_changed;
         if changed && told {
             prop_assert!(contradiction(&s, &created).is_some(), "{} created from {}", s, s0);
         }
-        if !changed || !["image", "command", "args", "workingDir", "stdin", "tty", "env"].contains(&key) {
+        let compared = ["image", "command", "args", "workingDir", "stdin", "tty", "env"];
+        if !changed || (!compared.contains(&key) && !flags_changed) {
             prop_assert_eq!(contradiction(&s, &created), None, "{} created from {}", s, s0);
         }
     }

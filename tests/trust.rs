@@ -205,8 +205,9 @@ async fn a_crafted_collision_writes_nothing() {
 }
 
 /// 2a'. A collision in the old kubelet's own hash where kubelet 1.31 does not look: the container
-///    was created with `--v1` (or `MODE=old`), its stored hash is kubelet 1.30's hash of the spec
-///    that now says `--v2` (`MODE=new`), crafted or a 32-bit accident, and CRI's image agrees with
+///    was created with `--v1` (or `MODE=old`, or unprivileged), its stored hash is kubelet 1.30's
+///    hash of the spec that now says `--v2` (`MODE=new`, privileged), crafted or a 32-bit
+///    accident, and CRI's image agrees with
 ///    the spec, so the hashes prove a rewrite. Written, kubelet 1.31 (name and image) would never
 ///    apply the change. The runtime says what the container was created with (containerd's
 ///    verbose ContainerStatus): the plan says `will-restart`, and nothing is written. (`apply`
@@ -227,6 +228,20 @@ async fn a_collision_the_record_contradicts_writes_nothing() {
             json!([{"name":"MODE","value":"old"}]),
             json!([{"name":"MODE","value":"new"}]),
             "created with env \"MODE=old\", and the spec now says \"MODE=new\"",
+        ),
+        // The escalation a masked change would hide: the manifest now asks for a privileged
+        // container, and the one that runs is not.
+        (
+            "securityContext",
+            json!({}),
+            json!({"privileged":true}),
+            "created with securityContext.privileged false, and the spec now says true",
+        ),
+        (
+            "securityContext",
+            json!({"readOnlyRootFilesystem":true}),
+            json!({"readOnlyRootFilesystem":false}),
+            "created with securityContext.readOnlyRootFilesystem true, and the spec now says false",
         ),
     ] {
         let then = json!({"name":"app","image":img, field: then});

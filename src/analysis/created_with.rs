@@ -32,7 +32,9 @@ pub fn another_image(spec: &Value, created_for: &str) -> Option<String> {
 /// kuberuntime_container.go `generateContainerConfig` copies `workingDir`, `stdin`, `stdinOnce`
 /// and `tty` as they are, and `command` and `args` one string for one through
 /// `ExpandContainerCommandAndArgs`, whose `$(VAR)` expansion (third_party/forked/golang/expansion
-/// `Expand`) leaves a string without `$` as it is; a string with `$` is compared by place alone.
+/// `Expand`) leaves a string without `$` as it is; a string with `$` is compared by place alone;
+/// `securityContext.privileged` and `readOnlyRootFilesystem` where the record has a Linux
+/// security context ([`crate::runtime::record::LinuxFlags`]).
 /// A field of a type the kubelet does not decode says nothing here (such a spec does not hash
 /// either).
 pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
@@ -87,6 +89,26 @@ pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
         };
         if said != recorded {
             return Some(says(key, recorded.to_string(), said.to_string()));
+        }
+    }
+    if let Some(linux) = created.linux {
+        let context = spec.get("securityContext");
+        for (key, recorded) in [
+            ("privileged", linux.privileged),
+            ("readOnlyRootFilesystem", linux.readonly_rootfs),
+        ] {
+            let said = match context.and_then(|c| c.get(key)) {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => continue,
+            };
+            if said != recorded {
+                return Some(says(
+                    &format!("securityContext.{key}"),
+                    recorded.to_string(),
+                    said.to_string(),
+                ));
+            }
         }
     }
     None
@@ -281,5 +303,50 @@ mod tests {
         );
         assert!(contradiction(&json!({"tty":true}), &in_srv)
             .is_some_and(|w| w.contains("workingDir \"/srv\", and the spec now says none")));
+    }
+
+    #[test]
+    fn privileged_and_a_read_only_root_are_compared_where_the_record_has_them() {
+        use crate::runtime::record::LinuxFlags;
+        let linux = |privileged, readonly_rootfs| CreatedWith {
+            linux: Some(LinuxFlags {
+                privileged,
+                readonly_rootfs,
+            }),
+            ..CreatedWith::default()
+        };
+        // Unset and false are alike; the pod's securityContext has neither field.
+        for spec in [
+            json!({}),
+            json!({"securityContext":null}),
+            json!({"securityContext":{"privileged":false,"runAsUser":0}}),
+        ] {
+            assert_eq!(contradiction(&spec, &linux(false, false)), None, "{spec}");
+        }
+        let both = json!({"securityContext":{"privileged":true,"readOnlyRootFilesystem":true}});
+        assert_eq!(contradiction(&both, &linux(true, true)), None);
+        for (spec, created, says) in [
+            (
+                json!({"securityContext":{"privileged":true}}),
+                linux(false, false),
+                "securityContext.privileged false, and the spec now says true",
+            ),
+            (
+                json!({}),
+                linux(true, false),
+                "securityContext.privileged true, and the spec now says false",
+            ),
+            (
+                json!({"securityContext":{"readOnlyRootFilesystem":false}}),
+                linux(false, true),
+                "securityContext.readOnlyRootFilesystem true, and the spec now says false",
+            ),
+        ] {
+            let why = contradiction(&spec, &created).unwrap_or_else(|| panic!("{spec}"));
+            assert!(why.contains(says), "{spec}: {why}");
+        }
+        // A record without a Linux security context (a Windows container) says nothing.
+        let privileged = json!({"securityContext":{"privileged":true}});
+        assert_eq!(contradiction(&privileged, &CreatedWith::default()), None);
     }
 }

@@ -368,6 +368,7 @@ impl RecordStore for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::record::LinuxFlags;
 
     const BEFORE: &str = include_str!("../../testdata/containerd/container_metadata_before.json");
     const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
@@ -391,9 +392,14 @@ mod tests {
     #[test]
     fn reads_what_the_container_was_created_with() {
         let raw = BEFORE.trim_end();
+        // The kubelet always gives a Linux container a security context.
+        let linux = Some(LinuxFlags::default());
         assert_eq!(
             METADATA.created_with(ID, raw.as_bytes()).unwrap(),
-            CreatedWith::default()
+            CreatedWith {
+                linux,
+                ..CreatedWith::default()
+            }
         );
         let with = raw.replace(
             "\"log_path\"",
@@ -407,8 +413,23 @@ mod tests {
                 working_dir: "/srv".into(),
                 envs: vec![("A".into(), "1".into()), ("E".into(), String::new())],
                 tty: true,
+                linux,
                 ..CreatedWith::default()
             }
+        );
+        let privileged = raw.replace(
+            "\"security_context\":{",
+            "\"security_context\":{\"privileged\":true,\"readonly_rootfs\":true,",
+        );
+        assert_eq!(
+            METADATA
+                .created_with(ID, privileged.as_bytes())
+                .unwrap()
+                .linux,
+            Some(LinuxFlags {
+                privileged: true,
+                readonly_rootfs: true
+            })
         );
         for (bad, says) in [
             ("\"args\":\"--v\",", "Config.args is not a list of strings"),
@@ -426,6 +447,26 @@ mod tests {
             let v = raw.replace("\"log_path\"", &format!("{bad}\"log_path\""));
             assert_eq!(
                 METADATA.created_with(ID, v.as_bytes()).unwrap_err().0,
+                format!("metadata {says}")
+            );
+        }
+        let context = "\"security_context\":{\"namespace_options\":{\"network\":2,\"pid\":1}}";
+        for (bad, says) in [
+            (
+                "\"security_context\":[]",
+                "Config.linux.security_context is not an object",
+            ),
+            (
+                "\"security_context\":{\"privileged\":1}",
+                "Config.linux.security_context.privileged is not a boolean",
+            ),
+        ] {
+            assert!(raw.contains(context));
+            assert_eq!(
+                METADATA
+                    .created_with(ID, raw.replace(context, bad).as_bytes())
+                    .unwrap_err()
+                    .0,
                 format!("metadata {says}")
             );
         }

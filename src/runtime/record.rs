@@ -22,7 +22,8 @@ pub struct StoredHashes {
 /// What the kubelet passed to `CreateContainer` straight from the container's spec, as the
 /// runtime's record keeps it (kuberuntime_container.go `generateContainerConfig`: the image the
 /// spec names, `Command` and `Args` after `$(VAR)` expansion, the environment, `WorkingDir`,
-/// `Stdin`, `StdinOnce` and `Tty` as the spec says). Facts about what runs, which no hash and no journal can change.
+/// `Stdin`, `StdinOnce` and `Tty` as the spec says, and two flags of the security context).
+/// Facts about what runs, which no hash and no journal can change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CreatedWith {
     /// `image.user_specified_image`: the spec's `image` (kubelet ≥ 1.28, and a runtime that
@@ -36,6 +37,18 @@ pub struct CreatedWith {
     pub stdin: bool,
     pub stdin_once: bool,
     pub tty: bool,
+    /// `linux.security_context`, where the record has one (not for a Windows container).
+    pub linux: Option<LinuxFlags>,
+}
+
+/// The flags of a CRI `LinuxContainerSecurityContext` that are the container's
+/// `securityContext.privileged` and `readOnlyRootFilesystem` as they are, unset being false
+/// (kuberuntime security_context.go `convertToRuntimeSecurityContext`; neither is a pod-level
+/// field that `DetermineEffectiveSecurityContext` merges in).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinuxFlags {
+    pub privileged: bool,
+    pub readonly_rootfs: bool,
 }
 
 impl CreatedWith {
@@ -55,11 +68,12 @@ impl CreatedWith {
                 _ => Err(wrong()),
             }
         };
-        let flag = |k: &str| match &config[k] {
+        let flag_of = |within: &Value, k: &str, at: &str| match &within[k] {
             Value::Null => Ok(false),
             Value::Bool(b) => Ok(*b),
-            _ => Err(Problem(format!("Config.{k} is not a boolean"))),
+            _ => Err(Problem(format!("Config.{at}{k} is not a boolean"))),
         };
+        let flag = |k: &str| flag_of(config, k, "");
         Ok(CreatedWith {
             image: match &config["image"]["user_specified_image"] {
                 Value::Null => String::new(),
@@ -90,6 +104,14 @@ impl CreatedWith {
             stdin: flag("stdin")?,
             stdin_once: flag("stdin_once")?,
             tty: flag("tty")?,
+            linux: match &config["linux"]["security_context"] {
+                Value::Null => None,
+                sc @ Value::Object(_) => Some(LinuxFlags {
+                    privileged: flag_of(sc, "privileged", "linux.security_context.")?,
+                    readonly_rootfs: flag_of(sc, "readonly_rootfs", "linux.security_context.")?,
+                }),
+                _ => return Err("Config.linux.security_context is not an object".into()),
+            },
         })
     }
 }

@@ -671,11 +671,12 @@ async fn create_pod_from(
             labels: clabels,
             annotations,
             log_path: format!("{cname}/0.log"),
+            // convertToRuntimeSecurityContext: the two flags as the spec says.
             linux: Some(proto::LinuxContainerConfig {
                 security_context: Some(proto::LinuxContainerSecurityContext {
-                    privileged: false,
+                    privileged: flag(&tc.spec, "privileged"),
                     namespace_options: Some(ns_options()),
-                    readonly_rootfs: false,
+                    readonly_rootfs: flag(&tc.spec, "readOnlyRootFilesystem"),
                 }),
             }),
         };
@@ -693,6 +694,11 @@ async fn create_pod_from(
         container_ids,
         config,
     }
+}
+
+/// A container's `securityContext` flag, unset being false.
+fn flag(spec: &Value, key: &str) -> bool {
+    spec["securityContext"][key].as_bool().unwrap_or_default()
 }
 
 /// The environment the kubelet makes of a spec's `env` of plain values
