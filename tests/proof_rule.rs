@@ -17,7 +17,7 @@ use kubehash::kubelet::schema::Schema;
 use kubehash::kubelet::sink::format_hash;
 use kubehash::kubelet::version::KubeletVersion;
 use kubehash::runtime::cri::{keys, proto};
-use kubehash::runtime::record::{CreatedWith, LinuxFlags};
+use kubehash::runtime::record::{CreatedWith, LinuxSecurity};
 use kubehash::source::manifests::Manifests;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -95,6 +95,10 @@ fn features() -> Vec<(&'static str, Vec<Value>)> {
                 json!({"privileged":true}),
                 json!({"privileged":false}),
                 json!({"readOnlyRootFilesystem":true}),
+                json!({"allowPrivilegeEscalation":false}),
+                json!({"allowPrivilegeEscalation":true}),
+                json!({"capabilities":{"add":["NET_ADMIN"]}}),
+                json!({"capabilities":{"drop":["ALL"]}}),
                 json!({"runAsUser":1000}),
                 json!({"procMount":"Default"}),
                 json!({"seccompProfile":{"type":"RuntimeDefault"}}),
@@ -423,7 +427,8 @@ proptest! {
 /// `analysis::created_with` reads it: the image, command and args as they are (no test value has
 /// a `$`), the environment of `makeEnvironmentVariables` (each name once, its last value; one from
 /// `valueFrom` resolved, `envFrom` and service links adding names of their own), working
-/// directory, stdin and tty; a Linux security context's `privileged` and `readonly_rootfs`.
+/// directory, stdin and tty; a Linux security context's `privileged`, `readonly_rootfs`,
+/// `no_new_privs` and capabilities.
 fn kubelet_config(spec: &Value) -> CreatedWith {
     let strings = |k: &str| -> Vec<String> {
         spec[k]
@@ -434,6 +439,14 @@ fn kubelet_config(spec: &Value) -> CreatedWith {
             .collect()
     };
     let flag = |k: &str| spec["securityContext"][k].as_bool().unwrap_or_default();
+    let capabilities = |k: &str| -> Vec<String> {
+        let listed = spec["securityContext"]["capabilities"][k].as_array();
+        listed
+            .into_iter()
+            .flatten()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect()
+    };
     let mut envs: Vec<(String, String)> =
         vec![("KUBERNETES_SERVICE_HOST".into(), "10.0.0.1".into())];
     if spec.get("envFrom").is_some() {
@@ -457,9 +470,12 @@ fn kubelet_config(spec: &Value) -> CreatedWith {
         stdin: spec["stdin"].as_bool().unwrap_or_default(),
         stdin_once: spec["stdinOnce"].as_bool().unwrap_or_default(),
         tty: spec["tty"].as_bool().unwrap_or_default(),
-        linux: Some(LinuxFlags {
+        linux: Some(LinuxSecurity {
             privileged: flag("privileged"),
             readonly_rootfs: flag("readOnlyRootFilesystem"),
+            no_new_privs: spec["securityContext"]["allowPrivilegeEscalation"] == json!(false),
+            add_capabilities: capabilities("add"),
+            drop_capabilities: capabilities("drop"),
         }),
     }
 }
@@ -471,7 +487,7 @@ proptest! {
     /// created from another spec (what the record says overrules a proof only where it must, so
     /// no rewrite is lost to it), and a spec S that changed a field the kubelet copies into the
     /// record as it is (image, command, args, a plain env value, working directory, stdin, tty,
-    /// privileged, a read-only root) is always told apart from what runs, whatever the hashes
+    /// privileged, a read-only root, allowPrivilegeEscalation, capabilities) is always told apart from what runs, whatever the hashes
     /// say.
     #[test]
     fn the_record_tells_apart_exactly_the_fields_it_copies(
@@ -489,10 +505,8 @@ proptest! {
         };
         let key = features()[field].0;
         let changed = s.get(key) != s0.get(key);
-        let flags = |spec: &Value| {
-            ["privileged", "readOnlyRootFilesystem"]
-                .map(|k| spec["securityContext"][k].as_bool().unwrap_or_default())
-        };
+        // What the record holds of the container's security context, as the kubelet makes it.
+        let flags = |spec: &Value| kubelet_config(spec).linux;
         let flags_changed = key == "securityContext" && flags(&s) != flags(&s0);
         let told = copied.contains(&key)
             || (key == "env" && plain_env(&s) && s.get(key).is_some())

@@ -243,6 +243,24 @@ async fn a_collision_the_record_contradicts_writes_nothing() {
             json!({"readOnlyRootFilesystem":false}),
             "created with securityContext.readOnlyRootFilesystem true, and the spec now says false",
         ),
+        (
+            "securityContext",
+            json!({"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}),
+            json!({"allowPrivilegeEscalation":true,"capabilities":{"drop":["ALL"]}}),
+            "created with securityContext.allowPrivilegeEscalation false (no_new_privs true), and the spec now says true",
+        ),
+        (
+            "securityContext",
+            json!({"capabilities":{"drop":["ALL"]}}),
+            json!({"capabilities":{"add":["SYS_ADMIN"],"drop":["ALL"]}}),
+            "created with securityContext.capabilities.add [], and the spec now says [\"SYS_ADMIN\"]",
+        ),
+        (
+            "securityContext",
+            json!({"capabilities":{"drop":["ALL"]}}),
+            json!({}),
+            "created with securityContext.capabilities.drop [\"ALL\"], and the spec now says []",
+        ),
     ] {
         let then = json!({"name":"app","image":img, field: then});
         let now = json!({"name":"app","image":img, field: now});

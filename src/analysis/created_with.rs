@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::runtime::cri::Cri;
-use crate::runtime::record::CreatedWith;
+use crate::runtime::record::{CreatedWith, LinuxSecurity};
 
 /// Why the runtime says container `id` was not created from `spec`, where it says what the
 /// container was created with (containerd's verbose `ContainerStatus`); `None` where it agrees
@@ -33,8 +33,9 @@ pub fn another_image(spec: &Value, created_for: &str) -> Option<String> {
 /// and `tty` as they are, and `command` and `args` one string for one through
 /// `ExpandContainerCommandAndArgs`, whose `$(VAR)` expansion (third_party/forked/golang/expansion
 /// `Expand`) leaves a string without `$` as it is; a string with `$` is compared by place alone;
-/// `securityContext.privileged` and `readOnlyRootFilesystem` where the record has a Linux
-/// security context ([`crate::runtime::record::LinuxFlags`]).
+/// `securityContext.privileged`, `readOnlyRootFilesystem`, `allowPrivilegeEscalation` and
+/// `capabilities` where the record has a Linux security context
+/// ([`crate::runtime::record::LinuxSecurity`]).
 /// A field of a type the kubelet does not decode says nothing here (such a spec does not hash
 /// either).
 pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
@@ -91,24 +92,72 @@ pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
             return Some(says(key, recorded.to_string(), said.to_string()));
         }
     }
-    if let Some(linux) = created.linux {
-        let context = spec.get("securityContext");
-        for (key, recorded) in [
-            ("privileged", linux.privileged),
-            ("readOnlyRootFilesystem", linux.readonly_rootfs),
-        ] {
-            let said = match context.and_then(|c| c.get(key)) {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => continue,
+    if let Some(linux) = &created.linux {
+        return another_security(spec.get("securityContext"), linux);
+    }
+    None
+}
+
+/// Where the Linux security context the container was created with is not what the spec's
+/// `securityContext` says ([`LinuxSecurity`]).
+fn another_security(context: Option<&Value>, linux: &LinuxSecurity) -> Option<String> {
+    let field = |key: &str| context.and_then(|c| c.get(key)).filter(|v| !v.is_null());
+    let says = |key: &str, recorded: String, said: String| {
+        format!("the runtime's record shows the container was created with securityContext.{key} {recorded}, and the spec now says {said}")
+    };
+    for (key, recorded) in [
+        ("privileged", linux.privileged),
+        ("readOnlyRootFilesystem", linux.readonly_rootfs),
+    ] {
+        let said = match field(key) {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => continue,
+        };
+        if said != recorded {
+            return Some(says(key, recorded.to_string(), said.to_string()));
+        }
+    }
+    // no_new_privs is set exactly where allowPrivilegeEscalation is false.
+    let said = match field("allowPrivilegeEscalation") {
+        None => Some(None),
+        Some(Value::Bool(b)) => Some(Some(*b)),
+        Some(_) => None,
+    };
+    if let Some(said) = said {
+        if (said == Some(false)) != linux.no_new_privs {
+            let spelt = |a: Option<bool>| a.map_or("unset".to_string(), |a| a.to_string());
+            let recorded = if linux.no_new_privs {
+                "false"
+            } else {
+                "unset or true"
             };
-            if said != recorded {
-                return Some(says(
-                    &format!("securityContext.{key}"),
-                    recorded.to_string(),
-                    said.to_string(),
-                ));
-            }
+            return Some(says(
+                "allowPrivilegeEscalation",
+                format!("{recorded} (no_new_privs {})", linux.no_new_privs),
+                spelt(said),
+            ));
+        }
+    }
+    let capabilities = field("capabilities");
+    for (key, recorded) in [
+        ("add", &linux.add_capabilities),
+        ("drop", &linux.drop_capabilities),
+    ] {
+        let said = match capabilities.and_then(|c| c.get(key)) {
+            None | Some(Value::Null) => &[][..],
+            Some(Value::Array(items)) => items.as_slice(),
+            Some(_) => continue,
+        };
+        if said.iter().any(|s| !s.is_string()) {
+            continue;
+        }
+        if said.len() != recorded.len() || said.iter().zip(recorded).any(|(s, r)| s != r.as_str()) {
+            return Some(says(
+                &format!("capabilities.{key}"),
+                json(recorded),
+                json(said),
+            ));
         }
     }
     None
@@ -306,12 +355,12 @@ mod tests {
     }
 
     #[test]
-    fn privileged_and_a_read_only_root_are_compared_where_the_record_has_them() {
-        use crate::runtime::record::LinuxFlags;
+    fn the_containers_own_security_context_is_compared_where_the_record_has_one() {
         let linux = |privileged, readonly_rootfs| CreatedWith {
-            linux: Some(LinuxFlags {
+            linux: Some(LinuxSecurity {
                 privileged,
                 readonly_rootfs,
+                ..LinuxSecurity::default()
             }),
             ..CreatedWith::default()
         };
@@ -348,5 +397,53 @@ mod tests {
         // A record without a Linux security context (a Windows container) says nothing.
         let privileged = json!({"securityContext":{"privileged":true}});
         assert_eq!(contradiction(&privileged, &CreatedWith::default()), None);
+
+        // no_new_privs exactly where allowPrivilegeEscalation is false; capabilities as listed.
+        let made = CreatedWith {
+            linux: Some(LinuxSecurity {
+                no_new_privs: true,
+                add_capabilities: vec!["NET_ADMIN".into()],
+                drop_capabilities: vec!["ALL".into()],
+                ..LinuxSecurity::default()
+            }),
+            ..CreatedWith::default()
+        };
+        let context = |c: Value| json!({ "securityContext": c });
+        let same = json!({"allowPrivilegeEscalation":false,"capabilities":{"add":["NET_ADMIN"],"drop":["ALL"]}});
+        assert_eq!(contradiction(&context(same), &made), None);
+        for (c, says) in [
+            (
+                json!({"allowPrivilegeEscalation":true,"capabilities":{"add":["NET_ADMIN"],"drop":["ALL"]}}),
+                "allowPrivilegeEscalation false (no_new_privs true), and the spec now says true",
+            ),
+            (
+                json!({"capabilities":{"add":["NET_ADMIN"],"drop":["ALL"]}}),
+                "allowPrivilegeEscalation false (no_new_privs true), and the spec now says unset",
+            ),
+            (
+                json!({"allowPrivilegeEscalation":false,"capabilities":{"add":["NET_ADMIN","SYS_ADMIN"],"drop":["ALL"]}}),
+                "capabilities.add [\"NET_ADMIN\"], and the spec now says [\"NET_ADMIN\",\"SYS_ADMIN\"]",
+            ),
+            (
+                json!({"allowPrivilegeEscalation":false,"capabilities":{"add":["NET_ADMIN"]}}),
+                "capabilities.drop [\"ALL\"], and the spec now says []",
+            ),
+        ] {
+            let why = contradiction(&context(c.clone()), &made).unwrap_or_else(|| panic!("{c}"));
+            assert!(why.contains(says), "{c}: {why}");
+        }
+        let unset = CreatedWith {
+            linux: Some(LinuxSecurity::default()),
+            ..CreatedWith::default()
+        };
+        for c in [
+            json!({}),
+            json!({"allowPrivilegeEscalation":true}),
+            json!({"capabilities":{"add":[],"drop":null}}),
+        ] {
+            assert_eq!(contradiction(&context(c.clone()), &unset), None, "{c}");
+        }
+        assert!(contradiction(&context(json!({"allowPrivilegeEscalation":false})), &unset)
+            .is_some_and(|w| w.contains("allowPrivilegeEscalation unset or true (no_new_privs false), and the spec now says false")));
     }
 }

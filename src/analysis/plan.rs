@@ -10,8 +10,8 @@
 //!   H may be replaced by `hash_T(S)`;
 //! * `will-restart`: H is not kubelet F's hash of S (the spec really changed), or S sets a field
 //!   that T hashes and F dropped (C never applied it), or the runtime records that C was created
-//!   for another image, command, args, environment, working directory, stdin, tty, privileged
-//!   or read-only root than S says (the hashes collide; [`crate::analysis::created_with`]). Never masked;
+//!   for another image, command, args, environment, working directory, stdin, tty or security
+//!   context than S says (the hashes collide; [`crate::analysis::created_with`]). Never masked;
 //! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
 //! * `not-running`: C is created or exited: the kubelet restarts a container for a hash change
 //!   only while it runs (`computePodActions`), so nothing to do;

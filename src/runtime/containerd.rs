@@ -368,7 +368,7 @@ impl RecordStore for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::record::LinuxFlags;
+    use crate::runtime::record::LinuxSecurity;
 
     const BEFORE: &str = include_str!("../../testdata/containerd/container_metadata_before.json");
     const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
@@ -393,11 +393,11 @@ mod tests {
     fn reads_what_the_container_was_created_with() {
         let raw = BEFORE.trim_end();
         // The kubelet always gives a Linux container a security context.
-        let linux = Some(LinuxFlags::default());
+        let linux = Some(LinuxSecurity::default());
         assert_eq!(
             METADATA.created_with(ID, raw.as_bytes()).unwrap(),
             CreatedWith {
-                linux,
+                linux: linux.clone(),
                 ..CreatedWith::default()
             }
         );
@@ -419,16 +419,19 @@ mod tests {
         );
         let privileged = raw.replace(
             "\"security_context\":{",
-            "\"security_context\":{\"privileged\":true,\"readonly_rootfs\":true,",
+            "\"security_context\":{\"capabilities\":{\"add_capabilities\":[\"NET_ADMIN\"],\"drop_capabilities\":[\"ALL\"]},\"privileged\":true,\"readonly_rootfs\":true,\"no_new_privs\":true,",
         );
         assert_eq!(
             METADATA
                 .created_with(ID, privileged.as_bytes())
                 .unwrap()
                 .linux,
-            Some(LinuxFlags {
+            Some(LinuxSecurity {
                 privileged: true,
-                readonly_rootfs: true
+                readonly_rootfs: true,
+                no_new_privs: true,
+                add_capabilities: vec!["NET_ADMIN".into()],
+                drop_capabilities: vec!["ALL".into()],
             })
         );
         for (bad, says) in [
@@ -459,6 +462,14 @@ mod tests {
             (
                 "\"security_context\":{\"privileged\":1}",
                 "Config.linux.security_context.privileged is not a boolean",
+            ),
+            (
+                "\"security_context\":{\"capabilities\":[]}",
+                "Config.linux.security_context.capabilities is not an object",
+            ),
+            (
+                "\"security_context\":{\"capabilities\":{\"drop_capabilities\":\"ALL\"}}",
+                "Config.linux.security_context.capabilities.drop_capabilities is not a list of strings",
             ),
         ] {
             assert!(raw.contains(context));

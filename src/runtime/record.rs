@@ -22,7 +22,8 @@ pub struct StoredHashes {
 /// What the kubelet passed to `CreateContainer` straight from the container's spec, as the
 /// runtime's record keeps it (kuberuntime_container.go `generateContainerConfig`: the image the
 /// spec names, `Command` and `Args` after `$(VAR)` expansion, the environment, `WorkingDir`,
-/// `Stdin`, `StdinOnce` and `Tty` as the spec says, and two flags of the security context).
+/// `Stdin`, `StdinOnce` and `Tty` as the spec says, and what the Linux security context holds of
+/// the container's own).
 /// Facts about what runs, which no hash and no journal can change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CreatedWith {
@@ -38,17 +39,21 @@ pub struct CreatedWith {
     pub stdin_once: bool,
     pub tty: bool,
     /// `linux.security_context`, where the record has one (not for a Windows container).
-    pub linux: Option<LinuxFlags>,
+    pub linux: Option<LinuxSecurity>,
 }
 
-/// The flags of a CRI `LinuxContainerSecurityContext` that are the container's
-/// `securityContext.privileged` and `readOnlyRootFilesystem` as they are, unset being false
-/// (kuberuntime security_context.go `convertToRuntimeSecurityContext`; neither is a pod-level
-/// field that `DetermineEffectiveSecurityContext` merges in).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LinuxFlags {
+/// What a CRI `LinuxContainerSecurityContext` holds of the container's own `securityContext`
+/// as it is (kuberuntime security_context.go): `convertToRuntimeSecurityContext` copies
+/// `privileged`, `readOnlyRootFilesystem` and `capabilities.add`/`drop` (unset being false or
+/// none), and `AddNoNewPrivileges` sets `no_new_privs` exactly where `allowPrivilegeEscalation`
+/// is false. None of them is a pod-level field that `DetermineEffectiveSecurityContext` merges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinuxSecurity {
     pub privileged: bool,
     pub readonly_rootfs: bool,
+    pub no_new_privs: bool,
+    pub add_capabilities: Vec<String>,
+    pub drop_capabilities: Vec<String>,
 }
 
 impl CreatedWith {
@@ -56,9 +61,9 @@ impl CreatedWith {
     /// `ContainerStatus` info) says. Empty fields are omitted there, so an absent one is empty;
     /// one of another type is not what containerd writes, and is refused.
     pub fn from_config(config: &Value) -> Result<CreatedWith, Problem> {
-        let strings = |k: &str| -> Result<Vec<String>, Problem> {
-            let wrong = || Problem(format!("Config.{k} is not a list of strings"));
-            match &config[k] {
+        let strings_of = |within: &Value, k: &str, at: &str| -> Result<Vec<String>, Problem> {
+            let wrong = || Problem(format!("Config.{at}{k} is not a list of strings"));
+            match &within[k] {
                 Value::Null => Ok(Vec::new()),
                 Value::Array(items) => items
                     .iter()
@@ -74,6 +79,8 @@ impl CreatedWith {
             _ => Err(Problem(format!("Config.{at}{k} is not a boolean"))),
         };
         let flag = |k: &str| flag_of(config, k, "");
+        let strings = |k: &str| strings_of(config, k, "");
+        const SC: &str = "linux.security_context.";
         Ok(CreatedWith {
             image: match &config["image"]["user_specified_image"] {
                 Value::Null => String::new(),
@@ -106,10 +113,20 @@ impl CreatedWith {
             tty: flag("tty")?,
             linux: match &config["linux"]["security_context"] {
                 Value::Null => None,
-                sc @ Value::Object(_) => Some(LinuxFlags {
-                    privileged: flag_of(sc, "privileged", "linux.security_context.")?,
-                    readonly_rootfs: flag_of(sc, "readonly_rootfs", "linux.security_context.")?,
-                }),
+                sc @ Value::Object(_) => {
+                    const CAPS: &str = "linux.security_context.capabilities.";
+                    let caps = match &sc["capabilities"] {
+                        c @ (Value::Null | Value::Object(_)) => c,
+                        _ => return Err(format!("Config.{SC}capabilities is not an object").into()),
+                    };
+                    Some(LinuxSecurity {
+                        privileged: flag_of(sc, "privileged", SC)?,
+                        readonly_rootfs: flag_of(sc, "readonly_rootfs", SC)?,
+                        no_new_privs: flag_of(sc, "no_new_privs", SC)?,
+                        add_capabilities: strings_of(caps, "add_capabilities", CAPS)?,
+                        drop_capabilities: strings_of(caps, "drop_capabilities", CAPS)?,
+                    })
+                }
                 _ => return Err("Config.linux.security_context is not an object".into()),
             },
         })

@@ -671,12 +671,21 @@ async fn create_pod_from(
             labels: clabels,
             annotations,
             log_path: format!("{cname}/0.log"),
-            // convertToRuntimeSecurityContext: the two flags as the spec says.
+            // convertToRuntimeSecurityContext and AddNoNewPrivileges: the container's own
+            // security context as the spec says.
             linux: Some(proto::LinuxContainerConfig {
                 security_context: Some(proto::LinuxContainerSecurityContext {
+                    capabilities: tc.spec["securityContext"]["capabilities"]
+                        .as_object()
+                        .map(|c| proto::Capability {
+                            add_capabilities: strings(c.get("add").unwrap_or(&Value::Null)),
+                            drop_capabilities: strings(c.get("drop").unwrap_or(&Value::Null)),
+                        }),
                     privileged: flag(&tc.spec, "privileged"),
                     namespace_options: Some(ns_options()),
                     readonly_rootfs: flag(&tc.spec, "readOnlyRootFilesystem"),
+                    no_new_privs: tc.spec["securityContext"]["allowPrivilegeEscalation"]
+                        == serde_json::json!(false),
                 }),
             }),
         };
