@@ -6,8 +6,8 @@
 //! replaces with compare-and-swap and reads back, and is idempotent: a record that already holds
 //! the new hash is left alone, so an interrupted run can simply be run again. A record that says
 //! the container was created from another spec than the one proved (image, command, args,
-//! environment, working directory, stdin, tty, security context) is not written, whatever the hashes say
-//! ([`crate::analysis::created_with`]).
+//! environment, working directory, stdin, tty, security context) is not written, whatever the
+//! hashes say ([`crate::analysis::created_with`]).
 
 use std::collections::HashSet;
 use std::path::Path;
