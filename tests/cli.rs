@@ -2058,10 +2058,15 @@ fn a_pod_listed_twice_is_counted_once() {
             b"",
         )
     };
+    let matrix = |input: &str| kubehash(&["matrix", "-i", input, "--versions", "1.29,1.31"], b"");
     std::fs::write(d.join("b.json"), serde_json::to_vec(&pod).unwrap()).unwrap();
     let twice = scan();
     assert_eq!(twice.status.code(), Some(0), "{}", text(&twice.stderr));
     assert_eq!(summary(&twice), summary(&once));
+    // `matrix` counts each pod once too.
+    let (m_once, m_twice) = (matrix(PODS), matrix(d.to_str().unwrap()));
+    assert_eq!(m_twice.status.code(), Some(0), "{}", text(&m_twice.stderr));
+    assert_eq!(text(&m_twice.stdout), text(&m_once.stdout));
 
     let mut later = pod.clone();
     later["spec"]["containers"][0]["image"] = "registry.k8s.io/kube-proxy:v9".into();
@@ -2079,6 +2084,22 @@ fn a_pod_listed_twice_is_counted_once() {
     assert!(
         err.contains(&format!(
             "b.json: object 1: pod kube-system/kube-proxy-x7k2p (uid {uid}) is listed again"
+        )),
+        "{err}"
+    );
+    let m_differently = matrix(d.to_str().unwrap());
+    assert_eq!(
+        m_differently.status.code(),
+        Some(2),
+        "{}",
+        text(&m_differently.stderr)
+    );
+    assert_eq!(text(&m_differently.stdout), text(&m_once.stdout));
+    let err = text(&m_differently.stderr);
+    assert!(
+        err.contains(&format!(
+            "not counted: {}: object 1: pod kube-system/kube-proxy-x7k2p (uid {uid}) is listed again, and hashed otherwise",
+            d.join("b.json").display()
         )),
         "{err}"
     );

@@ -6,12 +6,14 @@
 //! workers split pods into containers and hash them, and the counts are added up in input order,
 //! so the matrix is the same whatever the core count.
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashSet;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::analysis::cache::Memo;
+use crate::analysis::listings::{Again, Listing, Seen};
 use crate::analysis::runs::a_temporary_file;
 use crate::analysis::spill::Spill;
 use crate::error::{Error, Result};
@@ -122,7 +124,8 @@ impl RestartMatrix {
 
 /// The matrix of every container of the pods in `input`, read and hashed on `workers` threads
 /// (none: all on this thread), and why each object that is not a pod was not counted, in input
-/// order (on disk past a size: a file may hold any number of them).
+/// order (on disk past a size: a file may hold any number of them). A pod listed twice counts
+/// once ([`crate::analysis::listings`]).
 pub fn matrix_input(
     input: &Input,
     versions: &[KubeletVersion],
@@ -131,25 +134,43 @@ pub fn matrix_input(
     let mut m = RestartMatrix::new(versions);
     let mut problems = Spill::default();
     let mut kept = Ok(());
+    let (keys, mut seen) = (RandomState::new(), Seen::default());
     // An object that is not a pod is named by its file and its place there.
     let worker = |source: &str| {
         let (mut hasher, source) = (MatrixHasher::new(versions), source.to_string());
+        let keys = &keys;
         move |n, pod: Value| {
-            pod_containers(pod)
+            let listing = Listing::of(&pod);
+            let hashed = pod_containers(pod)
                 .map(|cs| {
                     cs.iter()
                         .map(|c| hasher.hashes(&c.json))
                         .collect::<Vec<_>>()
                 })
-                .map_err(|p| p.at(&source, n))
+                .map_err(|p| p.at(&source, n));
+            let listing = listing.map(|l| {
+                let mut l = match &hashed {
+                    Ok(hashes) => l.came_to(keys, hashes),
+                    Err(p) => l.came_to(keys, &p.0),
+                };
+                l.placed(&source, n);
+                l
+            });
+            (listing, hashed)
         }
     };
-    for_each_placed_object_on_cores(input, workers, BATCH, worker, |_, pod| match pod {
-        Ok(containers) => containers.iter().for_each(|h| m.count(h.as_deref())),
-        Err(e) => {
-            if kept.is_ok() {
-                kept = problems.push(e.0);
+    for_each_placed_object_on_cores(input, workers, BATCH, worker, |_, (listing, pod)| {
+        let problem = match (listing.map(|l| seen.again(&l, "hashed")), pod) {
+            (Some(Again::Alike), _) => None,
+            (Some(Again::Otherwise(why)), _) => Some(why),
+            (_, Ok(containers)) => {
+                containers.iter().for_each(|h| m.count(h.as_deref()));
+                None
             }
+            (_, Err(e)) => Some(e.0),
+        };
+        if let (Some(p), true) = (problem, kept.is_ok()) {
+            kept = problems.push(p);
         }
     })?;
     kept.and_then(|()| problems.finish())
@@ -188,8 +209,14 @@ mod tests {
     fn the_same_matrix_on_every_core() {
         let pods = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/pods.json");
         let text = std::fs::read_to_string(pods).unwrap();
-        // The example's pods, many times, with objects that are not pods among them.
-        let many = format!("{} {{\"kind\":\"Node\"}} ", text).repeat(40);
+        // The example's pods, many times (as other pods: a pod listed again counts once), with
+        // objects that are not pods among them.
+        let many: String = (0..40)
+            .map(|i| {
+                let text = text.replace("\"uid\": \"", &format!("\"uid\": \"{i}-"));
+                format!("{text} {{\"kind\":\"Node\"}} ")
+            })
+            .collect();
         let input = Input::Bytes {
             name: "t",
             bytes: many.as_bytes(),

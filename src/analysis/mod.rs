@@ -8,6 +8,7 @@ pub mod plan; // per-container verdicts for one node: rewrite, will-restart, unp
 pub mod spill; // per-container details in bounded memory
 pub mod runs; // sorting more than memory holds: sorted runs on disk, merged
 pub mod totals; // a total per group (workload), any number of groups, in bounded memory
+pub mod listings; // a pod counted once however often an input lists it
 pub mod scan; // upgrade impact per container: assessment, cache, sources
 pub mod report; // a scan's totals and groupings
 pub mod preflight; // every other reason a new kubelet kills pods, checked before the swap

@@ -19,14 +19,14 @@
 //! ```
 
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasher;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::analysis::cache::Memo;
 use crate::analysis::coverage::{coverage, Coverage};
+use crate::analysis::listings::{Again, Listing, Seen};
 use crate::analysis::plan::Verdict;
 use crate::analysis::preflight::{Admission, Eviction, PodAdmission};
 pub use crate::analysis::report::{Counts, NodeSummary, NodeUpgrade, ScanReport};
@@ -424,7 +424,7 @@ struct PodJudge {
     from: FromVersions,
     to: KubeletVersion,
     manifests: Manifests,
-    /// Keys for [`Listing::digest`], random so that no input can choose two pods' digests.
+    /// Keys for each pod's [`Listing`].
     digests: RandomState,
 }
 
@@ -437,25 +437,12 @@ struct JudgedPod {
     listing: Option<Listing>,
 }
 
-/// A pod with a UID, to count it once however often the input lists it: `kubectl get -o json`
-/// lists a pod once, but a directory may hold two listings of it (a PodList and a copy of one
-/// of its pods, or listings taken at different times).
-struct Listing {
-    uid: String,
-    /// `namespace/name`, to say which pod.
-    pod: String,
-    /// Where it is in the input (`pods/b.json: object 2`), when it is read from one.
-    at: Option<String>,
-    /// A digest of its assessment: two listings assessed alike are one pod counted once.
-    digest: u64,
-}
-
 impl JudgedPod {
     /// The pod as the `n`th object of `source`: a problem with it says where it is.
     fn placed(mut self, source: &str, n: usize) -> Self {
         self.containers = self.containers.map_err(|p| p.at(source, n));
         if let Some(l) = &mut self.listing {
-            l.at = Some(format!("{source}: object {n}"));
+            l.placed(source, n);
         }
         self
     }
@@ -494,16 +481,7 @@ impl PodJudge {
                 });
             }
         }
-        let uid = object.pointer("/metadata/uid").and_then(Value::as_str);
-        let uid = uid.filter(|u| !u.is_empty()).map(str::to_string);
-        let pod = ["namespace", "name"]
-            .map(|k| {
-                object["metadata"][k]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
-            })
-            .join("/");
+        let listing = Listing::of(&object);
         let containers = pod_containers(object).map(|containers| {
             let node = containers
                 .first()
@@ -511,14 +489,9 @@ impl PodJudge {
                 .unwrap_or_default();
             scanner.assess_pod(containers, self.from.for_node(&node))
         });
-        let listing = uid.map(|uid| Listing {
-            uid,
-            pod,
-            at: None,
-            digest: match &containers {
-                Ok(cs) => self.digests.hash_one(cs),
-                Err(p) => self.digests.hash_one(&p.0),
-            },
+        let listing = listing.map(|l| match &containers {
+            Ok(cs) => l.came_to(&self.digests, cs),
+            Err(p) => l.came_to(&self.digests, &p.0),
         });
         Some(JudgedPod {
             node,
@@ -537,55 +510,6 @@ struct Tally {
     seen: Seen,
 }
 
-/// The digest of each UID's first listing, in 24 bytes a pod for the UUIDs the API server gives
-/// (300,000 pods raised a scan's peak RSS by 15 MB).
-#[derive(Default)]
-struct Seen {
-    uuids: HashMap<u128, u64>,
-    /// UIDs that are not a UUID in the API server's spelling (hand-written pods).
-    others: HashMap<Box<str>, u64>,
-}
-
-impl Seen {
-    /// The first listing's digest of `uid`, after noting `digest` as it when there was none.
-    fn first(&mut self, uid: &str, digest: u64) -> Option<u64> {
-        use std::collections::hash_map::Entry;
-        fn note<K>(e: Entry<'_, K, u64>, digest: u64) -> Option<u64> {
-            match e {
-                Entry::Occupied(first) => Some(*first.get()),
-                Entry::Vacant(v) => {
-                    v.insert(digest);
-                    None
-                }
-            }
-        }
-        match uuid_bits(uid) {
-            Some(bits) => note(self.uuids.entry(bits), digest),
-            None => note(self.others.entry(uid.into()), digest),
-        }
-    }
-}
-
-/// The 128 bits of a UUID spelt as the API server spells one (lowercase, `8-4-4-4-12`); `None`
-/// for any other spelling, so that two different UIDs never share bits.
-fn uuid_bits(uid: &str) -> Option<u128> {
-    let b = uid.as_bytes();
-    if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
-        return None;
-    }
-    let mut bits = 0u128;
-    for (i, &c) in b.iter().enumerate() {
-        let nibble = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            b'-' if [8, 13, 18, 23].contains(&i) => continue,
-            _ => return None,
-        };
-        bits = bits << 4 | u128::from(nibble);
-    }
-    Some(bits)
-}
-
 impl Tally {
     fn new(to: KubeletVersion) -> Self {
         Tally {
@@ -596,22 +520,11 @@ impl Tally {
     }
 
     fn add(&mut self, pod: JudgedPod, from: &FromVersions) -> Result<()> {
-        if let Some(l) = &pod.listing {
-            match self.seen.first(&l.uid, l.digest) {
-                // Listed again, and assessed alike: the same pod, counted once.
-                Some(first) if first == l.digest => return Ok(()),
-                Some(_) => {
-                    let at =
-                        l.at.as_deref()
-                            .map(|at| format!("{at}: "))
-                            .unwrap_or_default();
-                    let problem = format!(
-                        "{at}pod {} (uid {}) is listed again, and assessed otherwise than where it is first listed (listings taken at different times?): counted from its first listing; give one current listing",
-                        l.pod, l.uid
-                    );
-                    return self.report.problems.push(problem).map_err(details_error);
-                }
-                None => {}
+        match pod.listing.map(|l| self.seen.again(&l, "assessed")) {
+            None | Some(Again::First) => {}
+            Some(Again::Alike) => return Ok(()),
+            Some(Again::Otherwise(why)) => {
+                return self.report.problems.push(why).map_err(details_error)
             }
         }
         if let (Some(facts), FromVersions::PerNode(nv)) = (pod.node, from) {
@@ -668,29 +581,6 @@ mod tests {
 
     fn v(s: &str) -> KubeletVersion {
         s.parse().unwrap()
-    }
-
-    #[test]
-    fn only_the_api_servers_uuid_spelling_is_kept_as_bits() {
-        let uid = "b4b09c4a-c39e-e288-ddaa-72512eed6a19";
-        assert_eq!(uuid_bits(uid), Some(0xb4b09c4a_c39e_e288_ddaa_72512eed6a19));
-        // Other spellings of the same bits are other UIDs: kept as strings, never confused.
-        for other in [
-            "B4B09C4A-C39E-E288-DDAA-72512EED6A19",
-            "b4b09c4ac39ee288ddaa72512eed6a19",
-            "b4b09c4a-c39e-e288-ddaa-72512eed6a1",
-            "b4b09c4a-c39e-e288-ddaa-72512eed6a19 ",
-            "b4b09c4a-c39e-e288-ddaa-72512eed6a-9",
-            "b4b09c4a-c39e-e288-ddaa-72512eed6ag9",
-            "b4b09c4ac-39e-e288-ddaa-72512eed6a19",
-        ] {
-            assert_eq!(uuid_bits(other), None, "{other}");
-        }
-        let mut seen = Seen::default();
-        assert_eq!(seen.first(uid, 1), None);
-        assert_eq!(seen.first(&uid.to_uppercase(), 2), None);
-        assert_eq!(seen.first(uid, 3), Some(1));
-        assert_eq!(seen.first(&uid.to_uppercase(), 4), Some(2));
     }
 
     #[test]
