@@ -23,8 +23,7 @@ pub struct StoredHashes {
 /// runtime's record keeps it (kuberuntime_container.go `generateContainerConfig`: the image the
 /// spec names, `Command` and `Args` after `$(VAR)` expansion, the environment, `WorkingDir`,
 /// `Stdin`, `StdinOnce` and `Tty` as the spec says, and what the Linux security context holds of
-/// the container's own).
-/// Facts about what runs, which no hash and no journal can change.
+/// the container's own). Facts about what runs, which no hash and no journal can change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CreatedWith {
     /// `image.user_specified_image`: the spec's `image` (kubelet ≥ 1.28, and a runtime that

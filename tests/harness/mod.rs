@@ -644,6 +644,7 @@ async fn create_pod_from(
         }
         let mut clabels = labels.clone();
         clabels.insert(keys::CONTAINER_NAME.to_string(), cname.clone());
+        let caps = &tc.spec["securityContext"]["capabilities"];
         let cconfig = proto::ContainerConfig {
             metadata: Some(proto::ContainerMetadata {
                 name: cname.clone(),
@@ -672,15 +673,13 @@ async fn create_pod_from(
             annotations,
             log_path: format!("{cname}/0.log"),
             // convertToRuntimeSecurityContext and AddNoNewPrivileges: the container's own
-            // security context as the spec says.
+            // security context as the spec says (no capabilities where it names none).
             linux: Some(proto::LinuxContainerConfig {
                 security_context: Some(proto::LinuxContainerSecurityContext {
-                    capabilities: tc.spec["securityContext"]["capabilities"]
-                        .as_object()
-                        .map(|c| proto::Capability {
-                            add_capabilities: strings(c.get("add").unwrap_or(&Value::Null)),
-                            drop_capabilities: strings(c.get("drop").unwrap_or(&Value::Null)),
-                        }),
+                    capabilities: caps.is_object().then(|| proto::Capability {
+                        add_capabilities: strings(&caps["add"]),
+                        drop_capabilities: strings(&caps["drop"]),
+                    }),
                     privileged: flag(&tc.spec, "privileged"),
                     namespace_options: Some(ns_options()),
                     readonly_rootfs: flag(&tc.spec, "readOnlyRootFilesystem"),
