@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use harness::apiserver::TestApi;
 use harness::kubelet::{Healthz, TestKubelet};
 use harness::{free_port, hash, pod_json, Containerd};
+use kubehash::rewrite::pin::PIN_COMMENT;
 use kubehash::runtime::containerd::{parse_metadata, stored_hashes, Store, EXTENSION};
 use kubehash::runtime::cri::Cri;
 use serde_json::{json, Value};
@@ -509,7 +510,10 @@ async fn the_agent_pins_static_pods_when_it_rewrites() {
     Rig::stop_agent(&mut agent);
     assert_eq!(
         std::fs::read_to_string(manifests.join("proxy.yaml")).unwrap(),
-        yaml.replace("metadata:\n", &format!("metadata:\n  uid: \"{uid}\"\n"))
+        yaml.replace(
+            "metadata:\n",
+            &format!("metadata:\n  uid: \"{uid}\" # {PIN_COMMENT}\n")
+        )
     );
     let store = Store::connect(&rig.ctrd.endpoint()).await.unwrap();
     let id = &pod.container_ids[0];

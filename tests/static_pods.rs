@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use harness::kills::{measure, run_killed, Schedule};
 use harness::{create_static_pod, hash, text, Containerd, TestContainer};
 use kubehash::kubelet::defaults::default_container;
+use kubehash::rewrite::pin::PIN_COMMENT;
 use kubehash::runtime::containerd::{Store, EXTENSION};
 use kubehash::runtime::cri::{keys, Cri};
 use serde_json::{json, Value};
@@ -36,6 +37,8 @@ struct Node {
     manifests: PathBuf,
     pods_file: PathBuf,
     journal: PathBuf,
+    /// The kubelet the pods ran under (their stored hashes) and the one `plan`/`apply` target.
+    upgrade: (&'static str, &'static str),
 }
 
 impl Node {
@@ -52,6 +55,7 @@ impl Node {
             manifests,
             pods_file,
             journal,
+            upgrade: ("1.30", "1.31"),
         }
     }
 
@@ -61,14 +65,14 @@ impl Node {
         p
     }
 
-    /// Runs a static pod of `containers` (stored hashes from kubelet 1.30 over `ran`).
+    /// Runs a static pod of `containers` (stored hashes from the old kubelet over `ran`).
     async fn run(&self, name: &str, uid: &str, ran: &[Value]) -> Vec<String> {
         let mut cri = Cri::connect(&self.ctrd.endpoint()).await.unwrap();
         let tcs: Vec<TestContainer> = ran
             .iter()
             .map(|c| TestContainer {
                 spec: defaulted(c),
-                stored_hash: Some(hash(&defaulted(c), "1.30")),
+                stored_hash: Some(hash(&defaulted(c), self.upgrade.0)),
             })
             .collect();
         let pod = create_static_pod(
@@ -78,7 +82,7 @@ impl Node {
             &format!("{name}-{NODE}"),
             uid,
             &tcs,
-            "1.30".parse().unwrap(),
+            self.upgrade.0.parse().unwrap(),
         )
         .await;
         pod.container_ids
@@ -91,7 +95,8 @@ impl Node {
         let journal = s(&self.journal);
         let (manifests, pods) = (s(&self.manifests), s(&self.pods_file));
         if command == "plan" || command == "apply" {
-            args.extend(["--to", "1.31", "--from", "1.30", "-i", &pods]);
+            let (from, to) = self.upgrade;
+            args.extend(["--to", to, "--from", from, "-i", &pods]);
             args.extend(["--manifests", &manifests, "--node-name", NODE]);
         }
         if command != "plan" {
@@ -182,7 +187,10 @@ async fn a_static_pod_is_pinned_rewritten_verified_and_rolled_back() {
     let pinned = std::fs::read_to_string(&manifest).unwrap();
     assert_eq!(
         pinned,
-        ETCD_YAML.replace("metadata:\n", &format!("metadata:\n  uid: \"{UID}\"\n")),
+        ETCD_YAML.replace(
+            "metadata:\n",
+            &format!("metadata:\n  uid: \"{UID}\" # {PIN_COMMENT}\n")
+        ),
         "only metadata.uid is added"
     );
 
@@ -959,4 +967,159 @@ async fn a_manifest_edited_behind_its_mirror_pod_is_not_proved_by_the_mirror() {
         "{report}"
     );
     assert_eq!(extension(&ep, &ids[0]).await, before);
+}
+
+/// A static pod whose container the runtime's record says was created from another spec than
+/// its manifest's, where the hashes do not tell (kubelet 1.31 → 1.32: both hash only name and
+/// image). A manifest that pins `metadata.uid` keeps its pod through an edit, and its mirror pod
+/// keeps the old spec (`kubernetes.io/config.hash` is that UID), so the kubelet goes on running
+/// what the container was created from: said, with the way out. One that does not pin is not
+/// pinned now (its file's date, kept by a copy, does not show the edit): pinned, the new kubelet
+/// would keep the stale pod instead of recreating it from the file. Pods that run their manifest
+/// are planned as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
+    let mut n = Node::new();
+    n.upgrade = ("1.31", "1.32");
+    let ep = n.ctrd.endpoint();
+    let manifest = |name: &str, uid: Option<&str>, arg: &str, mode: &str| {
+        let uid = uid.map(|u| format!("  uid: \"{u}\"\n")).unwrap_or_default();
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: kube-system\n{uid}spec:\n  containers:\n  - name: c\n    image: a:1\n    command: [app, {arg}]\n    env:\n    - name: MODE\n      value: {mode}\n"
+        )
+    };
+    let ran = |arg: &str, mode: &str| {
+        json!({"name": "c", "image": "a:1", "command": ["app", arg],
+               "env": [{"name": "MODE", "value": mode}]})
+    };
+    let (edited, kept, mirrored) = (
+        "a1111111111111111111111111111111",
+        "b2222222222222222222222222222222",
+        "c3333333333333333333333333333333",
+    );
+    // Written before the pods start, as a copy that keeps the file's date would leave them.
+    let files = [
+        (
+            "edited.yaml",
+            manifest("edited", Some(edited), "--new", "fast"),
+        ),
+        ("kept.yaml", manifest("kept", Some(kept), "--old", "fast")),
+        ("copied.yaml", manifest("copied", None, "--new", "fast")),
+        ("plain.yaml", manifest("plain", None, "--old", "fast")),
+        (
+            "mirrored.yaml",
+            manifest("mirrored", Some(mirrored), "--old", "slow"),
+        ),
+    ];
+    let mut paths = Vec::new();
+    for (f, t) in &files {
+        paths.push((n.write(f, t), t.clone()));
+    }
+    let mut ids = Vec::new();
+    for (name, uid) in [
+        ("edited", edited),
+        ("kept", kept),
+        ("copied", "d4444444444444444444444444444444"),
+        ("plain", "e5555555555555555555555555555555"),
+        ("mirrored", mirrored),
+    ] {
+        ids.extend(n.run(name, uid, &[ran("--old", "fast")]).await);
+    }
+    // The API server's mirror pod of `mirrored` still holds the spec it was created from.
+    std::fs::write(
+        &n.pods_file,
+        json!({"kind": "List", "items": [{
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": "kube-system", "name": format!("mirrored-{NODE}"),
+                "uid": "mirror-2",
+                "annotations": {"kubernetes.io/config.mirror": mirrored,
+                    "kubernetes.io/config.hash": mirrored,
+                    "kubernetes.io/config.source": "file"}},
+            "spec": {"nodeName": NODE, "containers": [defaulted(&ran("--old", "fast"))]}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut records = Vec::new();
+    for id in &ids {
+        records.push(extension(&ep, id).await);
+    }
+
+    let plan = n.json("plan");
+    let statics = plan["static_pods"].as_array().unwrap();
+    let action = |name: &str| {
+        let s = statics.iter().find(|s| s["name"] == name).unwrap();
+        (
+            s["action"].as_str().unwrap().to_string(),
+            s["reason"].clone(),
+        )
+    };
+    let container = |pod: &str| {
+        plan["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["pod"] == format!("{pod}-{NODE}"))
+            .unwrap()
+            .clone()
+    };
+    for (pod, differs) in [("edited", "command"), ("mirrored", "env")] {
+        assert_eq!(action(pod).0, "already-pinned", "{plan}");
+        let c = container(pod);
+        assert_eq!(c["verdict"], "unchanged", "{plan}");
+        let why = c["runs_another_spec"].as_str().unwrap_or_default();
+        assert!(why.contains(&format!("created with {differs}")), "{plan}");
+        assert!(
+            c["reason"]
+                .as_str()
+                .unwrap()
+                .contains("delete metadata.uid from the manifest"),
+            "{plan}"
+        );
+    }
+    assert_eq!(action("copied").0, "refused", "{plan}");
+    let why = action("copied").1.as_str().unwrap_or_default().to_string();
+    assert!(
+        why.contains("container c does not verify against the manifest")
+            && why.contains("created with command"),
+        "{plan}"
+    );
+    assert_eq!(container("copied")["verdict"], "recreated", "{plan}");
+    assert_eq!(action("kept").0, "already-pinned", "{plan}");
+    assert_eq!(action("plain").0, "pin", "{plan}");
+    for pod in ["kept", "plain"] {
+        let c = container(pod);
+        assert_eq!(c["verdict"], "unchanged", "{plan}");
+        assert!(c.get("runs_another_spec").is_none(), "{plan}");
+    }
+
+    // The table says how many, above the containers.
+    let args: Vec<String> = n
+        .args("plan", &[])
+        .into_iter()
+        .map(|a| if a == "json" { "table".into() } else { a })
+        .collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(&args)
+        .output()
+        .unwrap();
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("\n2 unchanged containers run another spec than their current one, by the runtime's record: kubelet 1.32 keeps them as created (see WHY).\n"),
+        "{table}"
+    );
+
+    // Apply pins the pod that runs its manifest, and writes nothing else.
+    let applied = n.json("apply");
+    let pins = applied["pins"].as_array().unwrap();
+    assert_eq!(pins.len(), 1, "{applied}");
+    assert!(
+        pins[0]["path"].as_str().unwrap().ends_with("plain.yaml"),
+        "{applied}"
+    );
+    for (path, text) in paths.iter().filter(|(p, _)| !p.ends_with("plain.yaml")) {
+        assert_eq!(&std::fs::read_to_string(path).unwrap(), text, "{path:?}");
+    }
+    for (id, record) in ids.iter().zip(&records) {
+        assert_eq!(&extension(&ep, id).await, record, "{id}");
+    }
 }

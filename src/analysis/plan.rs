@@ -93,6 +93,12 @@ pub struct ContainerPlan {
     pub new_hash_without_resources: Option<String>,
     /// Why this verdict, in a sentence.
     pub reason: String,
+    /// For an `unchanged` container whose runtime record says it was created from another spec
+    /// than its current one: what differs. Kubelet T keeps it running as it was created, since
+    /// its hash does not cover the change (a static pod's manifest edited under a pinned
+    /// `metadata.uid`) or collides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_another_spec: Option<String>,
 }
 
 impl ContainerPlan {
@@ -379,9 +385,11 @@ pub async fn plan_node(
     let (mut statics, containers) = read_node(cri, pods, manifests, node).await?;
     let mut plans = plan(&containers, pods, manifests, to, from);
     overrule_by_the_runtime(cri, &mut plans, pods, to).await;
+    kept_as_created(cri, &mut plans, pods, &statics, to).await;
     // Pinning keeps the running pod only if the manifest is what runs: every running container
-    // of the pod must hash, under the old kubelet, to what it stored. Otherwise the manifest
-    // changed, the pod is left to the kubelet, and its containers are planned again as such.
+    // of the pod must hash, under the old kubelet, to what it stored, and none may have been
+    // created from another spec by its record. Otherwise the manifest changed, the pod is left
+    // to the kubelet, and its containers are planned again as such.
     let mut refused = false;
     for s in statics.iter_mut().filter(|s| s.action == PinAction::Pin) {
         if let Some(why) = unverified(&plans, &s.uid) {
@@ -393,6 +401,7 @@ pub async fn plan_node(
     if refused {
         plans = plan(&containers, pods, manifests, to, from);
         overrule_by_the_runtime(cri, &mut plans, pods, to).await;
+        kept_as_created(cri, &mut plans, pods, &statics, to).await;
     }
     Ok(NodeView {
         containers: plans,
@@ -412,16 +421,66 @@ pub async fn overrule_by_the_runtime(
     to: KubeletVersion,
 ) {
     for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Rewrite) {
-        let Some(spec) = pods.find(&p.pod_uid, &p.namespace, &p.pod, &p.container) else {
-            continue;
-        };
-        if let Some(why) = created_with::the_runtime_contradicts(cri, &p.id, spec).await {
+        if let Some(why) = the_record_contradicts(cri, pods, p).await {
             p.verdict = Verdict::WillRestart;
             p.reason = format!(
                 "{why}, though the stored hash {} proves that spec (the two collide): kubelet {to} restarts it, and should",
                 p.stored_hash.as_deref().unwrap_or_default()
             );
         }
+    }
+}
+
+/// Why the runtime's record says container `p` was not created from its current spec: the spec
+/// it is planned against and, for a static pod whose specs come from its mirror pod, what its
+/// manifest says (the kubelet runs the file; under a pinned `metadata.uid` the mirror pod keeps
+/// the spec from before an edit, `kubernetes.io/config.hash` being that UID).
+async fn the_record_contradicts(
+    cri: &mut Cri,
+    pods: &PodIndex,
+    p: &ContainerPlan,
+) -> Option<String> {
+    let spec = pods.find(&p.pod_uid, &p.namespace, &p.pod, &p.container)?;
+    let manifest = pods.manifest_spec(&p.pod_uid, &p.container).flatten();
+    let created = cri.created_with(&p.id).await?;
+    std::iter::once(spec)
+        .chain(manifest)
+        .find_map(|spec| created_with::contradiction(spec, &created))
+}
+
+/// Kubelet T keeps an `unchanged` container whatever its record says, so one the record says was
+/// created from another spec keeps running that ([`ContainerPlan::runs_another_spec`]): a static
+/// pod whose manifest pins `metadata.uid` was edited (the UID, and so the pod, stays; from 1.31 a
+/// container's hash covers only name and image), or the hashes collide. Said, with the way out;
+/// [`plan_node`] then refuses to pin such a pod.
+async fn kept_as_created(
+    cri: &mut Cri,
+    plans: &mut [ContainerPlan],
+    pods: &PodIndex,
+    statics: &[StaticPod],
+    to: KubeletVersion,
+) {
+    for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Unchanged) {
+        let Some(why) = the_record_contradicts(cri, pods, p).await else {
+            continue;
+        };
+        let stored = p.stored_hash.as_deref().unwrap_or_default();
+        let way_out = match statics.iter().find(|s| s.uid == p.pod_uid) {
+            Some(s) if s.action == PinAction::AlreadyPinned => format!(
+                "its static pod's manifest {} sets metadata.uid, so the kubelet keeps the pod through any edit of it: delete metadata.uid from the manifest to have the pod recreated from it",
+                s.path
+            ),
+            Some(s) => format!(
+                "its static pod's manifest {} is not pinned, so kubelet {to} recreates the pod from it",
+                s.path
+            ),
+            None if pods.static_pod(&p.pod_uid).is_some() => "its static pod's manifest was not read (--manifests): if it sets metadata.uid, the kubelet keeps the pod through any edit of it; delete metadata.uid to have the pod recreated from it".into(),
+            None => "delete the pod to have it recreated from its spec".into(),
+        };
+        p.reason = format!(
+            "{why}: kubelet {to} computes the stored hash {stored} and keeps it running as it was created; {way_out}"
+        );
+        p.runs_another_spec = Some(why);
     }
 }
 
@@ -505,17 +564,18 @@ fn unverified(plans: &[ContainerPlan], uid: &str) -> Option<String> {
     }
     mine.iter()
         .find(|p| {
-            !matches!(
-                p.verdict,
-                Verdict::Unchanged | Verdict::Rewrite | Verdict::NotRunning
-            )
+            p.runs_another_spec.is_some()
+                || !matches!(
+                    p.verdict,
+                    Verdict::Unchanged | Verdict::Rewrite | Verdict::NotRunning
+                )
         })
         .map(|p| {
             format!(
                 "container {} does not verify against the manifest ({}: {}), so the manifest is not what runs",
                 p.container,
                 p.verdict.as_str(),
-                p.reason
+                p.runs_another_spec.as_deref().unwrap_or(&p.reason)
             )
         })
 }
@@ -556,6 +616,7 @@ pub fn plan(
                 new_hash: None,
                 new_hash_without_resources: None,
                 reason: String::new(),
+                runs_another_spec: None,
             };
             let created_for = c
                 .image

@@ -412,6 +412,7 @@ mod tests {
             new_hash: Some(new_hash.into()),
             new_hash_without_resources: None,
             reason: String::new(),
+            runs_another_spec: None,
         }
     }
 

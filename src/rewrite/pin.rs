@@ -6,8 +6,8 @@
 //! and changes nothing for the running kubelet, which derives that very UID.
 //!
 //! The edit is textual, so comments, key order and formatting stay: one line
-//! `  uid: "<uid>"` under a block `metadata:`, or `"uid": "<uid>", ` at the start of a flow or JSON
-//! `metadata` mapping. [`check_pin`] proves every edit before it is written (and every pin a
+//! `  uid: "<uid>" # <`[`PIN_COMMENT`]`>` under a block `metadata:`, or `"uid": "<uid>", ` at the
+//! start of a flow or JSON `metadata` mapping (where no comment can go). [`check_pin`] proves every edit before it is written (and every pin a
 //! journal asks rollback to undo): both texts parse as one pod, the new one sets `metadata.uid`
 //! to the UID, and without it the two are equal.
 
@@ -15,6 +15,12 @@ use serde_json::Value;
 
 use crate::error::Problem;
 use crate::source::manifests::documents;
+
+/// Said beside a pinned UID, for whoever edits the manifest next: a manifest that sets its UID
+/// keeps its pod when the file changes (the UID is the kubelet's key for the pod, and the mirror
+/// pod's `kubernetes.io/config.hash`), and from kubelet 1.31 a container restarts for a changed
+/// spec only when its name or image changed, so an edit is applied only if the line goes with it.
+pub const PIN_COMMENT: &str = "pinned by kubehash for a kubelet upgrade: delete this line in any later edit of this file, or the kubelet keeps the running pod and may not apply the edit";
 
 /// The manifest text with `metadata.uid` set to `uid`, every other byte kept, proven by
 /// [`check_pin`].
@@ -83,7 +89,10 @@ fn block_metadata(text: &str, uid: &str) -> Option<(usize, String)> {
             .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
             .map(|l| l.len() - l.trim_start_matches(' ').len())
             .filter(|&n| n > 0)?;
-        return Some((offset, format!("{}uid: \"{uid}\"{eol}", " ".repeat(indent))));
+        return Some((
+            offset,
+            format!("{}uid: \"{uid}\" # {PIN_COMMENT}{eol}", " ".repeat(indent)),
+        ));
     }
     None
 }
@@ -165,11 +174,13 @@ mod tests {
             new,
             text.replace(
                 "metadata: # ours\n",
-                &format!("metadata: # ours\n    uid: \"{UID}\"\n")
+                &format!("metadata: # ours\n    uid: \"{UID}\" # {PIN_COMMENT}\n")
             )
         );
         let crlf = text.replace('\n', "\r\n");
-        assert!(pinned(&crlf).contains(&format!("metadata: # ours\r\n    uid: \"{UID}\"\r\n")));
+        assert!(pinned(&crlf).contains(&format!(
+            "metadata: # ours\r\n    uid: \"{UID}\" # {PIN_COMMENT}\r\n"
+        )));
     }
 
     #[test]

@@ -67,6 +67,23 @@ impl Render for NodePlan {
             .map(|(v, n)| format!("{n} {v}"))
             .collect();
         writeln!(out, "{}: {}.", self.heading(), counts.join(", "))?;
+        let stale = self
+            .containers
+            .iter()
+            .filter(|p| p.runs_another_spec.is_some())
+            .count();
+        if stale > 0 {
+            let (s, its, it) = if stale == 1 {
+                ("container runs", "its", "it")
+            } else {
+                ("containers run", "their", "them")
+            };
+            writeln!(
+                out,
+                "{stale} unchanged {s} another spec than {its} current one, by the runtime's record: kubelet {} keeps {it} as created (see WHY).",
+                self.to
+            )?;
+        }
         writeln!(out)?;
         write_checks(&self.checks, out)?;
         writeln!(out)?;
