@@ -699,14 +699,28 @@ impl Agent {
             .filter(|c| c.status == crate::analysis::preflight::Status::Fail)
             .map(|c| c.name)
             .collect();
+        // Kept as created by the kubelet, though not what their spec says (a pinned static pod's
+        // manifest edited): nothing kubehash writes, something a person should know.
+        let stale = plans
+            .iter()
+            .filter(|p| p.runs_another_spec.is_some())
+            .count();
         let msg = format!(
-            "plan for kubelet {to}{}: {}; preflight: {}",
+            "plan for kubelet {to}{}: {}{}; preflight: {}",
             if self.cfg.dry_run { " (dry run)" } else { "" },
             counts
                 .iter()
                 .map(|(v, n)| format!("{n} {v}"))
                 .collect::<Vec<_>>()
                 .join(", "),
+            if stale == 0 {
+                String::new()
+            } else {
+                format!(
+                    " ({stale} unchanged running another spec than their current one, by the runtime's record: the kubelet keeps them as created; see {}/plan-{to}.json)",
+                    self.cfg.state_dir.display()
+                )
+            },
             if failing.is_empty() {
                 "no check fails".to_string()
             } else {
@@ -717,7 +731,7 @@ impl Agent {
                 )
             }
         );
-        self.event("KubehashPlanned", &msg, !failing.is_empty())
+        self.event("KubehashPlanned", &msg, !failing.is_empty() || stale > 0)
             .await;
         self.down_since = None;
         let seen = self.look().await;
