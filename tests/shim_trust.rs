@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::{fake_kubelet, hash, start_shim, Containerd};
+use kubehash::kubelet::defaults::default_container;
 use kubehash::runtime::cri::{keys, Cri};
 use serde_json::{json, Value};
 
@@ -404,6 +405,123 @@ async fn a_collision_the_runtime_contradicts_is_never_translated() {
     assert!(
         log.contains(&format!(
             "not translating container {id}: the runtime's record shows the container was created with args [\"--v1\"]"
+        )),
+        "{log}"
+    );
+}
+
+/// 11. A pinned static pod's manifest edited while the old kubelet was down for the swap (its
+///     command changed, its UID kept): the API server's mirror pod still holds the old spec (its
+///     `kubernetes.io/config.hash` is that UID, so no kubelet replaces it). Proved against the
+///     mirror alone, the container's hash was translated, and kubelet 1.31, which keeps the
+///     pinned pod and hashes only name and image, never applied the edit; without kubehash it
+///     would have restarted the container with it. The manifest is what runs: a static pod's
+///     container is translated only where its manifest and mirror pod agree and the runtime's
+///     record does not contradict either. A pinned pod whose manifest is unchanged is translated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
+    let ctrd = Containerd::start();
+    let manifests = ctrd.dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let mut ran = json!({"name": "c", "image": harness::IMAGE, "command": ["app", "--v1"]});
+    default_container(&mut ran);
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let (mut ids, mut mirrors) = (Vec::new(), Vec::new());
+    for (name, uid, now) in [
+        ("edited", "a1111111111111111111111111111111", "--v2"),
+        ("kept", "b2222222222222222222222222222222", "--v1"),
+    ] {
+        let pod = harness::create_static_pod(
+            &mut cri,
+            &ctrd.dir.join("pods"),
+            "kube-system",
+            &format!("{name}-node-1"),
+            uid,
+            &[harness::TestContainer {
+                spec: ran.clone(),
+                stored_hash: Some(hash(&ran, "1.30")),
+            }],
+            "1.30".parse().unwrap(),
+        )
+        .await;
+        ids.push(pod.container_ids[0].clone());
+        std::fs::write(
+            manifests.join(format!("{name}.yaml")),
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: kube-system\n  uid: \"{uid}\"\nspec:\n  containers:\n  - name: c\n    image: {}\n    command: [app, {now}]\n",
+                harness::IMAGE
+            ),
+        )
+        .unwrap();
+        mirrors.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": "kube-system", "name": format!("{name}-node-1"),
+                "uid": format!("mirror-{name}"),
+                "annotations": {"kubernetes.io/config.mirror": uid,
+                    "kubernetes.io/config.hash": uid, "kubernetes.io/config.source": "file"}},
+            "spec": {"nodeName": "node-1", "containers": [ran.clone()]}}));
+    }
+    let pods = ctrd.dir.join("mirrors.json");
+    std::fs::write(&pods, json!({"kind": "List", "items": mirrors}).to_string()).unwrap();
+    let (pods, manifests) = (pods.display().to_string(), manifests.display().to_string());
+    let (shim, ep) = start_shim(
+        &ctrd.dir,
+        &ctrd.endpoint(),
+        &[
+            "--to",
+            "1.31",
+            "--from",
+            "1.30",
+            "-i",
+            &pods,
+            "--manifests",
+            &manifests,
+            "--node-name",
+            "node-1",
+        ],
+    );
+    assert_eq!(
+        listed_hash(&ep, &ids[0]).await,
+        hash(&ran, "1.30"),
+        "never masked"
+    );
+    assert_eq!(listed_hash(&ep, &ids[1]).await, hash(&ran, "1.31"));
+    stop_shim(shim, &ctrd.dir);
+
+    // A saved state that translates it, proved against the mirror pod's spec (saved by an older
+    // kubehash, or forged): dropped when loaded, against the manifest; the other stays.
+    let translation = |pod: &str| {
+        json!({"pod": format!("kube-system/{pod}-node-1"), "container": "c",
+               "stored_hash": hash(&ran, "1.30"), "new_hash": hash(&ran, "1.31"),
+               "new_hash_without_resources": null, "spec": ran})
+    };
+    let saved = json!({"to": "1.31", "from": "1.30", "created_at_unix": 1, "translations": {
+        ids[0].clone(): translation("edited"), ids[1].clone(): translation("kept")}});
+    std::fs::write(ctrd.dir.join("shim-state.json"), saved.to_string()).unwrap();
+    let (shim, ep) = start_shim(
+        &ctrd.dir,
+        &ctrd.endpoint(),
+        &[
+            "--to",
+            "1.31",
+            "--manifests",
+            &manifests,
+            "--node-name",
+            "node-1",
+        ],
+    );
+    assert_eq!(
+        listed_hash(&ep, &ids[0]).await,
+        hash(&ran, "1.30"),
+        "never masked"
+    );
+    assert_eq!(listed_hash(&ep, &ids[1]).await, hash(&ran, "1.31"));
+    stop_shim(shim, &ctrd.dir);
+    let log = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "not translating container {}: its static pod's manifest does not prove it",
+            ids[0]
         )),
         "{log}"
     );

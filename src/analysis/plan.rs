@@ -525,10 +525,33 @@ async fn read_node(
     manifests: &Manifests,
     node: Option<&str>,
 ) -> Result<(Vec<StaticPod>, Vec<proto::Container>)> {
-    let sandboxes = cri.list_pod_sandboxes().await?;
-    let statics = static_pods(&sandboxes, manifests, node);
-    pods.add_static_pods(&statics, manifests);
+    let statics = join_static_pods(cri, pods, manifests, node, true).await?;
     Ok((statics, cri.list_containers().await?))
+}
+
+/// Joins this node's static pods (their ready sandboxes, over CRI) to their manifests and adds
+/// what the manifests say to `pods`, so that a static pod's container is proved only where its
+/// manifest (what the kubelet runs) agrees. With `pins` false (the shim, which writes no
+/// manifest), a manifest kubehash would pin is left alone instead: the new kubelet derives its
+/// pod a new UID and recreates it.
+pub async fn join_static_pods(
+    cri: &mut Cri,
+    pods: &mut PodIndex,
+    manifests: &Manifests,
+    node: Option<&str>,
+    pins: bool,
+) -> Result<Vec<StaticPod>> {
+    let sandboxes = cri.list_pod_sandboxes().await?;
+    let mut statics = static_pods(&sandboxes, manifests, node);
+    if !pins {
+        for s in statics.iter_mut().filter(|s| s.action == PinAction::Pin) {
+            s.action = PinAction::Refused(
+                "it does not set metadata.uid, and the shim writes no manifest (kubehash node apply --pins-only pins it beside the running kubelet)".into(),
+            );
+        }
+    }
+    pods.add_static_pods(&statics, manifests);
+    Ok(statics)
 }
 
 /// Which pod and container a runtime container is, from the labels the kubelet gave it.

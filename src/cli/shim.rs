@@ -6,7 +6,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::agent::kubelet_health::healthz_answers;
 use crate::analysis::plan::{
-    made_for_the_target, overrule_by_the_runtime, plan, ContainerPlan, RuntimePods,
+    join_static_pods, made_for_the_target, overrule_by_the_runtime, plan, ContainerPlan,
+    RuntimePods,
 };
 use crate::cli::args::ShimArgs;
 use crate::cli::exit::ExitStatus;
@@ -110,9 +111,18 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
             // A saved plan is proven again under today's rule; what fails is passed through.
             // What the runtime recorded is asked where the runtime answers now; where it does
             // not, the saved translations stand on the hashes that proved them.
+            // A static pod's container is proved against its manifest too: the kubelet runs
+            // the file.
             let mut dropped = s.recheck();
             if let Ok(mut cri) = rt.block_on(Cri::connect(&a.runtime_endpoint)) {
                 dropped.extend(rt.block_on(s.recheck_with_the_runtime(&mut cri)));
+                let manifests = node_pods::manifests(&a.source)?;
+                let node = node_pods::node_name(&a.source);
+                dropped.extend(rt.block_on(s.recheck_with_the_manifests(
+                    &mut cri,
+                    &manifests,
+                    node.as_deref(),
+                )));
             }
             for (id, why) in dropped {
                 say!("kubehash: shim state: not translating container {id}: {why}");
@@ -220,9 +230,12 @@ async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<Planned> {
     let containers = cri.list_containers().await?;
     // Only the specs of the pods these containers belong to are kept.
     let inputs = node_pods::read(&a.source, Some(&RuntimePods::of(&containers))).await?;
-    let (pods, node_version) = (inputs.index, inputs.version);
+    let (mut pods, node_version) = (inputs.index, inputs.version);
     let from = node_pods::old_kubelet(a.from.as_deref(), node_version)?;
     let manifests = node_pods::manifests(&a.source)?;
+    // A static pod runs what its manifest says, whatever its mirror pod still holds.
+    let node = node_pods::node_name(&a.source);
+    join_static_pods(&mut cri, &mut pods, &manifests, node.as_deref(), false).await?;
     let mut plans = plan(&containers, &pods, &manifests, to, from);
     overrule_by_the_runtime(&mut cri, &mut plans, &pods, to).await;
     let state = ShimState::from_plans(&plans, &pods, to, from);

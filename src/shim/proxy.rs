@@ -38,14 +38,16 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::analysis::plan::{ContainerPlan, PodIndex, Verdict};
+use crate::analysis::created_with::the_runtime_contradicts;
+use crate::analysis::plan::{join_static_pods, prove_rewrite, ContainerPlan, PodIndex, Verdict};
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::audit_record::{self, audit_files};
-use crate::runtime::cri::{socket_path, Cri};
+use crate::runtime::cri::{keys, socket_path, Cri};
 use crate::shim::batched::{Batched, OutboxHandle};
 use crate::shim::decisions::Decisions;
 use crate::shim::wire::{Carrier, StreamEditor};
+use crate::source::manifests::Manifests;
 
 /// What the kubelet should see instead of the stored hash, for one container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,9 +170,72 @@ impl ShimState {
         let mut dropped = Vec::new();
         for (id, t) in &self.translations {
             let Some(spec) = &t.spec else { continue };
-            if let Some(why) =
-                crate::analysis::created_with::the_runtime_contradicts(cri, id, spec).await
-            {
+            if let Some(why) = the_runtime_contradicts(cri, id, spec).await {
+                dropped.push((id.clone(), why));
+            }
+        }
+        for (id, _) in &dropped {
+            self.translations.remove(id);
+        }
+        dropped
+    }
+
+    /// Drops every translation of a static pod's container that its manifest in `manifests` does
+    /// not prove as the saved spec was proved (the kubelet runs the file; the saved spec is the
+    /// mirror pod's, which keeps the old spec under a pinned UID, or a forger's), or whose
+    /// runtime record contradicts the manifest: returns each dropped container with why. A
+    /// runtime that does not answer leaves the translations on the hashes that proved them.
+    pub async fn recheck_with_the_manifests(
+        &mut self,
+        cri: &mut Cri,
+        manifests: &Manifests,
+        node: Option<&str>,
+    ) -> Vec<(String, String)> {
+        let (Ok(to), Some(Ok(from))) = (
+            self.to.parse::<KubeletVersion>(),
+            self.from.as_deref().map(str::parse::<KubeletVersion>),
+        ) else {
+            return Vec::new(); // `recheck` dropped every translation already
+        };
+        let mut statics = PodIndex::default();
+        if join_static_pods(cri, &mut statics, manifests, node, false)
+            .await
+            .is_err()
+        {
+            return Vec::new();
+        }
+        let Ok(containers) = cri.list_containers().await else {
+            return Vec::new();
+        };
+        let mut dropped = Vec::new();
+        for (id, t) in &self.translations {
+            let Some(c) = containers.iter().find(|c| c.id == *id) else {
+                continue;
+            };
+            let label = |k: &str| c.labels.get(k).map(String::as_str).unwrap_or_default();
+            let uid = label(keys::POD_UID);
+            if statics.pin_action(uid).is_none() {
+                continue; // not a static pod joined to a manifest here
+            }
+            let why = match statics.find(
+                uid,
+                label(keys::POD_NAMESPACE),
+                label(keys::POD_NAME),
+                label(keys::CONTAINER_NAME),
+            ) {
+                None => Some("its static pod's manifest has no such container".to_string()),
+                Some(spec) => match prove_rewrite(spec, &t.stored_hash, from, to) {
+                    Ok((new_hash, _)) if new_hash == t.new_hash => {
+                        the_runtime_contradicts(cri, id, spec).await
+                    }
+                    Ok((new_hash, _)) => Some(format!(
+                        "its static pod's manifest gives the target hash {new_hash}, not the saved {}",
+                        t.new_hash
+                    )),
+                    Err(e) => Some(format!("its static pod's manifest does not prove it: {}", e.0)),
+                },
+            };
+            if let Some(why) = why {
                 dropped.push((id.clone(), why));
             }
         }
