@@ -1108,6 +1108,25 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
         "{table}"
     );
 
+    // Planned for the kubelet that runs (no upgrade), as a check at any time: the same finding.
+    n.upgrade = ("1.32", "1.32");
+    let now = n.json("plan");
+    let c = now["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["pod"] == format!("edited-{NODE}"))
+        .unwrap();
+    assert_eq!(c["verdict"], "unchanged", "{now}");
+    assert!(
+        c["reason"]
+            .as_str()
+            .unwrap()
+            .contains("delete metadata.uid from the manifest"),
+        "{now}"
+    );
+    n.upgrade = ("1.31", "1.32");
+
     // Apply pins the pod that runs its manifest, and writes nothing else.
     let applied = n.json("apply");
     let pins = applied["pins"].as_array().unwrap();
