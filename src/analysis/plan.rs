@@ -471,7 +471,7 @@ async fn kept_as_created(
                 s.path
             ),
             Some(s) => format!(
-                "its static pod's manifest {} is not pinned, so kubelet {to} recreates the pod from it",
+                "its static pod's manifest {} does not pin the UID the pod runs under, so the kubelet gives the pod another UID and recreates it from the file",
                 s.path
             ),
             None if pods.static_pod(&p.pod_uid).is_some() => "its static pod's manifest was not read (--manifests): if it sets metadata.uid, the kubelet keeps the pod through any edit of it; delete metadata.uid to have the pod recreated from it".into(),

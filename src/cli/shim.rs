@@ -109,10 +109,10 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                 }
             }
             // A saved plan is proven again under today's rule; what fails is passed through.
-            // What the runtime recorded is asked where the runtime answers now; where it does
-            // not, the saved translations stand on the hashes that proved them.
-            // A static pod's container is proved against its manifest too: the kubelet runs
-            // the file.
+            // What the runtime recorded is asked where the runtime answers now, and a static
+            // pod's container is proved against its manifest too (the kubelet runs the file);
+            // where the runtime does not answer, the saved translations stand on the hashes
+            // that proved them.
             let mut dropped = s.recheck();
             if let Ok(mut cri) = rt.block_on(Cri::connect(&a.runtime_endpoint)) {
                 dropped.extend(rt.block_on(s.recheck_with_the_runtime(&mut cri)));

@@ -7,9 +7,10 @@
 //!
 //! The edit is textual, so comments, key order and formatting stay: one line
 //! `  uid: "<uid>" # <`[`PIN_COMMENT`]`>` under a block `metadata:`, or `"uid": "<uid>", ` at the
-//! start of a flow or JSON `metadata` mapping (where no comment can go). [`check_pin`] proves every edit before it is written (and every pin a
-//! journal asks rollback to undo): both texts parse as one pod, the new one sets `metadata.uid`
-//! to the UID, and without it the two are equal.
+//! start of a flow or JSON `metadata` mapping (where no comment can go). [`check_pin`] proves
+//! every edit before it is written (and every pin a journal asks rollback to undo): both texts
+//! parse as one pod, the new one sets `metadata.uid` to the UID, and without it the two are
+//! equal.
 
 use serde_json::Value;
 
