@@ -408,8 +408,10 @@ pub struct PodSource {
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
     /// The static pod manifests: node commands pin the UID of each static pod they run (apply
-    /// writes `metadata.uid`, nothing else); scan counts a static pod whose manifest here pins its
-    /// UID like any other pod (others are recreated by a new kubelet).
+    /// writes `metadata.uid` and, in block YAML, a comment beside it saying why; nothing else)
+    /// and prove its containers against its manifest, as the shim does; scan counts a static pod
+    /// whose manifest here pins its UID like any other pod (others are recreated by a new
+    /// kubelet).
     #[arg(long, value_name = "DIR", default_value = crate::source::manifests::DEFAULT_DIR)]
     pub manifests: PathBuf,
 }
