@@ -33,6 +33,17 @@ async fn listed_hash(endpoint: &str, id: &str) -> String {
     cs.iter().find(|c| c.id == id).unwrap().annotations[keys::HASH].clone()
 }
 
+/// The hashes a shim started with `args` shows for `ids`; the shim is stopped after.
+async fn shown(ctrd: &Containerd, args: &[&str], ids: &[String]) -> Vec<String> {
+    let (shim, ep) = start_shim(&ctrd.dir, &ctrd.endpoint(), args);
+    let mut out = Vec::new();
+    for id in ids {
+        out.push(listed_hash(&ep, id).await);
+    }
+    stop_shim(shim, &ctrd.dir);
+    out
+}
+
 /// A container made by kubelet `made_by` from `then`, whose spec is now `now`.
 async fn one_container(ctrd: &Containerd, made_by: &str, then: &Value, now: &Value) -> String {
     let (ids, _) = harness::shop_pod(ctrd, made_by, &[(now.clone(), hash(then, made_by))]).await;
@@ -464,29 +475,15 @@ async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
     let pods = ctrd.dir.join("mirrors.json");
     std::fs::write(&pods, json!({"kind": "List", "items": mirrors}).to_string()).unwrap();
     let (pods, manifests) = (pods.display().to_string(), manifests.display().to_string());
-    let (shim, ep) = start_shim(
-        &ctrd.dir,
-        &ctrd.endpoint(),
-        &[
-            "--to",
-            "1.31",
-            "--from",
-            "1.30",
-            "-i",
-            &pods,
-            "--manifests",
-            &manifests,
-            "--node-name",
-            "node-1",
-        ],
-    );
+    let node = ["--manifests", &manifests, "--node-name", "node-1"];
+    // What the edited pod and the unedited one show: the stored hash, and the translated one.
+    let expected = [hash(&ran, "1.30"), hash(&ran, "1.31")];
+    let planning = [&["--to", "1.31", "--from", "1.30", "-i", &pods][..], &node].concat();
     assert_eq!(
-        listed_hash(&ep, &ids[0]).await,
-        hash(&ran, "1.30"),
+        shown(&ctrd, &planning, &ids).await,
+        expected,
         "never masked"
     );
-    assert_eq!(listed_hash(&ep, &ids[1]).await, hash(&ran, "1.31"));
-    stop_shim(shim, &ctrd.dir);
 
     // A saved state that translates it, proved against the mirror pod's spec (saved by an older
     // kubehash, or forged): dropped when loaded, against the manifest; the other stays.
@@ -498,25 +495,8 @@ async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
     let saved = json!({"to": "1.31", "from": "1.30", "created_at_unix": 1, "translations": {
         ids[0].clone(): translation("edited"), ids[1].clone(): translation("kept")}});
     std::fs::write(ctrd.dir.join("shim-state.json"), saved.to_string()).unwrap();
-    let (shim, ep) = start_shim(
-        &ctrd.dir,
-        &ctrd.endpoint(),
-        &[
-            "--to",
-            "1.31",
-            "--manifests",
-            &manifests,
-            "--node-name",
-            "node-1",
-        ],
-    );
-    assert_eq!(
-        listed_hash(&ep, &ids[0]).await,
-        hash(&ran, "1.30"),
-        "never masked"
-    );
-    assert_eq!(listed_hash(&ep, &ids[1]).await, hash(&ran, "1.31"));
-    stop_shim(shim, &ctrd.dir);
+    let loading = [&["--to", "1.31"][..], &node].concat();
+    assert_eq!(shown(&ctrd, &loading, &ids).await, expected, "never masked");
     let log = std::fs::read_to_string(ctrd.dir.join("shim.log")).unwrap();
     assert!(
         log.contains(&format!(
