@@ -458,7 +458,12 @@ async fn the_agent_audits_the_upgrade_once_the_new_kubelet_settled() {
             && m.contains("kubehash_audit_containers{fate=\"kept\"} 1")
             && m.contains("kubehash_audit_mispredicted 1")
     });
-    // Audited once: the phase is done, with nothing due.
+    // Audited once: the phase is done, with nothing due (saved just after the Event).
+    let sd = rig.state_dir.clone();
+    wait("the audited phase saved", Duration::from_secs(10), || {
+        let s = state(&sd);
+        s.get("phase").is_some() && s.get("audit").is_none()
+    });
     let s = state(&rig.state_dir);
     assert_eq!(s["phase"], "done");
     assert!(s.get("audit").is_none(), "{s}");
@@ -551,6 +556,13 @@ async fn the_old_kubelet_coming_back_is_rolled_back_not_verified() {
         harness::restart_in_shop_pod(&mut cri, &rig.ctrd, &web0_id, &web0, "web-1-again").await;
     wait("the rollback's audit", Duration::from_secs(30), || {
         rig.api.reasons().contains(&"KubehashAudited".to_string())
+    });
+    // The Event is published before the phase is saved: stopped in between, the agent would
+    // audit again when started (at least once), and the state would still say it is due.
+    let sd = rig.state_dir.clone();
+    wait("the audited phase saved", Duration::from_secs(10), || {
+        let s = state(&sd);
+        s.get("phase").is_some() && s.get("audit").is_none()
     });
     Rig::stop_agent(&mut agent);
     let event = rig.api.event("KubehashAudited").unwrap();
