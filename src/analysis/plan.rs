@@ -555,15 +555,15 @@ pub async fn join_static_pods(
 }
 
 /// Which pod and container a runtime container is, from the labels the kubelet gave it.
-struct ContainerKey {
-    namespace: String,
-    pod: String,
-    uid: String,
-    name: String,
+pub struct ContainerKey {
+    pub namespace: String,
+    pub pod: String,
+    pub uid: String,
+    pub name: String,
 }
 
 impl ContainerKey {
-    fn of(c: &proto::Container) -> ContainerKey {
+    pub fn of(c: &proto::Container) -> ContainerKey {
         let label = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
         ContainerKey {
             namespace: label(keys::POD_NAMESPACE),

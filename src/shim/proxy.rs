@@ -39,11 +39,13 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::analysis::created_with::the_runtime_contradicts;
-use crate::analysis::plan::{join_static_pods, prove_rewrite, ContainerPlan, PodIndex, Verdict};
+use crate::analysis::plan::{
+    join_static_pods, prove_rewrite, ContainerKey, ContainerPlan, PodIndex, Verdict,
+};
 use crate::error::{Error, Result};
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::audit_record::{self, audit_files};
-use crate::runtime::cri::{keys, socket_path, Cri};
+use crate::runtime::cri::{socket_path, Cri};
 use crate::shim::batched::{Batched, OutboxHandle};
 use crate::shim::decisions::Decisions;
 use crate::shim::wire::{Carrier, StreamEditor};
@@ -212,17 +214,11 @@ impl ShimState {
             let Some(c) = containers.iter().find(|c| c.id == *id) else {
                 continue;
             };
-            let label = |k: &str| c.labels.get(k).map(String::as_str).unwrap_or_default();
-            let uid = label(keys::POD_UID);
-            if statics.pin_action(uid).is_none() {
+            let k = ContainerKey::of(c);
+            if statics.pin_action(&k.uid).is_none() {
                 continue; // not a static pod joined to a manifest here
             }
-            let why = match statics.find(
-                uid,
-                label(keys::POD_NAMESPACE),
-                label(keys::POD_NAME),
-                label(keys::CONTAINER_NAME),
-            ) {
+            let why = match statics.find(&k.uid, &k.namespace, &k.pod, &k.name) {
                 None => Some("its static pod's manifest has no such container".to_string()),
                 Some(spec) => match prove_rewrite(spec, &t.stored_hash, from, to) {
                     Ok((new_hash, _)) if new_hash == t.new_hash => {
