@@ -191,7 +191,7 @@ async fn a_static_pod_is_pinned_rewritten_verified_and_rolled_back() {
             "metadata:\n",
             &format!("metadata:\n  uid: \"{UID}\" # {PIN_COMMENT}\n")
         ),
-        "only metadata.uid is added"
+        "only metadata.uid (with its comment) is added"
     );
 
     n.ctrd.restart();
