@@ -179,9 +179,9 @@ fn container(hash: &str) -> proto::Container {
 fn case() -> impl Strategy<Value = (Vec<Option<usize>>, usize, Option<usize>, u8, u8, u8, bool)> {
     let n = features().len();
     (
-        proptest::collection::vec(proptest::option::weighted(0.3, 0..4usize), n),
+        proptest::collection::vec(proptest::option::weighted(0.3, 0..1000usize), n),
         0..n,
-        proptest::option::of(0..4usize),
+        proptest::option::of(0..1000usize),
         kubehash::kubelet::version::MIN_MINOR..=kubehash::kubelet::version::MAX_MINOR,
         kubehash::kubelet::version::MIN_MINOR..=kubehash::kubelet::version::MAX_MINOR,
         kubehash::kubelet::version::MIN_MINOR..=kubehash::kubelet::version::MAX_MINOR,
