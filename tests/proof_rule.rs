@@ -17,7 +17,7 @@ use kubehash::kubelet::schema::Schema;
 use kubehash::kubelet::sink::format_hash;
 use kubehash::kubelet::version::KubeletVersion;
 use kubehash::runtime::cri::{keys, proto};
-use kubehash::runtime::record::{CreatedWith, LinuxSecurity};
+use kubehash::runtime::record::{CreatedWith, LinuxSecurity, Profile};
 use kubehash::source::manifests::Manifests;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -100,6 +100,11 @@ fn features() -> Vec<(&'static str, Vec<Value>)> {
                 json!({"capabilities":{"add":["NET_ADMIN"]}}),
                 json!({"capabilities":{"drop":["ALL"]}}),
                 json!({"runAsUser":1000}),
+                json!({"runAsUser":0,"runAsGroup":3000}),
+                json!({"seLinuxOptions":{"type":"spc_t"}}),
+                json!({"seccompProfile":{"type":"Unconfined"}}),
+                json!({"seccompProfile":{"type":"Localhost","localhostProfile":"profiles/a.json"}}),
+                json!({"appArmorProfile":{"type":"Localhost","localhostProfile":"k8s-app"}}),
                 json!({"procMount":"Default"}),
                 json!({"seccompProfile":{"type":"RuntimeDefault"}}),
                 json!({"appArmorProfile":{"type":"RuntimeDefault"}}),
@@ -428,7 +433,9 @@ proptest! {
 /// a `$`), the environment of `makeEnvironmentVariables` (each name once, its last value; one from
 /// `valueFrom` resolved, `envFrom` and service links adding names of their own), working
 /// directory, stdin and tty; a Linux security context's `privileged`, `readonly_rootfs`,
-/// `no_new_privs` and capabilities.
+/// `no_new_privs` and capabilities, the container's user, group and SELinux options (the pod
+/// sets none and the image names no user), and the profiles of `getSeccompProfile` (Unconfined
+/// where none is named, under the root `/var/lib/kubelet/seccomp`) and `getAppArmorProfile`.
 fn kubelet_config(spec: &Value) -> CreatedWith {
     let strings = |k: &str| -> Vec<String> {
         spec[k]
@@ -438,7 +445,8 @@ fn kubelet_config(spec: &Value) -> CreatedWith {
             .map(|s| s.as_str().unwrap().to_string())
             .collect()
     };
-    let flag = |k: &str| spec["securityContext"][k].as_bool().unwrap_or_default();
+    let context = &spec["securityContext"];
+    let flag = |k: &str| context[k].as_bool().unwrap_or_default();
     let capabilities = |k: &str| -> Vec<String> {
         let listed = spec["securityContext"]["capabilities"][k].as_array();
         listed
@@ -476,7 +484,35 @@ fn kubelet_config(spec: &Value) -> CreatedWith {
             no_new_privs: spec["securityContext"]["allowPrivilegeEscalation"] == json!(false),
             add_capabilities: capabilities("add"),
             drop_capabilities: capabilities("drop"),
+            run_as_user: context["runAsUser"].as_i64(),
+            run_as_group: context["runAsGroup"].as_i64(),
+            selinux: context["seLinuxOptions"].as_object().map(|o| {
+                ["user", "role", "type", "level"].map(|k| {
+                    o.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                })
+            }),
+            seccomp: Some(
+                profile(&context["seccompProfile"], "/var/lib/kubelet/seccomp/")
+                    .unwrap_or(Profile::Unconfined),
+            ),
+            apparmor: profile(&context["appArmorProfile"], ""),
         }),
+    }
+}
+
+/// A `seccompProfile` or `appArmorProfile` as the kubelet passes it: a Localhost profile's
+/// name under `root`.
+fn profile(p: &Value, root: &str) -> Option<Profile> {
+    match p["type"].as_str()? {
+        "RuntimeDefault" => Some(Profile::RuntimeDefault),
+        "Localhost" => Some(Profile::Localhost(format!(
+            "{root}{}",
+            p["localhostProfile"].as_str()?
+        ))),
+        _ => Some(Profile::Unconfined),
     }
 }
 
@@ -487,8 +523,9 @@ proptest! {
     /// created from another spec (what the record says overrules a proof only where it must, so
     /// no rewrite is lost to it), and a spec S that changed a field the kubelet copies into the
     /// record as it is (image, command, args, a plain env value, working directory, stdin, tty,
-    /// privileged, a read-only root, allowPrivilegeEscalation, capabilities) is always told apart from what runs, whatever the hashes
-    /// say.
+    /// privileged, a read-only root, allowPrivilegeEscalation, capabilities; the user, group,
+    /// SELinux options and profiles the container sets) is always told apart from what runs,
+    /// whatever the hashes say.
     #[test]
     fn the_record_tells_apart_exactly_the_fields_it_copies(
         (choices, field, value, _f, _t, _g, _) in case()
@@ -506,11 +543,30 @@ proptest! {
         let key = features()[field].0;
         let changed = s.get(key) != s0.get(key);
         // What the record holds of the container's security context, as the kubelet makes it.
-        let flags = |spec: &Value| kubelet_config(spec).linux;
-        let flags_changed = key == "securityContext" && flags(&s) != flags(&s0);
+        let flags = |spec: &Value| kubelet_config(spec).linux.unwrap_or_default();
+        let (now, then) = (flags(&s), flags(&s0));
+        let flags_changed = key == "securityContext" && now != then;
+        // Of that, what only the container gives: the flags and capabilities always; the user,
+        // SELinux options and seccomp profile where S sets them (else the pod's or the image's
+        // may be there); the group and AppArmor profile where S sets them and the record has one.
+        let sets = |k: &str| !s["securityContext"][k].is_null();
+        let own_changed = key == "securityContext"
+            && ((now.privileged, now.readonly_rootfs, now.no_new_privs)
+                != (then.privileged, then.readonly_rootfs, then.no_new_privs)
+                || (&now.add_capabilities, &now.drop_capabilities)
+                    != (&then.add_capabilities, &then.drop_capabilities)
+                || (sets("runAsUser") && now.run_as_user != then.run_as_user)
+                || (sets("seLinuxOptions") && now.selinux != then.selinux)
+                || (sets("seccompProfile") && now.seccomp != then.seccomp)
+                || (sets("runAsGroup")
+                    && then.run_as_group.is_some()
+                    && now.run_as_group != then.run_as_group)
+                || (now.apparmor.is_some()
+                    && then.apparmor.is_some()
+                    && now.apparmor != then.apparmor));
         let told = copied.contains(&key)
             || (key == "env" && plain_env(&s) && s.get(key).is_some())
-            || flags_changed;
+            || own_changed;
         if changed && told {
             prop_assert!(contradiction(&s, &created).is_some(), "{} created from {}", s, s0);
         }

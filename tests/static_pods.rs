@@ -973,7 +973,8 @@ async fn a_manifest_edited_behind_its_mirror_pod_is_not_proved_by_the_mirror() {
 /// its manifest's, where the hashes do not tell (kubelet 1.31 → 1.32: both hash only name and
 /// image). A manifest that pins `metadata.uid` keeps its pod through an edit, and its mirror pod
 /// keeps the old spec (`kubernetes.io/config.hash` is that UID), so the kubelet goes on running
-/// what the container was created from: said, with the way out. One that does not pin is not
+/// what the container was created from: said, with the way out (an edit that hardens the pod,
+/// to run as a user, is found as well as one of its command). One that does not pin is not
 /// pinned now (its file's date, kept by a copy, does not show the edit): pinned, the new kubelet
 /// would keep the stale pod instead of recreating it from the file. Pods that run their manifest
 /// are planned as before.
@@ -992,10 +993,11 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
         json!({"name": "c", "image": "a:1", "command": ["app", arg],
                "env": [{"name": "MODE", "value": mode}]})
     };
-    let (edited, kept, mirrored) = (
+    let (edited, kept, mirrored, hardened) = (
         "a1111111111111111111111111111111",
         "b2222222222222222222222222222222",
         "c3333333333333333333333333333333",
+        "f6666666666666666666666666666666",
     );
     // Written before the pods start, as a copy that keeps the file's date would leave them.
     let files = [
@@ -1010,6 +1012,14 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
             "mirrored.yaml",
             manifest("mirrored", Some(mirrored), "--old", "slow"),
         ),
+        // Hardened since: to run as a user, where it runs as the image's (root).
+        (
+            "hardened.yaml",
+            manifest("hardened", Some(hardened), "--old", "fast").replace(
+                "    env:\n",
+                "    securityContext:\n      runAsUser: 1000\n    env:\n",
+            ),
+        ),
     ];
     let mut paths = Vec::new();
     for (f, t) in &files {
@@ -1022,6 +1032,7 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
         ("copied", "d4444444444444444444444444444444"),
         ("plain", "e5555555555555555555555555555555"),
         ("mirrored", mirrored),
+        ("hardened", hardened),
     ] {
         ids.extend(n.run(name, uid, &[ran("--old", "fast")]).await);
     }
@@ -1062,7 +1073,14 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
             .unwrap()
             .clone()
     };
-    for (pod, differs) in [("edited", "command"), ("mirrored", "env")] {
+    for (pod, differs) in [
+        ("edited", "command"),
+        ("mirrored", "env"),
+        (
+            "hardened",
+            "securityContext.runAsUser none, and the spec now says 1000",
+        ),
+    ] {
         assert_eq!(action(pod).0, "already-pinned", "{plan}");
         let c = container(pod);
         assert_eq!(c["verdict"], "unchanged", "{plan}");
@@ -1104,7 +1122,7 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
         .unwrap();
     let table = text(&out.stdout);
     assert!(
-        table.contains("\n2 unchanged containers run another spec than their current one, by the runtime's record: kubelet 1.32 keeps them as created (see WHY).\n"),
+        table.contains("\n3 unchanged containers run another spec than their current one, by the runtime's record: kubelet 1.32 keeps them as created (see WHY).\n"),
         "{table}"
     );
 

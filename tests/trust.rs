@@ -205,14 +205,14 @@ async fn a_crafted_collision_writes_nothing() {
 }
 
 /// 2a'. A collision in the old kubelet's own hash where kubelet 1.31 does not look: the container
-///    was created with `--v1` (or `MODE=old`, or unprivileged), its stored hash is kubelet 1.30's
-///    hash of the spec that now says `--v2` (`MODE=new`, privileged), crafted or a 32-bit
-///    accident, and CRI's image agrees with
-///    the spec, so the hashes prove a rewrite. Written, kubelet 1.31 (name and image) would never
-///    apply the change. The runtime says what the container was created with (containerd's
-///    verbose ContainerStatus): the plan says `will-restart`, and nothing is written. (`apply`
-///    also reads the record again before each write: `rewrite::apply`'s unit tests try that
-///    check alone.)
+///    was created with `--v1` (or `MODE=old`, unprivileged, as user 1000, under seccomp), its
+///    stored hash is kubelet 1.30's hash of the spec that now says `--v2` (`MODE=new`,
+///    privileged, as root, unconfined), crafted or a 32-bit accident, and CRI's image agrees
+///    with the spec, so the hashes prove a rewrite. Written, kubelet 1.31 (name and image) would
+///    never apply the change. The runtime says what the container was created with
+///    (containerd's verbose ContainerStatus): the plan says `will-restart`, and nothing is
+///    written. (`apply` also reads the record again before each write: `rewrite::apply`'s unit
+///    tests try that check alone.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collision_the_record_contradicts_writes_nothing() {
     let img = harness::IMAGE;
@@ -260,6 +260,25 @@ async fn a_collision_the_record_contradicts_writes_nothing() {
             json!({"capabilities":{"drop":["ALL"]}}),
             json!({}),
             "created with securityContext.capabilities.drop [\"ALL\"], and the spec now says []",
+        ),
+        // Root where it ran as a user, a group, and seccomp lifted: what no hash from 1.31 sees.
+        (
+            "securityContext",
+            json!({"runAsUser":1000}),
+            json!({"runAsUser":0}),
+            "created with securityContext.runAsUser 1000, and the spec now says 0",
+        ),
+        (
+            "securityContext",
+            json!({"runAsUser":1000,"runAsGroup":1000}),
+            json!({"runAsUser":1000,"runAsGroup":0}),
+            "created with securityContext.runAsGroup 1000, and the spec now says 0",
+        ),
+        (
+            "securityContext",
+            json!({"seccompProfile":{"type":"RuntimeDefault"}}),
+            json!({"seccompProfile":{"type":"Unconfined"}}),
+            "created with securityContext.seccompProfile RuntimeDefault, and the spec now says Unconfined",
         ),
     ] {
         let then = json!({"name":"app","image":img, field: then});

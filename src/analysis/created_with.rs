@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::runtime::cri::Cri;
-use crate::runtime::record::{CreatedWith, LinuxSecurity};
+use crate::runtime::record::{CreatedWith, LinuxSecurity, Profile};
 
 /// Why the runtime says container `id` was not created from `spec`, where it says what the
 /// container was created with (containerd's verbose `ContainerStatus`); `None` where it agrees
@@ -33,9 +33,10 @@ pub fn another_image(spec: &Value, created_for: &str) -> Option<String> {
 /// and `tty` as they are, and `command` and `args` one string for one through
 /// `ExpandContainerCommandAndArgs`, whose `$(VAR)` expansion (third_party/forked/golang/expansion
 /// `Expand`) leaves a string without `$` as it is; a string with `$` is compared by place alone;
-/// `securityContext.privileged`, `readOnlyRootFilesystem`, `allowPrivilegeEscalation` and
-/// `capabilities` where the record has a Linux security context
-/// ([`crate::runtime::record::LinuxSecurity`]).
+/// `securityContext.privileged`, `readOnlyRootFilesystem`, `allowPrivilegeEscalation`,
+/// `capabilities`, and where the container sets them `runAsUser`, `runAsGroup`,
+/// `seLinuxOptions`, `seccompProfile` and `appArmorProfile`, where the record has a Linux
+/// security context ([`crate::runtime::record::LinuxSecurity`]).
 /// A field of a type the kubelet does not decode says nothing here (such a spec does not hash
 /// either).
 pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
@@ -160,7 +161,84 @@ fn another_security(context: Option<&Value>, linux: &LinuxSecurity) -> Option<St
             ));
         }
     }
+    // The container's own user wins over the pod's and the image's; it is always copied.
+    if let Some(said) = field("runAsUser").and_then(Value::as_i64) {
+        if linux.run_as_user != Some(said) {
+            let recorded = linux.run_as_user.map_or("none".into(), |u| u.to_string());
+            return Some(says("runAsUser", recorded, said.to_string()));
+        }
+    }
+    // The group is copied from kubelet 1.14 (behind the RunAsGroup gate before): compared where
+    // the record has one.
+    if let (Some(said), Some(recorded)) = (
+        field("runAsGroup").and_then(Value::as_i64),
+        linux.run_as_group,
+    ) {
+        if said != recorded {
+            return Some(says("runAsGroup", recorded.to_string(), said.to_string()));
+        }
+    }
+    // The container's options replace the pod's whole.
+    if let Some(Value::Object(options)) = field("seLinuxOptions") {
+        let part = |k: &str| match options.get(k) {
+            None | Some(Value::Null) => Some(""),
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(_) => None,
+        };
+        let said = [part("user"), part("role"), part("type"), part("level")];
+        if let [Some(user), Some(role), Some(kind), Some(level)] = said {
+            let recorded = linux.selinux.clone().unwrap_or_default();
+            if recorded != [user, role, kind, level] {
+                return Some(says(
+                    "seLinuxOptions",
+                    json(&recorded.join(":")),
+                    json(&[user, role, kind, level].join(":")),
+                ));
+            }
+        }
+    }
+    for (key, recorded) in [
+        ("seccompProfile", &linux.seccomp),
+        ("appArmorProfile", &linux.apparmor),
+    ] {
+        let (Some(said), Some(recorded)) = (field(key).and_then(profile_of), recorded) else {
+            continue;
+        };
+        let differs = match (&said, recorded) {
+            // A seccomp profile's reference is its path under the kubelet's root.
+            (Profile::Localhost(name), Profile::Localhost(path)) if key == "seccompProfile" => {
+                seccomp_ref(name).is_some_and(|end| !path.ends_with(&end))
+            }
+            (said, recorded) => said != recorded,
+        };
+        if differs {
+            return Some(says(key, recorded.to_string(), said.to_string()));
+        }
+    }
     None
+}
+
+/// What a container's `seccompProfile` or `appArmorProfile` asks for (`localhostProfile` as
+/// written); `None` for a type the kubelet refuses to create a container with.
+fn profile_of(profile: &Value) -> Option<Profile> {
+    match profile.get("type")?.as_str()? {
+        "RuntimeDefault" => Some(Profile::RuntimeDefault),
+        "Unconfined" => Some(Profile::Unconfined),
+        "Localhost" => match profile.get("localhostProfile")?.as_str()? {
+            "" => None,
+            name => Some(Profile::Localhost(name.into())),
+        },
+        _ => None,
+    }
+}
+
+/// The end of the path helpers.go `fieldSeccompProfile` makes of `localhostProfile`:
+/// `filepath.Join(seccompProfileRoot, name)` under a root only the kubelet knows; `None` where
+/// cleaning the name would climb out of it or keep nothing (`.` or `..`).
+fn seccomp_ref(name: &str) -> Option<String> {
+    let parts: Vec<&str> = name.split('/').filter(|p| !p.is_empty()).collect();
+    let clean = !parts.is_empty() && parts.iter().all(|p| *p != "." && *p != "..");
+    clean.then(|| format!("/{}", parts.join("/")))
 }
 
 /// Where the environment the container was created with is not what the spec says: (what the
@@ -368,7 +446,7 @@ mod tests {
         for spec in [
             json!({}),
             json!({"securityContext":null}),
-            json!({"securityContext":{"privileged":false,"runAsUser":0}}),
+            json!({"securityContext":{"privileged":false,"procMount":"Default"}}),
         ] {
             assert_eq!(contradiction(&spec, &linux(false, false)), None, "{spec}");
         }
@@ -445,5 +523,101 @@ mod tests {
         }
         assert!(contradiction(&context(json!({"allowPrivilegeEscalation":false})), &unset)
             .is_some_and(|w| w.contains("allowPrivilegeEscalation unset or true (no_new_privs false), and the spec now says false")));
+    }
+
+    #[test]
+    fn the_containers_own_user_group_selinux_and_profiles_are_compared() {
+        let made = |linux: LinuxSecurity| CreatedWith {
+            linux: Some(linux),
+            ..CreatedWith::default()
+        };
+        let context = |c: Value| json!({ "securityContext": c });
+        let as_made = made(LinuxSecurity {
+            run_as_user: Some(1000),
+            run_as_group: Some(3000),
+            selinux: Some(["".into(), "".into(), "spc_t".into(), "s0".into()]),
+            seccomp: Some(Profile::Localhost(
+                "/var/lib/kubelet/seccomp/profiles/audit.json".into(),
+            )),
+            apparmor: Some(Profile::Localhost("k8s-nginx".into())),
+            ..LinuxSecurity::default()
+        });
+        let same = json!({
+            "runAsUser": 1000, "runAsGroup": 3000,
+            "seLinuxOptions": {"type": "spc_t", "level": "s0", "user": null},
+            "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles//audit.json"},
+            "appArmorProfile": {"type": "Localhost", "localhostProfile": "k8s-nginx"}
+        });
+        assert_eq!(contradiction(&context(same), &as_made), None);
+        // Unset in the container, each may come from the pod (or the user from the image).
+        assert_eq!(contradiction(&context(json!({})), &as_made), None);
+        for (c, says) in [
+            (
+                json!({"runAsUser": 0}),
+                "securityContext.runAsUser 1000, and the spec now says 0",
+            ),
+            (
+                json!({"runAsGroup": 0}),
+                "securityContext.runAsGroup 3000, and the spec now says 0",
+            ),
+            (
+                json!({"seLinuxOptions": {"type": "spc_t"}}),
+                "securityContext.seLinuxOptions \"::spc_t:s0\", and the spec now says \"::spc_t:\"",
+            ),
+            (
+                json!({"seccompProfile": {"type": "RuntimeDefault"}}),
+                "securityContext.seccompProfile Localhost \"/var/lib/kubelet/seccomp/profiles/audit.json\", and the spec now says RuntimeDefault",
+            ),
+            (
+                json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/strict.json"}}),
+                "and the spec now says Localhost \"profiles/strict.json\"",
+            ),
+            (
+                json!({"appArmorProfile": {"type": "Unconfined"}}),
+                "securityContext.appArmorProfile Localhost \"k8s-nginx\", and the spec now says Unconfined",
+            ),
+            (
+                json!({"appArmorProfile": {"type": "Localhost", "localhostProfile": "nginx"}}),
+                "and the spec now says Localhost \"nginx\"",
+            ),
+        ] {
+            let why = contradiction(&context(c.clone()), &as_made).unwrap_or_else(|| panic!("{c}"));
+            assert!(why.contains(says), "{c}: {why}");
+        }
+        // The user is always copied from the container; the rest only where the record holds
+        // it: a group before kubelet 1.14 (behind a gate), profiles before the kubelet named
+        // them, SELinux options never given (none is all four empty).
+        let bare = made(LinuxSecurity::default());
+        assert!(contradiction(&context(json!({"runAsUser": 0})), &bare)
+            .is_some_and(|w| w.contains("runAsUser none, and the spec now says 0")));
+        for c in [
+            json!({"runAsGroup": 0}),
+            json!({"seccompProfile": {"type": "RuntimeDefault"}}),
+            json!({"appArmorProfile": {"type": "RuntimeDefault"}}),
+            json!({"seLinuxOptions": {}}),
+        ] {
+            assert_eq!(contradiction(&context(c.clone()), &bare), None, "{c}");
+        }
+        assert!(
+            contradiction(&context(json!({"seLinuxOptions": {"level": "s0"}})), &bare).is_some_and(
+                |w| w.contains("seLinuxOptions \":::\", and the spec now says \":::s0\"")
+            )
+        );
+        // What the kubelet would refuse, or cannot place, says nothing: a type it does not
+        // know, Localhost without a name, a name whose path cleaning climbs, a value of
+        // another type.
+        for c in [
+            json!({"seccompProfile": {"type": "Other"}}),
+            json!({"seccompProfile": {"type": "Localhost"}}),
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "../x.json"}}),
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "./audit.json"}}),
+            // The root is the kubelet's: `audit.json` under `…/seccomp/profiles` is the same path.
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "audit.json"}}),
+            json!({"appArmorProfile": {}}),
+            json!({"runAsUser": "0", "runAsGroup": 1.5}),
+            json!({"seLinuxOptions": {"type": 1}}),
+        ] {
+            assert_eq!(contradiction(&context(c.clone()), &as_made), None, "{c}");
+        }
     }
 }

@@ -368,7 +368,7 @@ impl RecordStore for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::record::LinuxSecurity;
+    use crate::runtime::record::{LinuxSecurity, Profile};
 
     const BEFORE: &str = include_str!("../../testdata/containerd/container_metadata_before.json");
     const ID: &str = "b30e6d77791dfde103e24c06d51931ab0ffd3d978f98c6ede1a6ddadc4a683ef";
@@ -432,8 +432,76 @@ mod tests {
                 no_new_privs: true,
                 add_capabilities: vec!["NET_ADMIN".into()],
                 drop_capabilities: vec!["ALL".into()],
+                ..LinuxSecurity::default()
             })
         );
+        // User, group, SELinux options and the profiles; `{}` is an Int64Value of 0 and a
+        // SecurityProfile of type RuntimeDefault (Go's JSON omits zeros).
+        let security = |fields: &str| {
+            let v = raw.replace(
+                "\"security_context\":{",
+                &format!("\"security_context\":{{{fields},"),
+            );
+            METADATA
+                .created_with(ID, v.as_bytes())
+                .unwrap()
+                .linux
+                .unwrap()
+        };
+        let who = security(
+            "\"run_as_user\":{\"value\":1000},\"run_as_group\":{},\"selinux_options\":{\"type\":\"spc_t\",\"level\":\"s0\"},\"seccomp\":{},\"apparmor\":{\"profile_type\":2,\"localhost_ref\":\"k8s-nginx\"}",
+        );
+        assert_eq!(
+            (
+                who.run_as_user,
+                who.run_as_group,
+                who.selinux,
+                who.seccomp,
+                who.apparmor
+            ),
+            (
+                Some(1000),
+                Some(0),
+                Some(["".into(), "".into(), "spc_t".into(), "s0".into()]),
+                Some(Profile::RuntimeDefault),
+                Some(Profile::Localhost("k8s-nginx".into()))
+            )
+        );
+        let none = security("\"run_as_username\":\"app\"");
+        assert_eq!(
+            (
+                none.run_as_user,
+                none.run_as_group,
+                none.selinux,
+                none.seccomp,
+                none.apparmor
+            ),
+            (None, None, None, None, None)
+        );
+        // Before `seccomp` and `apparmor`, the kubelet named profiles as paths (kept beside them
+        // until 1.2x); the object wins where both are there. A type this version does not know,
+        // or "", is no profile named.
+        for (fields, seccomp, apparmor) in [
+            (
+                "\"seccomp_profile_path\":\"localhost//var/lib/kubelet/seccomp/a.json\",\"apparmor_profile\":\"runtime/default\"",
+                Some(Profile::Localhost("/var/lib/kubelet/seccomp/a.json".into())),
+                Some(Profile::RuntimeDefault),
+            ),
+            (
+                "\"seccomp_profile_path\":\"docker/default\",\"apparmor_profile\":\"unconfined\"",
+                Some(Profile::RuntimeDefault),
+                Some(Profile::Unconfined),
+            ),
+            (
+                "\"seccomp\":{\"profile_type\":1},\"seccomp_profile_path\":\"runtime/default\",\"apparmor_profile\":\"\"",
+                Some(Profile::Unconfined),
+                None,
+            ),
+            ("\"seccomp\":{\"profile_type\":7}", None, None),
+        ] {
+            let got = security(fields);
+            assert_eq!((got.seccomp, got.apparmor), (seccomp, apparmor), "{fields}");
+        }
         for (bad, says) in [
             ("\"args\":\"--v\",", "Config.args is not a list of strings"),
             (
@@ -470,6 +538,34 @@ mod tests {
             (
                 "\"security_context\":{\"capabilities\":{\"drop_capabilities\":\"ALL\"}}",
                 "Config.linux.security_context.capabilities.drop_capabilities is not a list of strings",
+            ),
+            (
+                "\"security_context\":{\"run_as_user\":1000}",
+                "Config.linux.security_context.run_as_user is not an Int64Value",
+            ),
+            (
+                "\"security_context\":{\"run_as_group\":{\"value\":\"0\"}}",
+                "Config.linux.security_context.run_as_group is not an Int64Value",
+            ),
+            (
+                "\"security_context\":{\"selinux_options\":{\"level\":0}}",
+                "Config.linux.security_context.selinux_options.level is not a string",
+            ),
+            (
+                "\"security_context\":{\"seccomp\":{\"profile_type\":\"Localhost\"}}",
+                "Config.linux.security_context.seccomp.profile_type is not a number",
+            ),
+            (
+                "\"security_context\":{\"apparmor\":{\"profile_type\":2,\"localhost_ref\":[]}}",
+                "Config.linux.security_context.apparmor.localhost_ref is not a string",
+            ),
+            (
+                "\"security_context\":{\"seccomp\":\"unconfined\"}",
+                "Config.linux.security_context.seccomp is not an object",
+            ),
+            (
+                "\"security_context\":{\"apparmor_profile\":1}",
+                "Config.linux.security_context.apparmor_profile is not a string",
             ),
         ] {
             assert!(raw.contains(context));

@@ -41,11 +41,14 @@ pub struct CreatedWith {
     pub linux: Option<LinuxSecurity>,
 }
 
-/// What a CRI `LinuxContainerSecurityContext` holds of the container's own `securityContext`
-/// as it is (kuberuntime security_context.go): `convertToRuntimeSecurityContext` copies
-/// `privileged`, `readOnlyRootFilesystem` and `capabilities.add`/`drop` (unset being false or
-/// none), and `AddNoNewPrivileges` sets `no_new_privs` exactly where `allowPrivilegeEscalation`
-/// is false. None of them is a pod-level field that `DetermineEffectiveSecurityContext` merges.
+/// What a CRI `LinuxContainerSecurityContext` holds of the container's `securityContext`
+/// (kuberuntime security_context.go `determineEffectiveSecurityContext`):
+/// `convertToRuntimeSecurityContext` copies `privileged`, `readOnlyRootFilesystem` and
+/// `capabilities.add`/`drop` (unset being false or none), `runAsUser`, `runAsGroup` and
+/// `seLinuxOptions`; `AddNoNewPrivileges` sets `no_new_privs` exactly where
+/// `allowPrivilegeEscalation` is false; `getSeccompProfile` and `getAppArmorProfile` give the
+/// profiles. The user, group, SELinux options and profiles may come from the pod (or the image's
+/// user) where the container sets none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinuxSecurity {
     pub privileged: bool,
@@ -53,6 +56,74 @@ pub struct LinuxSecurity {
     pub no_new_privs: bool,
     pub add_capabilities: Vec<String>,
     pub drop_capabilities: Vec<String>,
+    /// `run_as_user.value`, where the record has `run_as_user`.
+    pub run_as_user: Option<i64>,
+    /// `run_as_group.value`, where the record has `run_as_group`.
+    pub run_as_group: Option<i64>,
+    /// `selinux_options` as user, role, type and level, where the record has them.
+    pub selinux: Option<[String; 4]>,
+    /// `seccomp`, or before it the deprecated `seccomp_profile_path`.
+    pub seccomp: Option<Profile>,
+    /// `apparmor`, or before it the deprecated `apparmor_profile`.
+    pub apparmor: Option<Profile>,
+}
+
+/// A CRI `SecurityProfile` (seccomp or AppArmor), as the kubelet gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Profile {
+    RuntimeDefault,
+    Unconfined,
+    /// `localhost_ref`: a seccomp profile's path on the node, an AppArmor profile's name.
+    Localhost(String),
+}
+
+impl Profile {
+    /// A `SecurityProfile` in Go's JSON: `profile_type` a number (RuntimeDefault, 0, omitted),
+    /// `localhost_ref` a string. `None` for a type this CRI version does not know.
+    fn of_object(p: &Value, at: &str) -> Result<Option<Profile>, Problem> {
+        let kind = match &p["profile_type"] {
+            Value::Null => 0,
+            Value::Number(n) => n.as_i64().unwrap_or(-1),
+            _ => return Err(Problem(format!("Config.{at}.profile_type is not a number"))),
+        };
+        let reference = match &p["localhost_ref"] {
+            Value::Null => "",
+            Value::String(r) => r.as_str(),
+            _ => {
+                return Err(Problem(format!(
+                    "Config.{at}.localhost_ref is not a string"
+                )))
+            }
+        };
+        Ok(match kind {
+            0 => Some(Profile::RuntimeDefault),
+            1 => Some(Profile::Unconfined),
+            2 => Some(Profile::Localhost(reference.into())),
+            _ => None,
+        })
+    }
+
+    /// The deprecated string form (`runtime/default`, `docker/default`, `unconfined`,
+    /// `localhost/<ref>`); `None` for "" (the runtime's default, unnamed) or another string.
+    fn of_path(path: &str) -> Option<Profile> {
+        match path {
+            "runtime/default" | "docker/default" => Some(Profile::RuntimeDefault),
+            "unconfined" => Some(Profile::Unconfined),
+            _ => path
+                .strip_prefix("localhost/")
+                .map(|r| Profile::Localhost(r.into())),
+        }
+    }
+}
+
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Profile::RuntimeDefault => f.write_str("RuntimeDefault"),
+            Profile::Unconfined => f.write_str("Unconfined"),
+            Profile::Localhost(r) => write!(f, "Localhost {r:?}"),
+        }
+    }
 }
 
 impl CreatedWith {
@@ -118,12 +189,54 @@ impl CreatedWith {
                         c @ (Value::Null | Value::Object(_)) => c,
                         _ => return Err(format!("Config.{SC}capabilities is not an object").into()),
                     };
+                    // An Int64Value: `{}` is 0 (Go's JSON omits it).
+                    let id_of = |k: &str| {
+                        match &sc[k] {
+                            Value::Null => Ok(None),
+                            Value::Object(o) => match o.get("value") {
+                                None | Some(Value::Null) => Ok(Some(0)),
+                                Some(v) => v.as_i64().map(Some).ok_or(()),
+                            },
+                            _ => Err(()),
+                        }
+                        .map_err(|()| Problem(format!("Config.{SC}{k} is not an Int64Value")))
+                    };
+                    let text_of = |within: &Value, k: &str, at: &str| match &within[k] {
+                        Value::Null => Ok(String::new()),
+                        Value::String(s) => Ok(s.clone()),
+                        _ => Err(Problem(format!("Config.{at}{k} is not a string"))),
+                    };
+                    let profile = |object: &str, path: &str| match &sc[object] {
+                        Value::Null => Ok(Profile::of_path(&text_of(sc, path, SC)?)),
+                        p @ Value::Object(_) => Profile::of_object(p, &format!("{SC}{object}")),
+                        _ => Err(Problem(format!("Config.{SC}{object} is not an object"))),
+                    };
+                    const SEL: &str = "linux.security_context.selinux_options.";
+                    let selinux = match &sc["selinux_options"] {
+                        Value::Null => None,
+                        o @ Value::Object(_) => Some([
+                            text_of(o, "user", SEL)?,
+                            text_of(o, "role", SEL)?,
+                            text_of(o, "type", SEL)?,
+                            text_of(o, "level", SEL)?,
+                        ]),
+                        _ => {
+                            return Err(
+                                format!("Config.{SC}selinux_options is not an object").into()
+                            )
+                        }
+                    };
                     Some(LinuxSecurity {
                         privileged: flag_of(sc, "privileged", SC)?,
                         readonly_rootfs: flag_of(sc, "readonly_rootfs", SC)?,
                         no_new_privs: flag_of(sc, "no_new_privs", SC)?,
                         add_capabilities: strings_of(caps, "add_capabilities", CAPS)?,
                         drop_capabilities: strings_of(caps, "drop_capabilities", CAPS)?,
+                        run_as_user: id_of("run_as_user")?,
+                        run_as_group: id_of("run_as_group")?,
+                        selinux,
+                        seccomp: profile("seccomp", "seccomp_profile_path")?,
+                        apparmor: profile("apparmor", "apparmor_profile")?,
                     })
                 }
                 _ => return Err("Config.linux.security_context is not an object".into()),

@@ -685,6 +685,27 @@ async fn create_pod_from(
                     readonly_rootfs: flag(&tc.spec, "readOnlyRootFilesystem"),
                     no_new_privs: tc.spec["securityContext"]["allowPrivilegeEscalation"]
                         == serde_json::json!(false),
+                    // The user and group as the container sets them (no test pod sets them
+                    // at pod level, and the image names no user); the seccomp profile of
+                    // `getSeccompProfile`, Unconfined where none is named.
+                    run_as_user: tc.spec["securityContext"]["runAsUser"]
+                        .as_i64()
+                        .map(|value| proto::Int64Value { value }),
+                    run_as_group: tc.spec["securityContext"]["runAsGroup"]
+                        .as_i64()
+                        .map(|value| proto::Int64Value { value }),
+                    seccomp: Some(proto::SecurityProfile {
+                        profile_type: match tc.spec["securityContext"]["seccompProfile"]["type"]
+                            .as_str()
+                        {
+                            Some("RuntimeDefault") => {
+                                proto::security_profile::ProfileType::RuntimeDefault
+                            }
+                            _ => proto::security_profile::ProfileType::Unconfined,
+                        } as i32,
+                        localhost_ref: String::new(),
+                    }),
+                    ..Default::default()
                 }),
             }),
         };
