@@ -8,7 +8,7 @@
 //! no difference between S and what runs: T's hashed text of S equals T's hashed text of the
 //! running container (S0 as G applied it). Otherwise the rewrite would mask a change T acts on.
 
-use kubehash::analysis::created_with::contradiction;
+use kubehash::analysis::created_with::contradiction_in_pod;
 use kubehash::analysis::plan::{plan, PodIndex, Verdict};
 use kubehash::kubelet::decode::{decode_container, Arena};
 use kubehash::kubelet::gojson;
@@ -499,6 +499,9 @@ fn kubelet_config(spec: &Value) -> CreatedWith {
                     .unwrap_or(Profile::Unconfined),
             ),
             apparmor: profile(&context["appArmorProfile"], ""),
+            // NamespacesForPod for a pod that sets none: the pod's network and IPC namespaces,
+            // the container's PID namespace.
+            namespaces: Some([0, 1, 0]),
         }),
     }
 }
@@ -535,6 +538,11 @@ proptest! {
         mutated[field] = value;
         let s = spec_of(&mutated);
         let created = kubelet_config(&s0);
+        // Checked as the plan checks it, with the pod (which sets nothing for its containers).
+        let pod = json!({});
+        let contradiction = |spec: &Value, created: &CreatedWith| {
+            contradiction_in_pod(spec, Some(&pod), created)
+        };
         prop_assert_eq!(contradiction(&s0, &created), None, "{}", s0);
         let copied = ["image", "command", "args", "workingDir", "stdin", "tty"];
         let plain_env = |spec: &Value| {

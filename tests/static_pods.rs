@@ -974,7 +974,8 @@ async fn a_manifest_edited_behind_its_mirror_pod_is_not_proved_by_the_mirror() {
 /// image). A manifest that pins `metadata.uid` keeps its pod through an edit, and its mirror pod
 /// keeps the old spec (`kubernetes.io/config.hash` is that UID), so the kubelet goes on running
 /// what the container was created from: said, with the way out (an edit that hardens the pod,
-/// to run as a user, is found as well as one of its command). One that does not pin is not
+/// to run as a user in the container's or the pod's securityContext, is found as well as one of
+/// its command). One that does not pin is not
 /// pinned now (its file's date, kept by a copy, does not show the edit): pinned, the new kubelet
 /// would keep the stale pod instead of recreating it from the file. Pods that run their manifest
 /// are planned as before.
@@ -993,11 +994,12 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
         json!({"name": "c", "image": "a:1", "command": ["app", arg],
                "env": [{"name": "MODE", "value": mode}]})
     };
-    let (edited, kept, mirrored, hardened) = (
+    let (edited, kept, mirrored, hardened, pod_wide) = (
         "a1111111111111111111111111111111",
         "b2222222222222222222222222222222",
         "c3333333333333333333333333333333",
         "f6666666666666666666666666666666",
+        "07777777777777777777777777777777",
     );
     // Written before the pods start, as a copy that keeps the file's date would leave them.
     let files = [
@@ -1020,6 +1022,14 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
                 "    securityContext:\n      runAsUser: 1000\n    env:\n",
             ),
         ),
+        // The same for all its containers, in the pod's securityContext.
+        (
+            "pod-wide.yaml",
+            manifest("pod-wide", Some(pod_wide), "--old", "fast").replace(
+                "spec:\n",
+                "spec:\n  securityContext:\n    runAsUser: 1000\n",
+            ),
+        ),
     ];
     let mut paths = Vec::new();
     for (f, t) in &files {
@@ -1033,6 +1043,7 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
         ("plain", "e5555555555555555555555555555555"),
         ("mirrored", mirrored),
         ("hardened", hardened),
+        ("pod-wide", pod_wide),
     ] {
         ids.extend(n.run(name, uid, &[ran("--old", "fast")]).await);
     }
@@ -1080,6 +1091,10 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
             "hardened",
             "securityContext.runAsUser none, and the spec now says 1000",
         ),
+        (
+            "pod-wide",
+            "the pod's securityContext.runAsUser none, and the pod now says 1000",
+        ),
     ] {
         assert_eq!(action(pod).0, "already-pinned", "{plan}");
         let c = container(pod);
@@ -1122,7 +1137,7 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
         .unwrap();
     let table = text(&out.stdout);
     assert!(
-        table.contains("\n3 unchanged containers run another spec than their current one, by the runtime's record: kubelet 1.32 keeps them as created (see WHY).\n"),
+        table.contains("\n4 unchanged containers run another spec than their current one, by the runtime's record: kubelet 1.32 keeps them as created (see WHY).\n"),
         "{table}"
     );
 

@@ -99,6 +99,101 @@ pub fn contradiction(spec: &Value, created: &CreatedWith) -> Option<String> {
     None
 }
 
+/// [`contradiction`], and then what the pod spec `pod` gives the container where the container
+/// sets nothing of its own (securitycontext `DetermineEffectiveSecurityContext`: the pod's
+/// `runAsUser`, `runAsGroup` and `seLinuxOptions`), and the PID and IPC namespaces runtimeutil
+/// `NamespacesForPod` makes of `hostPID`, `shareProcessNamespace` and `hostIPC`. (The network
+/// namespace is the sandbox's, which `PodSandboxChanged` compares: the `sandboxes` check.)
+pub fn contradiction_in_pod(
+    spec: &Value,
+    pod: Option<&Value>,
+    created: &CreatedWith,
+) -> Option<String> {
+    contradiction(spec, created).or_else(|| another_pod_level(spec, pod?, created.linux.as_ref()?))
+}
+
+fn another_pod_level(spec: &Value, pod: &Value, linux: &LinuxSecurity) -> Option<String> {
+    let says = |key: &str, recorded: String, said: String| {
+        format!("the runtime's record shows the container was created with the pod's {key} {recorded}, and the pod now says {said}")
+    };
+    let own = |k: &str| !spec["securityContext"][k].is_null();
+    let context = &pod["securityContext"];
+    if let Some(said) = context["runAsUser"].as_i64().filter(|_| !own("runAsUser")) {
+        if linux.run_as_user != Some(said) {
+            let recorded = linux.run_as_user.map_or("none".into(), |u| u.to_string());
+            return Some(says(
+                "securityContext.runAsUser",
+                recorded,
+                said.to_string(),
+            ));
+        }
+    }
+    if let (Some(said), Some(recorded)) = (
+        context["runAsGroup"]
+            .as_i64()
+            .filter(|_| !own("runAsGroup")),
+        linux.run_as_group,
+    ) {
+        if said != recorded {
+            return Some(says(
+                "securityContext.runAsGroup",
+                recorded.to_string(),
+                said.to_string(),
+            ));
+        }
+    }
+    if let Some(said) = selinux_of(&context["seLinuxOptions"]).filter(|_| !own("seLinuxOptions")) {
+        let recorded = linux.selinux.clone().unwrap_or_default();
+        if recorded != said {
+            return Some(says(
+                "securityContext.seLinuxOptions",
+                json(&recorded.join(":")),
+                json(&said.join(":")),
+            ));
+        }
+    }
+    let [_, pid, ipc] = linux.namespaces?;
+    let host = |k: &str| match &pod[k] {
+        Value::Null => Some(false),
+        Value::Bool(b) => Some(*b),
+        _ => None,
+    };
+    const NODE: i64 = 2;
+    const POD: i64 = 0;
+    const TARGET: i64 = 3;
+    for (key, mode) in [("hostPID", pid), ("hostIPC", ipc)] {
+        // An ephemeral container with a target shares that container's PID namespace, whatever
+        // the pod says.
+        if mode == TARGET {
+            continue;
+        }
+        if let Some(said) = host(key) {
+            if said != (mode == NODE) {
+                return Some(says(key, (mode == NODE).to_string(), said.to_string()));
+            }
+        }
+    }
+    // A shared PID namespace is the pod's; not shared, the container's (or its target's, for an
+    // ephemeral container). Shared but the container's may be kubelet 1.10 – 1.11's gate.
+    if host("hostPID") == Some(false) && pid == POD && host("shareProcessNamespace") == Some(false)
+    {
+        return Some(says("shareProcessNamespace", "true".into(), "false".into()));
+    }
+    None
+}
+
+/// `seLinuxOptions` as user, role, type and level (unset ones ""), where it is an object of
+/// strings.
+fn selinux_of(options: &Value) -> Option<[String; 4]> {
+    let options = options.as_object()?;
+    let part = |k: &str| match options.get(k) {
+        None | Some(Value::Null) => Some(String::new()),
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => None,
+    };
+    Some([part("user")?, part("role")?, part("type")?, part("level")?])
+}
+
 /// Where the Linux security context the container was created with is not what the spec's
 /// `securityContext` says ([`LinuxSecurity`]).
 fn another_security(context: Option<&Value>, linux: &LinuxSecurity) -> Option<String> {
@@ -179,22 +274,14 @@ fn another_security(context: Option<&Value>, linux: &LinuxSecurity) -> Option<St
         }
     }
     // The container's options replace the pod's whole.
-    if let Some(Value::Object(options)) = field("seLinuxOptions") {
-        let part = |k: &str| match options.get(k) {
-            None | Some(Value::Null) => Some(""),
-            Some(Value::String(s)) => Some(s.as_str()),
-            Some(_) => None,
-        };
-        let said = [part("user"), part("role"), part("type"), part("level")];
-        if let [Some(user), Some(role), Some(kind), Some(level)] = said {
-            let recorded = linux.selinux.clone().unwrap_or_default();
-            if recorded != [user, role, kind, level] {
-                return Some(says(
-                    "seLinuxOptions",
-                    json(&recorded.join(":")),
-                    json(&[user, role, kind, level].join(":")),
-                ));
-            }
+    if let Some(said) = field("seLinuxOptions").and_then(selinux_of) {
+        let recorded = linux.selinux.clone().unwrap_or_default();
+        if recorded != said {
+            return Some(says(
+                "seLinuxOptions",
+                json(&recorded.join(":")),
+                json(&said.join(":")),
+            ));
         }
     }
     for (key, recorded) in [
@@ -619,5 +706,115 @@ mod tests {
         ] {
             assert_eq!(contradiction(&context(c.clone()), &as_made), None, "{c}");
         }
+    }
+
+    #[test]
+    fn what_the_pod_sets_for_its_containers_is_compared_where_they_set_nothing() {
+        let made = |linux: LinuxSecurity| CreatedWith {
+            linux: Some(linux),
+            ..CreatedWith::default()
+        };
+        // As NamespacesForPod makes them for a pod on the pod network: its own IPC namespace,
+        // the container's PID namespace.
+        let plain = made(LinuxSecurity {
+            namespaces: Some([0, 1, 0]),
+            ..LinuxSecurity::default()
+        });
+        let c = json!({"name":"c"});
+        for pod in [
+            json!({}),
+            json!({"hostPID": false, "hostIPC": null, "shareProcessNamespace": false}),
+            // The pod's network is the sandbox's, compared by the `sandboxes` check.
+            json!({"hostNetwork": true}),
+        ] {
+            assert_eq!(contradiction_in_pod(&c, Some(&pod), &plain), None, "{pod}");
+        }
+        for (pod, says) in [
+            (
+                json!({"securityContext": {"runAsUser": 1000}}),
+                "with the pod's securityContext.runAsUser none, and the pod now says 1000",
+            ),
+            (
+                json!({"securityContext": {"seLinuxOptions": {"level": "s0:c1"}}}),
+                "with the pod's securityContext.seLinuxOptions \":::\", and the pod now says \":::s0:c1\"",
+            ),
+            (json!({"hostPID": true}), "with the pod's hostPID false, and the pod now says true"),
+            (json!({"hostIPC": true}), "with the pod's hostIPC false, and the pod now says true"),
+        ] {
+            let why = contradiction_in_pod(&c, Some(&pod), &plain).unwrap_or_else(|| panic!("{pod}"));
+            assert!(why.contains(says), "{pod}: {why}");
+        }
+        // What the container sets wins over the pod; and the container's own is compared first.
+        let as_user = made(LinuxSecurity {
+            run_as_user: Some(1000),
+            run_as_group: Some(10),
+            selinux: Some(["".into(), "".into(), "spc_t".into(), "".into()]),
+            namespaces: Some([2, 2, 2]),
+            ..LinuxSecurity::default()
+        });
+        let own = json!({"name":"c","securityContext":{"runAsUser":1000,"runAsGroup":10,"seLinuxOptions":{"type":"spc_t"}}});
+        let pod = json!({"hostPID": true, "hostIPC": true, "hostNetwork": true,
+            "securityContext": {"runAsUser": 0, "runAsGroup": 0, "seLinuxOptions": {"type": "x"}}});
+        assert_eq!(contradiction_in_pod(&own, Some(&pod), &as_user), None);
+        let at_pod = json!({"hostPID": true, "hostIPC": true,
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 0}});
+        assert!(
+            contradiction_in_pod(&c, Some(&at_pod), &as_user)
+                .is_some_and(|w| w
+                    .contains("the pod's securityContext.runAsGroup 10, and the pod now says 0"))
+        );
+        assert!(
+            contradiction_in_pod(&c, Some(&json!({"hostIPC": true})), &as_user)
+                .is_some_and(|w| w.contains("the pod's hostPID true, and the pod now says false"))
+        );
+        let root = json!({"name":"c","securityContext":{"runAsUser":0}});
+        assert!(
+            contradiction_in_pod(&root, None, &as_user).is_some_and(
+                |w| w.contains("securityContext.runAsUser 1000, and the spec now says 0")
+            )
+        );
+
+        // A shared PID namespace is the pod's: no longer shared, said; shared where the record
+        // has the container's, maybe the PodShareProcessNamespace gate (kubelet 1.10 – 1.11).
+        let shared = made(LinuxSecurity {
+            namespaces: Some([0, 0, 0]),
+            ..LinuxSecurity::default()
+        });
+        assert_eq!(
+            contradiction_in_pod(&c, Some(&json!({"shareProcessNamespace": true})), &shared),
+            None
+        );
+        assert!(
+            contradiction_in_pod(&c, Some(&json!({})), &shared)
+                .is_some_and(|w| w
+                    .contains("the pod's shareProcessNamespace true, and the pod now says false"))
+        );
+        assert_eq!(
+            contradiction_in_pod(&c, Some(&json!({"shareProcessNamespace": true})), &plain),
+            None
+        );
+        // An ephemeral container with a target, a record without namespaces (CRI v1alpha1's
+        // host flags), a group the record does not hold, a value of another type: nothing.
+        let target = made(LinuxSecurity {
+            namespaces: Some([0, 3, 0]),
+            ..LinuxSecurity::default()
+        });
+        assert_eq!(
+            contradiction_in_pod(&c, Some(&json!({"hostPID": true})), &target),
+            None
+        );
+        let bare = made(LinuxSecurity::default());
+        for pod in [
+            json!({"hostPID": true, "hostIPC": true}),
+            json!({"securityContext": {"runAsGroup": 5}}),
+            json!({"hostPID": "yes", "securityContext": {"runAsUser": "0", "seLinuxOptions": {"type": 1}}}),
+        ] {
+            assert_eq!(contradiction_in_pod(&c, Some(&pod), &bare), None, "{pod}");
+        }
+        // No Linux security context (Windows), or no pod: the container's own alone.
+        assert_eq!(
+            contradiction_in_pod(&c, Some(&json!({"hostPID": true})), &CreatedWith::default()),
+            None
+        );
     }
 }

@@ -143,6 +143,8 @@ pub struct PodIndex {
     /// For a static pod whose specs come from its mirror pod: the containers its manifest says,
     /// as the kubelet defaults them, by the UID it runs under.
     manifest_specs: HashMap<String, HashMap<String, Value>>,
+    /// For those static pods: what their manifests say for all their containers ([`pod_level`]).
+    manifest_pods: HashMap<String, Value>,
     /// Objects that could not be read as pods.
     pub problems: Vec<String>,
 }
@@ -155,9 +157,38 @@ pub struct PodIndex {
 struct PodSpecs {
     specs: HashMap<String, Value>,
     listed_differently: HashSet<String>,
+    /// What the pod spec sets for all its containers ([`pod_level`]); `None` where two
+    /// listings say different things.
+    pod: Option<Value>,
+    pod_listed: bool,
+}
+
+/// What a pod's spec sets for all its containers that the runtime's record of each container
+/// holds ([`created_with::contradiction_in_pod`]): `securityContext`, `hostPID`, `hostIPC` and
+/// `shareProcessNamespace`, where the pod has them.
+fn pod_level(pod: &Value) -> Value {
+    let spec = &pod["spec"];
+    let kept = [
+        "securityContext",
+        "hostPID",
+        "hostIPC",
+        "shareProcessNamespace",
+    ]
+    .into_iter()
+    .filter_map(|k| spec.get(k).map(|v| (k.to_string(), v.clone())));
+    Value::Object(kept.collect())
 }
 
 impl PodSpecs {
+    fn set_pod(&mut self, pod: &Value) {
+        match &self.pod {
+            Some(known) if known != pod => self.pod = None,
+            _ if self.pod_listed => {}
+            _ => self.pod = Some(pod.clone()),
+        }
+        self.pod_listed = true;
+    }
+
     fn add(&mut self, name: String, json: Value) {
         match self.specs.get(&name) {
             Some(known) if *known != json => {
@@ -227,6 +258,7 @@ impl PodIndex {
         pod: Value,
         runtime: Option<&RuntimePods>,
     ) -> std::result::Result<(), Problem> {
+        let level = pod_level(&pod);
         for mut c in pod_containers(pod)? {
             // A static pod runs under the kubelet's UID (config.hash), not the mirror's.
             let uid = c.static_uid.as_deref().unwrap_or(&c.pod_uid);
@@ -240,17 +272,15 @@ impl PodIndex {
                 );
                 c.pod_uid = uid;
             }
-            if c.pod_uid.is_empty() {
+            let specs = if c.pod_uid.is_empty() {
                 self.by_name
                     .entry((c.namespace.clone(), c.pod.clone()))
                     .or_default()
-                    .add(c.name, c.json);
             } else {
-                self.by_uid
-                    .entry(c.pod_uid.clone())
-                    .or_default()
-                    .add(c.name, c.json);
-            }
+                self.by_uid.entry(c.pod_uid.clone()).or_default()
+            };
+            specs.add(c.name, c.json);
+            specs.set_pod(&level);
         }
         Ok(())
     }
@@ -287,6 +317,7 @@ impl PodIndex {
             };
             let mut pod = m.pod.clone();
             default_pod(&mut pod);
+            let level = pod_level(&pod);
             let mirrored = self.by_uid.contains_key(&s.uid);
             match pod_containers(pod) {
                 // With a mirror pod, a manifest that does not parse agrees with no container.
@@ -297,12 +328,14 @@ impl PodIndex {
                 Ok(cs) if mirrored => {
                     let specs = cs.into_iter().map(|c| (c.name, c.json)).collect();
                     self.manifest_specs.insert(s.uid.clone(), specs);
+                    self.manifest_pods.insert(s.uid.clone(), level);
                 }
                 Ok(cs) => {
                     let specs = self.by_uid.entry(s.uid.clone()).or_default();
                     for c in cs {
                         specs.add(c.name, c.json);
                     }
+                    specs.set_pod(&level);
                 }
             }
         }
@@ -313,6 +346,21 @@ impl PodIndex {
     /// has no such container). `None` for any other pod.
     pub fn manifest_spec(&self, uid: &str, name: &str) -> Option<Option<&Value>> {
         self.manifest_specs.get(uid).map(|specs| specs.get(name))
+    }
+
+    /// What the pod spec sets for all the containers of this pod (matched as
+    /// [`PodIndex::find`] matches), and for a static pod with a mirror pod what its manifest
+    /// does ([`pod_level`]).
+    fn pod_levels(
+        &self,
+        uid: &str,
+        namespace: &str,
+        pod: &str,
+    ) -> (Option<&Value>, Option<&Value>) {
+        (
+            self.pod(uid, namespace, pod).and_then(|p| p.pod.as_ref()),
+            self.manifest_pods.get(uid),
+        )
     }
 
     /// What happens to the manifest of the static pod running under `uid`, when the node's
@@ -432,7 +480,7 @@ pub async fn overrule_by_the_runtime(
 }
 
 /// Why the runtime's record says container `p` was not created from its current spec: the spec
-/// it is planned against and, for a static pod whose specs come from its mirror pod, what its
+/// it is planned against, with what its pod sets for all containers, and, for a static pod whose specs come from its mirror pod, what its
 /// manifest says (the kubelet runs the file; under a pinned `metadata.uid` the mirror pod keeps
 /// the spec from before an edit, `kubernetes.io/config.hash` being that UID).
 async fn the_record_contradicts(
@@ -441,11 +489,12 @@ async fn the_record_contradicts(
     p: &ContainerPlan,
 ) -> Option<String> {
     let spec = pods.find(&p.pod_uid, &p.namespace, &p.pod, &p.container)?;
+    let (pod, manifest_pod) = pods.pod_levels(&p.pod_uid, &p.namespace, &p.pod);
     let manifest = pods.manifest_spec(&p.pod_uid, &p.container).flatten();
     let created = cri.created_with(&p.id).await?;
-    std::iter::once(spec)
-        .chain(manifest)
-        .find_map(|spec| created_with::contradiction(spec, &created))
+    std::iter::once((spec, pod))
+        .chain(manifest.map(|m| (m, manifest_pod)))
+        .find_map(|(spec, pod)| created_with::contradiction_in_pod(spec, pod, &created))
 }
 
 /// Kubelet T keeps an `unchanged` container whatever its record says, so one the record says was
@@ -1115,6 +1164,35 @@ mod tests {
             let c = container("a", "u1", "app", Some(&hash_of(&then, "1.30")));
             let p = &plan(&[c], &alike, &Manifests::none(), v("1.31"), Some(v("1.30")))[0];
             assert_eq!(p.verdict, Verdict::Rewrite, "{uid:?}");
+        }
+    }
+
+    /// What a pod sets for its containers is kept per pod for the record check; two listings
+    /// that say different things give none (nothing to check against), as for a container.
+    #[test]
+    fn a_pods_own_settings_are_kept_and_two_listings_that_differ_give_none() {
+        let pod = |spec: Value| {
+            let mut p = json!({"metadata":{"namespace":"ns","name":"p","uid":"u1"},
+                "spec":{"containers":[{"name":"a"},{"name":"b"}]}});
+            for (k, v) in spec.as_object().unwrap() {
+                p["spec"][k] = v.clone();
+            }
+            p
+        };
+        let hardened = json!({"hostPID": true, "securityContext": {"runAsUser": 1000}});
+        let mut pods = PodIndex::default();
+        pods.add_pod(pod(hardened.clone()));
+        pods.add_pod(pod(hardened.clone()));
+        assert_eq!(pods.pod_levels("u1", "ns", "p"), (Some(&hardened), None));
+        let mut plain = PodIndex::default();
+        plain.add_pod(pod(json!({"nodeName": "n", "hostNetwork": true})));
+        assert_eq!(plain.pod_levels("u1", "ns", "p").0, Some(&json!({})));
+        for (first, second) in [(hardened.clone(), json!({})), (json!({}), hardened.clone())] {
+            let mut twice = PodIndex::default();
+            twice.add_pod(pod(first));
+            twice.add_pod(pod(second));
+            twice.add_pod(pod(json!({})));
+            assert_eq!(twice.pod_levels("u1", "ns", "p"), (None, None));
         }
     }
 

@@ -392,8 +392,12 @@ mod tests {
     #[test]
     fn reads_what_the_container_was_created_with() {
         let raw = BEFORE.trim_end();
-        // The kubelet always gives a Linux container a security context.
-        let linux = Some(LinuxSecurity::default());
+        // The kubelet always gives a Linux container a security context, with the pod's
+        // namespaces (here the node's network, the container's own PID namespace).
+        let linux = Some(LinuxSecurity {
+            namespaces: Some([2, 1, 0]),
+            ..LinuxSecurity::default()
+        });
         assert_eq!(
             METADATA.created_with(ID, raw.as_bytes()).unwrap(),
             CreatedWith {
@@ -432,6 +436,7 @@ mod tests {
                 no_new_privs: true,
                 add_capabilities: vec!["NET_ADMIN".into()],
                 drop_capabilities: vec!["ALL".into()],
+                namespaces: Some([2, 1, 0]),
                 ..LinuxSecurity::default()
             })
         );
@@ -502,6 +507,12 @@ mod tests {
             let got = security(fields);
             assert_eq!((got.seccomp, got.apparmor), (seccomp, apparmor), "{fields}");
         }
+        // CRI v1alpha1 (kubelet 1.8 – 1.9) had host flags instead of modes: no namespaces read.
+        let context = "\"namespace_options\":{\"network\":2,\"pid\":1}";
+        assert!(raw.contains(context));
+        let old_shape = raw.replace(context, "\"namespace_options\":{\"host_network\":true}");
+        let got = METADATA.created_with(ID, old_shape.as_bytes()).unwrap();
+        assert_eq!(got.linux.unwrap().namespaces, None);
         for (bad, says) in [
             ("\"args\":\"--v\",", "Config.args is not a list of strings"),
             (
@@ -566,6 +577,14 @@ mod tests {
             (
                 "\"security_context\":{\"apparmor_profile\":1}",
                 "Config.linux.security_context.apparmor_profile is not a string",
+            ),
+            (
+                "\"security_context\":{\"namespace_options\":{\"pid\":\"NODE\"}}",
+                "Config.linux.security_context.namespace_options.pid is not a number",
+            ),
+            (
+                "\"security_context\":{\"namespace_options\":2}",
+                "Config.linux.security_context.namespace_options is not an object",
             ),
         ] {
             assert!(raw.contains(context));

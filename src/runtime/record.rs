@@ -66,6 +66,11 @@ pub struct LinuxSecurity {
     pub seccomp: Option<Profile>,
     /// `apparmor`, or before it the deprecated `apparmor_profile`.
     pub apparmor: Option<Profile>,
+    /// `namespace_options`' network, pid and ipc modes (POD 0, CONTAINER 1, NODE 2, TARGET 3),
+    /// as runtimeutil `NamespacesForPod` gives them from the pod's `hostNetwork`, `hostPID`,
+    /// `shareProcessNamespace` and `hostIPC`; `None` where the record has none, or the
+    /// `host_*` flags of CRI v1alpha1.
+    pub namespaces: Option<[i64; 3]>,
 }
 
 /// A CRI `SecurityProfile` (seccomp or AppArmor), as the kubelet gives it.
@@ -226,6 +231,27 @@ impl CreatedWith {
                             )
                         }
                     };
+                    const NS: &str = "linux.security_context.namespace_options.";
+                    let namespaces = match &sc["namespace_options"] {
+                        Value::Object(o) if o.keys().any(|k| k.starts_with("host_")) => None,
+                        o @ Value::Object(_) => {
+                            let mode = |k: &str| {
+                                match &o[k] {
+                                    Value::Null => Ok(0),
+                                    Value::Number(n) => n.as_i64().ok_or(()),
+                                    _ => Err(()),
+                                }
+                                .map_err(|()| Problem(format!("Config.{NS}{k} is not a number")))
+                            };
+                            Some([mode("network")?, mode("pid")?, mode("ipc")?])
+                        }
+                        Value::Null => None,
+                        _ => {
+                            return Err(
+                                format!("Config.{SC}namespace_options is not an object").into()
+                            )
+                        }
+                    };
                     Some(LinuxSecurity {
                         privileged: flag_of(sc, "privileged", SC)?,
                         readonly_rootfs: flag_of(sc, "readonly_rootfs", SC)?,
@@ -237,6 +263,7 @@ impl CreatedWith {
                         selinux,
                         seccomp: profile("seccomp", "seccomp_profile_path")?,
                         apparmor: profile("apparmor", "apparmor_profile")?,
+                        namespaces,
                     })
                 }
                 _ => return Err("Config.linux.security_context is not an object".into()),
