@@ -428,7 +428,8 @@ async fn a_collision_the_runtime_contradicts_is_never_translated() {
 ///     pinned pod and hashes only name and image, never applied the edit; without kubehash it
 ///     would have restarted the container with it. The manifest is what runs: a static pod's
 ///     container is translated only where its manifest and mirror pod agree and the runtime's
-///     record does not contradict either. A pinned pod whose manifest is unchanged is translated.
+///     record does not contradict either (nor what the manifest sets for the whole pod, such as
+///     its `runAsUser`). A pinned pod whose manifest is unchanged is translated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
     let ctrd = Containerd::start();
@@ -438,9 +439,17 @@ async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
     default_container(&mut ran);
     let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
     let (mut ids, mut mirrors) = (Vec::new(), Vec::new());
-    for (name, uid, now) in [
-        ("edited", "a1111111111111111111111111111111", "--v2"),
-        ("kept", "b2222222222222222222222222222222", "--v1"),
+    for (name, uid, now, pod_wide) in [
+        ("edited", "a1111111111111111111111111111111", "--v2", ""),
+        ("kept", "b2222222222222222222222222222222", "--v1", ""),
+        // Edited in what the pod sets for all its containers: the container's spec, and so
+        // every hash, is the same.
+        (
+            "hardened",
+            "c3333333333333333333333333333333",
+            "--v1",
+            "  securityContext:\n    runAsUser: 1000\n",
+        ),
     ] {
         let pod = harness::create_static_pod(
             &mut cri,
@@ -459,7 +468,7 @@ async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
         std::fs::write(
             manifests.join(format!("{name}.yaml")),
             format!(
-                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: kube-system\n  uid: \"{uid}\"\nspec:\n  containers:\n  - name: c\n    image: {}\n    command: [app, {now}]\n",
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: kube-system\n  uid: \"{uid}\"\nspec:\n{pod_wide}  containers:\n  - name: c\n    image: {}\n    command: [app, {now}]\n",
                 harness::IMAGE
             ),
         )
@@ -476,8 +485,8 @@ async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
     std::fs::write(&pods, json!({"kind": "List", "items": mirrors}).to_string()).unwrap();
     let (pods, manifests) = (pods.display().to_string(), manifests.display().to_string());
     let node = ["--manifests", &manifests, "--node-name", "node-1"];
-    // What the edited pod and the unedited one show: the stored hash, and the translated one.
-    let expected = [hash(&ran, "1.30"), hash(&ran, "1.31")];
+    // What the edited pods and the unedited one show: the stored hash, and the translated one.
+    let expected = [hash(&ran, "1.30"), hash(&ran, "1.31"), hash(&ran, "1.30")];
     let planning = [&["--to", "1.31", "--from", "1.30", "-i", &pods][..], &node].concat();
     assert_eq!(
         shown(&ctrd, &planning, &ids).await,
@@ -493,7 +502,8 @@ async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
                "new_hash_without_resources": null, "spec": ran})
     };
     let saved = json!({"to": "1.31", "from": "1.30", "created_at_unix": 1, "translations": {
-        ids[0].clone(): translation("edited"), ids[1].clone(): translation("kept")}});
+        ids[0].clone(): translation("edited"), ids[1].clone(): translation("kept"),
+        ids[2].clone(): translation("hardened")}});
     std::fs::write(ctrd.dir.join("shim-state.json"), saved.to_string()).unwrap();
     let loading = [&["--to", "1.31"][..], &node].concat();
     assert_eq!(shown(&ctrd, &loading, &ids).await, expected, "never masked");
@@ -502,6 +512,13 @@ async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
         log.contains(&format!(
             "not translating container {}: its static pod's manifest does not prove it",
             ids[0]
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "not translating container {}: the runtime's record shows the container was created with the pod's securityContext.runAsUser none, and the pod now says 1000",
+            ids[2]
         )),
         "{log}"
     );

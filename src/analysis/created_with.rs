@@ -8,11 +8,17 @@ use serde_json::Value;
 use crate::runtime::cri::Cri;
 use crate::runtime::record::{CreatedWith, LinuxSecurity, Profile};
 
-/// Why the runtime says container `id` was not created from `spec`, where it says what the
-/// container was created with (containerd's verbose `ContainerStatus`); `None` where it agrees
-/// or does not say. What the plan and the shim ask before acting on a proof.
-pub async fn the_runtime_contradicts(cri: &mut Cri, id: &str, spec: &Value) -> Option<String> {
-    contradiction(spec, &cri.created_with(id).await?)
+/// Why the runtime says container `id` was not created from `spec` in a pod spec `pod` (where
+/// known), where it says what the container was created with (containerd's verbose
+/// `ContainerStatus`); `None` where it agrees or does not say. What the shim asks before acting
+/// on a saved proof ([`contradiction_in_pod`]).
+pub async fn the_runtime_contradicts(
+    cri: &mut Cri,
+    id: &str,
+    spec: &Value,
+    pod: Option<&Value>,
+) -> Option<String> {
+    contradiction_in_pod(spec, pod, &cri.created_with(id).await?)
 }
 
 /// Why the runtime's record contradicts the spec, if it does: the image the kubelet created the

@@ -350,8 +350,9 @@ impl PodIndex {
 
     /// What the pod spec sets for all the containers of this pod (matched as
     /// [`PodIndex::find`] matches), and for a static pod with a mirror pod what its manifest
-    /// does ([`pod_level`]).
-    fn pod_levels(
+    /// does: its `securityContext`, `hostPID`, `hostIPC` and `shareProcessNamespace`, for
+    /// [`created_with::contradiction_in_pod`]. `None` where two listings of the pod differ.
+    pub fn pod_levels(
         &self,
         uid: &str,
         namespace: &str,

@@ -172,7 +172,7 @@ impl ShimState {
         let mut dropped = Vec::new();
         for (id, t) in &self.translations {
             let Some(spec) = &t.spec else { continue };
-            if let Some(why) = the_runtime_contradicts(cri, id, spec).await {
+            if let Some(why) = the_runtime_contradicts(cri, id, spec, None).await {
                 dropped.push((id.clone(), why));
             }
         }
@@ -222,7 +222,8 @@ impl ShimState {
                 None => Some("its static pod's manifest has no such container".to_string()),
                 Some(spec) => match prove_rewrite(spec, &t.stored_hash, from, to) {
                     Ok((new_hash, _)) if new_hash == t.new_hash => {
-                        the_runtime_contradicts(cri, id, spec).await
+                        let (pod, _) = statics.pod_levels(&k.uid, &k.namespace, &k.pod);
+                        the_runtime_contradicts(cri, id, spec, pod).await
                     }
                     Ok((new_hash, _)) => Some(format!(
                         "its static pod's manifest gives the target hash {new_hash}, not the saved {}",
