@@ -10,11 +10,27 @@
 
 use serde_json::{Map, Value};
 
-/// Applies the container defaults to every init and regular container of `pod`.
+/// Applies the container defaults to every init and regular container of `pod`, and
+/// `SetDefaults_Pod`'s `defaultHostNetworkPorts`: in a pod on the node's network, a port
+/// without a `hostPort` gets its `containerPort`.
 pub fn default_pod(pod: &mut Value) {
+    let host_network = pod.pointer("/spec/hostNetwork") == Some(&Value::Bool(true));
     for list in ["initContainers", "containers"] {
         if let Some(Value::Array(cs)) = pod.pointer_mut(&format!("/spec/{list}")) {
-            cs.iter_mut().for_each(default_container);
+            for c in cs.iter_mut() {
+                default_container(c);
+                if host_network {
+                    for port in objects(c.get_mut("ports")) {
+                        match port.get("containerPort") {
+                            Some(n @ Value::Number(_)) if unset(port.get("hostPort")) => {
+                                let n = n.clone();
+                                port.insert("hostPort".into(), n);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -194,6 +210,57 @@ mod tests {
                 a.get_without_resources(v),
                 "{v}"
             );
+        }
+    }
+
+    /// A static pod on the node's network with a port that names no hostPort: the kubelet
+    /// decodes it with `hostPort` set to the `containerPort`, and hashes that, as the mirror pod
+    /// shows it. Ephemeral containers, and pods on their own network, are left as they are.
+    #[test]
+    fn a_host_network_pods_ports_get_their_container_port_as_host_port() {
+        use crate::kubelet::hash::hash_container;
+        use crate::kubelet::version::KubeletVersion;
+        let pod = |host_network: bool| {
+            json!({"spec": {"hostNetwork": host_network,
+                "initContainers": [{"name": "i", "image": "i:1", "ports": [{"containerPort": 9000}]}],
+                "containers": [{"name": "c", "image": "i:1", "ports": [
+                    {"containerPort": 2379, "name": "client"},
+                    {"containerPort": 2380, "hostPort": 12380},
+                    {"containerPort": 2381, "hostPort": 0}]}],
+                "ephemeralContainers": [{"name": "e", "image": "i:1", "ports": [{"containerPort": 1}]}]}})
+        };
+        let mut on_node = pod(true);
+        default_pod(&mut on_node);
+        let c = &on_node["spec"]["containers"][0];
+        let host_ports: Vec<&Value> = (0..3).map(|i| &c["ports"][i]["hostPort"]).collect();
+        assert_eq!(host_ports, [&json!(2379), &json!(12380), &json!(2381)]);
+        assert_eq!(
+            on_node["spec"]["initContainers"][0]["ports"][0]["hostPort"],
+            9000
+        );
+        assert!(on_node["spec"]["ephemeralContainers"][0]["ports"][0]
+            .get("hostPort")
+            .is_none());
+        let mut own = pod(false);
+        default_pod(&mut own);
+        assert!(own["spec"]["containers"][0]["ports"][0]
+            .get("hostPort")
+            .is_none());
+
+        // As the API server shows the mirror pod: every version hashes the two alike.
+        let mirror = json!({"name": "c", "image": "i:1", "ports": [
+                {"name": "client", "hostPort": 2379, "containerPort": 2379, "protocol": "TCP"},
+                {"hostPort": 12380, "containerPort": 2380, "protocol": "TCP"},
+                {"hostPort": 2381, "containerPort": 2381, "protocol": "TCP"}],
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"});
+        let all: Vec<KubeletVersion> = KubeletVersion::all().collect();
+        let (m, a) = (
+            hash_container(c, &all, "manifest").unwrap(),
+            hash_container(&mirror, &all, "mirror").unwrap(),
+        );
+        for v in all {
+            assert_eq!(m.get(v), a.get(v), "{v}");
         }
     }
 
