@@ -994,12 +994,13 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
         json!({"name": "c", "image": "a:1", "command": ["app", arg],
                "env": [{"name": "MODE", "value": mode}]})
     };
-    let (edited, kept, mirrored, hardened, pod_wide) = (
+    let (edited, kept, mirrored, hardened, pod_wide, remade) = (
         "a1111111111111111111111111111111",
         "b2222222222222222222222222222222",
         "c3333333333333333333333333333333",
         "f6666666666666666666666666666666",
         "07777777777777777777777777777777",
+        "18888888888888888888888888888888",
     );
     // Written before the pods start, as a copy that keeps the file's date would leave them.
     let files = [
@@ -1021,6 +1022,12 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
                 "    env:\n",
                 "    securityContext:\n      runAsUser: 1000\n    env:\n",
             ),
+        ),
+        // Edited, and its container made again from the file since (after a crash): it runs
+        // the manifest, though the mirror pod below still shows the old spec.
+        (
+            "remade.yaml",
+            manifest("remade", Some(remade), "--old", "slow"),
         ),
         // The same for all its containers, in the pod's securityContext.
         (
@@ -1047,18 +1054,23 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
     ] {
         ids.extend(n.run(name, uid, &[ran("--old", "fast")]).await);
     }
-    // The API server's mirror pod of `mirrored` still holds the spec it was created from.
+    ids.extend(n.run("remade", remade, &[ran("--old", "slow")]).await);
+    // The API server's mirror pods of `mirrored` and `remade` still hold the spec the pods were
+    // created from.
+    let mirror = |name: &str, uid: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": "kube-system", "name": format!("{name}-{NODE}"),
+                "uid": format!("mirror-{name}"),
+                "annotations": {"kubernetes.io/config.mirror": uid,
+                    "kubernetes.io/config.hash": uid,
+                    "kubernetes.io/config.source": "file"}},
+            "spec": {"nodeName": NODE, "containers": [defaulted(&ran("--old", "fast"))]}})
+    };
     std::fs::write(
         &n.pods_file,
-        json!({"kind": "List", "items": [{
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"namespace": "kube-system", "name": format!("mirrored-{NODE}"),
-                "uid": "mirror-2",
-                "annotations": {"kubernetes.io/config.mirror": mirrored,
-                    "kubernetes.io/config.hash": mirrored,
-                    "kubernetes.io/config.source": "file"}},
-            "spec": {"nodeName": NODE, "containers": [defaulted(&ran("--old", "fast"))]}}]})
-        .to_string(),
+        json!({"kind": "List", "items": [mirror("mirrored", mirrored), mirror("remade", remade)]})
+            .to_string(),
     )
     .unwrap();
     let mut records = Vec::new();
@@ -1118,8 +1130,9 @@ async fn a_pod_that_does_not_run_its_manifest_is_said_and_never_pinned() {
     );
     assert_eq!(container("copied")["verdict"], "recreated", "{plan}");
     assert_eq!(action("kept").0, "already-pinned", "{plan}");
+    assert_eq!(action("remade").0, "already-pinned", "{plan}");
     assert_eq!(action("plain").0, "pin", "{plan}");
-    for pod in ["kept", "plain"] {
+    for pod in ["kept", "plain", "remade"] {
         let c = container(pod);
         assert_eq!(c["verdict"], "unchanged", "{plan}");
         assert!(c.get("runs_another_spec").is_none(), "{plan}");

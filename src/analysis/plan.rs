@@ -481,9 +481,11 @@ pub async fn overrule_by_the_runtime(
 }
 
 /// Why the runtime's record says container `p` was not created from its current spec: the spec
-/// it is planned against, with what its pod sets for all containers, and, for a static pod whose specs come from its mirror pod, what its
-/// manifest says (the kubelet runs the file; under a pinned `metadata.uid` the mirror pod keeps
-/// the spec from before an edit, `kubernetes.io/config.hash` being that UID).
+/// it is planned against, with what its pod sets for all containers; for a static pod whose
+/// specs come from its mirror pod, what its manifest says instead (the kubelet runs the file;
+/// under a pinned `metadata.uid` the mirror pod keeps the spec from before an edit,
+/// `kubernetes.io/config.hash` being that UID, and a container the kubelet made again since, after
+/// a crash, runs the file while the mirror pod still shows the old spec).
 async fn the_record_contradicts(
     cri: &mut Cri,
     pods: &PodIndex,
@@ -491,11 +493,12 @@ async fn the_record_contradicts(
 ) -> Option<String> {
     let spec = pods.find(&p.pod_uid, &p.namespace, &p.pod, &p.container)?;
     let (pod, manifest_pod) = pods.pod_levels(&p.pod_uid, &p.namespace, &p.pod);
-    let manifest = pods.manifest_spec(&p.pod_uid, &p.container).flatten();
+    let (spec, pod) = match pods.manifest_spec(&p.pod_uid, &p.container).flatten() {
+        Some(manifest) => (manifest, manifest_pod),
+        None => (spec, pod),
+    };
     let created = cri.created_with(&p.id).await?;
-    std::iter::once((spec, pod))
-        .chain(manifest.map(|m| (m, manifest_pod)))
-        .find_map(|(spec, pod)| created_with::contradiction_in_pod(spec, pod, &created))
+    created_with::contradiction_in_pod(spec, pod, &created)
 }
 
 /// Kubelet T keeps an `unchanged` container whatever its record says, so one the record says was
