@@ -70,6 +70,14 @@ struct Rig {
 
 impl Rig {
     async fn new(current: usize) -> Rig {
+        Rig::new_with(current, false).await
+    }
+
+    /// [`Rig::new`], and where `stale`, one more container (`stale`, after the others) that
+    /// kubelet 1.31's hash keeps but that does not run its spec: created with `--old`, its
+    /// stored hash kubelet 1.31's of its spec, which now says `--new` (a pinned static pod's
+    /// manifest edited, or a collision).
+    async fn new_with(current: usize, stale: bool) -> Rig {
         let ctrd = Containerd::start();
         let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
         let specs: Vec<Value> = (0..current)
@@ -88,6 +96,13 @@ impl Rig {
             spec: changed_now.clone(),
             stored_hash: Some(hash(&changed_then, "1.30")),
         });
+        let stale_now = json!({"name":"stale","image":harness::IMAGE,"args":["--new"]});
+        if stale {
+            tcs.push(harness::TestContainer {
+                spec: json!({"name":"stale","image":harness::IMAGE,"args":["--old"]}),
+                stored_hash: Some(hash(&stale_now, "1.31")),
+            });
+        }
         let pod = harness::create_pod(
             &mut cri,
             &ctrd.dir.join("pods"),
@@ -100,6 +115,9 @@ impl Rig {
         .await;
         let mut all = specs.clone();
         all.push(changed_now);
+        if stale {
+            all.push(stale_now);
+        }
         let api = TestApi::start(
             "v1.30.2",
             json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},
@@ -261,6 +279,49 @@ impl Drop for Rig {
             );
         }
     }
+}
+
+/// A container the new kubelet keeps (its stored hash is kubelet 1.31's of its spec) though the
+/// runtime's record says it was created from another spec: nothing kubehash writes, something a
+/// person should know. The plan Event counts it, and is a Warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_event_warns_of_containers_that_run_another_spec() {
+    let rig = Rig::new_with(1, true).await;
+    let mut agent = rig.start_agent(&["--dry-run"]);
+    rig.api.set_target(Some("v1.31.0"));
+    rig.wait_planned("1.31");
+    wait("the plan event", Duration::from_secs(10), || {
+        rig.api.event("KubehashPlanned").is_some()
+    });
+    let planned = rig.api.event("KubehashPlanned").unwrap();
+    let message = planned["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "(1 unchanged running another spec than their current one, by the runtime's record"
+        ),
+        "{planned}"
+    );
+    assert_eq!(planned["type"], "Warning", "{planned}");
+    let plan: Value = serde_json::from_str(
+        &std::fs::read_to_string(rig.state_dir.join("plan-1.31.json")).unwrap(),
+    )
+    .unwrap();
+    let stale = plan
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["container"] == "stale")
+        .unwrap();
+    assert_eq!(stale["verdict"], "unchanged", "{plan}");
+    assert!(
+        stale["runs_another_spec"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("created with args [\"--old\"]"),
+        "{plan}"
+    );
+    Rig::stop_agent(&mut agent);
+    assert_eq!(rig.rewritten().await, 0, "a dry run writes nothing");
 }
 
 /// The whole swap: planned while the kubelet runs, killed and resumed while planned and while
