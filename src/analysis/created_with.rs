@@ -123,40 +123,8 @@ fn another_pod_level(spec: &Value, pod: &Value, linux: &LinuxSecurity) -> Option
         format!("the runtime's record shows the container was created with the pod's {key} {recorded}, and the pod now says {said}")
     };
     let own = |k: &str| !spec["securityContext"][k].is_null();
-    let context = &pod["securityContext"];
-    if let Some(said) = context["runAsUser"].as_i64().filter(|_| !own("runAsUser")) {
-        if linux.run_as_user != Some(said) {
-            let recorded = linux.run_as_user.map_or("none".into(), |u| u.to_string());
-            return Some(says(
-                "securityContext.runAsUser",
-                recorded,
-                said.to_string(),
-            ));
-        }
-    }
-    if let (Some(said), Some(recorded)) = (
-        context["runAsGroup"]
-            .as_i64()
-            .filter(|_| !own("runAsGroup")),
-        linux.run_as_group,
-    ) {
-        if said != recorded {
-            return Some(says(
-                "securityContext.runAsGroup",
-                recorded.to_string(),
-                said.to_string(),
-            ));
-        }
-    }
-    if let Some(said) = selinux_of(&context["seLinuxOptions"]).filter(|_| !own("seLinuxOptions")) {
-        let recorded = linux.selinux.clone().unwrap_or_default();
-        if recorded != said {
-            return Some(says(
-                "securityContext.seLinuxOptions",
-                json(&recorded.join(":")),
-                json(&said.join(":")),
-            ));
-        }
+    if let Some((key, recorded, said)) = another_identity(&pod["securityContext"], own, linux) {
+        return Some(says(&format!("securityContext.{key}"), recorded, said));
     }
     let [_, pid, ipc] = linux.namespaces?;
     let host = |k: &str| match &pod[k] {
@@ -198,6 +166,41 @@ fn selinux_of(options: &Value) -> Option<[String; 4]> {
         Some(_) => None,
     };
     Some([part("user")?, part("role")?, part("type")?, part("level")?])
+}
+
+/// Where the user, group or SELinux options a `securityContext` gives (a container's, or a pod's
+/// for what `taken` says the container sets itself) are not what the record holds: (the field,
+/// what the record holds, what `context` says). The user and the SELinux options (which replace
+/// the pod's whole) are always copied; the group from kubelet 1.14 (behind the RunAsGroup gate
+/// before), so it is compared where the record has one.
+fn another_identity(
+    context: &Value,
+    taken: impl Fn(&str) -> bool,
+    linux: &LinuxSecurity,
+) -> Option<(&'static str, String, String)> {
+    let given = |k: &str| Some(&context[k]).filter(|v| !v.is_null() && !taken(k));
+    if let Some(said) = given("runAsUser").and_then(Value::as_i64) {
+        if linux.run_as_user != Some(said) {
+            let recorded = linux.run_as_user.map_or("none".into(), |u| u.to_string());
+            return Some(("runAsUser", recorded, said.to_string()));
+        }
+    }
+    if let (Some(said), Some(recorded)) = (
+        given("runAsGroup").and_then(Value::as_i64),
+        linux.run_as_group,
+    ) {
+        if said != recorded {
+            return Some(("runAsGroup", recorded.to_string(), said.to_string()));
+        }
+    }
+    if let Some(said) = given("seLinuxOptions").and_then(selinux_of) {
+        let recorded = linux.selinux.clone().unwrap_or_default();
+        if recorded != said {
+            let label = |parts: &[String; 4]| json(&parts.join(":"));
+            return Some(("seLinuxOptions", label(&recorded), label(&said)));
+        }
+    }
+    None
 }
 
 /// Where the Linux security context the container was created with is not what the spec's
@@ -262,33 +265,11 @@ fn another_security(context: Option<&Value>, linux: &LinuxSecurity) -> Option<St
             ));
         }
     }
-    // The container's own user wins over the pod's and the image's; it is always copied.
-    if let Some(said) = field("runAsUser").and_then(Value::as_i64) {
-        if linux.run_as_user != Some(said) {
-            let recorded = linux.run_as_user.map_or("none".into(), |u| u.to_string());
-            return Some(says("runAsUser", recorded, said.to_string()));
-        }
-    }
-    // The group is copied from kubelet 1.14 (behind the RunAsGroup gate before): compared where
-    // the record has one.
-    if let (Some(said), Some(recorded)) = (
-        field("runAsGroup").and_then(Value::as_i64),
-        linux.run_as_group,
-    ) {
-        if said != recorded {
-            return Some(says("runAsGroup", recorded.to_string(), said.to_string()));
-        }
-    }
-    // The container's options replace the pod's whole.
-    if let Some(said) = field("seLinuxOptions").and_then(selinux_of) {
-        let recorded = linux.selinux.clone().unwrap_or_default();
-        if recorded != said {
-            return Some(says(
-                "seLinuxOptions",
-                json(&recorded.join(":")),
-                json(&said.join(":")),
-            ));
-        }
+    // The container's own user, group and SELinux options win over the pod's (and the image's
+    // user).
+    let context = context.unwrap_or(&Value::Null);
+    if let Some((key, recorded, said)) = another_identity(context, |_| false, linux) {
+        return Some(says(key, recorded, said));
     }
     for (key, recorded) in [
         ("seccompProfile", &linux.seccomp),
