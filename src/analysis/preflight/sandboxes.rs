@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::runtime::cri::proto;
+use crate::source::pods::static_pod_uid;
 
 use super::{check, Check, Facts, Status};
 
@@ -26,9 +27,13 @@ pub(super) fn sandboxes(f: &Facts) -> Check {
             .unwrap_or_default();
         by_pod.entry(uid).or_default().push(s);
     }
+    // The sandbox carries the UID the kubelet runs the pod under: a static pod's is its mirror's
+    // `kubernetes.io/config.hash`, not the mirror's own API UID.
     let host_network = |uid: &str| -> Option<bool> {
         f.pods.as_ref()?.iter().find_map(|p| {
-            (p.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid)).then(|| {
+            let kubelet_uid = static_pod_uid(p)
+                .or_else(|| p.pointer("/metadata/uid")?.as_str().map(str::to_string));
+            (kubelet_uid.as_deref() == Some(uid)).then(|| {
                 p.pointer("/spec/hostNetwork")
                     .and_then(Value::as_bool)
                     .unwrap_or(false)
@@ -164,6 +169,23 @@ mod tests {
             Some(vec![host_pod]),
         ));
         assert!(c.evidence.contains("hostNetwork is true"), "{c:?}");
+        // A static pod's sandbox carries the kubelet's UID, which its mirror keeps in an
+        // annotation; the mirror's own API UID names no sandbox.
+        let mut mirror = pod("api-uid", json!({"hostNetwork": true, "containers": []}));
+        mirror["metadata"]["annotations"] = json!({
+            "kubernetes.io/config.mirror": "a",
+            "kubernetes.io/config.hash": "a",
+        });
+        let c = sandboxes(&facts(
+            vec![sandbox("a", 1, true, false, "10.0.0.5")],
+            Some(vec![mirror.clone()]),
+        ));
+        assert!(c.evidence.contains("hostNetwork is true"), "{c:?}");
+        let c = sandboxes(&facts(
+            vec![sandbox("api-uid", 1, true, false, "10.0.0.9")],
+            Some(vec![mirror]),
+        ));
+        assert_eq!(c.status, Status::Pass, "{c:?}");
         // A pod whose only sandbox is stopped is not running: nothing to recreate by surprise.
         assert_eq!(
             sandboxes(&facts(vec![sandbox("a", 1, false, false, "")], None)).status,
