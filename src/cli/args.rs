@@ -323,13 +323,15 @@ pub struct HostArgs {
         default_value = "/var/lib/kubelet/config.yaml"
     )]
     pub kubelet_config: PathBuf,
-    /// A file of kubelet flags (kubeadm's `KUBELET_KUBEADM_ARGS="…"`).
+    /// A file of kubelet flags (`VAR="…"` lines: kubeadm's `KUBELET_KUBEADM_ARGS`, the
+    /// packages' `KUBELET_EXTRA_ARGS`), again for each file, in the order the kubelet's unit
+    /// passes them (a later flag overrides); files that do not exist are skipped.
     #[arg(
         long,
         value_name = "PATH",
-        default_value = "/var/lib/kubelet/kubeadm-flags.env"
+        default_values = crate::source::host::KUBELET_FLAG_FILES
     )]
-    pub kubelet_flags: PathBuf,
+    pub kubelet_flags: Vec<PathBuf>,
 }
 
 impl PodSource {

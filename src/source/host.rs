@@ -19,8 +19,10 @@ pub struct HostPaths {
     pub kubelet_root: PathBuf,
     /// The kubelet's config file (`/var/lib/kubelet/config.yaml`).
     pub kubelet_config: PathBuf,
-    /// A file of kubelet flags (`/var/lib/kubelet/kubeadm-flags.env`, `KUBELET_KUBEADM_ARGS="…"`).
-    pub kubelet_flags: PathBuf,
+    /// Files of kubelet flags (`VAR="…"` lines, as systemd's `EnvironmentFile=` reads them), in
+    /// the order the kubelet's unit gives them: kubeadm's `KUBELET_KUBEADM_ARGS`, then the
+    /// packages' `KUBELET_EXTRA_ARGS`. A later flag overrides an earlier one.
+    pub kubelet_flags: Vec<PathBuf>,
 }
 
 impl Default for HostPaths {
@@ -29,10 +31,19 @@ impl Default for HostPaths {
             cgroup_root: "/sys/fs/cgroup".into(),
             kubelet_root: "/var/lib/kubelet".into(),
             kubelet_config: "/var/lib/kubelet/config.yaml".into(),
-            kubelet_flags: "/var/lib/kubelet/kubeadm-flags.env".into(),
+            kubelet_flags: KUBELET_FLAG_FILES.iter().map(PathBuf::from).collect(),
         }
     }
 }
+
+/// Where kubeadm and the kubelet packages keep the kubelet's flags: kubeadm's
+/// `KUBELET_KUBEADM_ARGS`, then `KUBELET_EXTRA_ARGS` (deb, then rpm), as the kubeadm drop-in
+/// `10-kubeadm.conf` passes them.
+pub const KUBELET_FLAG_FILES: &[&str] = &[
+    "/var/lib/kubelet/kubeadm-flags.env",
+    "/etc/default/kubelet",
+    "/etc/sysconfig/kubelet",
+];
 
 /// The checkpoint files preflight reads, relative to the kubelet's root directory.
 pub const CHECKPOINTS: &[&str] = &[
@@ -59,7 +70,7 @@ pub struct Host {
     pub kubelet_config: Option<Value>,
     /// Why the kubelet's config file, which exists, could not be read or parsed.
     pub kubelet_config_error: Option<String>,
-    /// Flags from the flags file.
+    /// Flags from the flags files, in order.
     pub kubelet_flags: Vec<String>,
     /// Checkpoint name → its JSON, or why it could not be read as JSON.
     pub checkpoints: BTreeMap<String, Result<Value, String>>,
@@ -127,9 +138,13 @@ impl Host {
                 h.kubelet_config_error = Some(e);
             }
         }
-        h.kubelet_flags = std::fs::read_to_string(&paths.kubelet_flags)
-            .map(|t| flags(&t))
-            .unwrap_or_default();
+        for path in &paths.kubelet_flags {
+            match std::fs::read_to_string(path) {
+                Ok(text) => h.kubelet_flags.extend(flags(&text)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => h.problems.push(format!("{}: {e}", path.display())),
+            }
+        }
         for name in CHECKPOINTS {
             let path = paths.kubelet_root.join(name);
             if let Ok(bytes) = std::fs::read(&path) {
@@ -199,6 +214,7 @@ fn read_config(path: &Path) -> Result<Option<Value>, String> {
 /// `KEY="…"` line).
 fn flags(text: &str) -> Vec<String> {
     text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
         .filter_map(|l| l.split_once('='))
         .flat_map(|(_, v)| words(v.trim().trim_matches('"')))
         .collect()
@@ -220,6 +236,15 @@ mod tests {
         assert_eq!(
             flags("KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --node-labels=a=b\"\n"),
             ["--container-runtime-endpoint=unix:///run/containerd/containerd.sock", "--node-labels=a=b"]
+        );
+        // /etc/default/kubelet as the deb package ships it, then as an operator fills it in.
+        assert!(flags(
+            "# Note: KUBELET_EXTRA_ARGS=--foo is sourced by the unit\nKUBELET_EXTRA_ARGS=\n"
+        )
+        .is_empty());
+        assert_eq!(
+            flags("KUBELET_EXTRA_ARGS=--cloud-provider=aws --node-ip=10.0.0.1\n"),
+            ["--cloud-provider=aws", "--node-ip=10.0.0.1"]
         );
     }
 }

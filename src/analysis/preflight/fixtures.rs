@@ -34,7 +34,10 @@ impl Files {
             cgroup_root: r.join("cgroup"),
             kubelet_root: r.join("kubelet"),
             kubelet_config: r.join("kubelet/config.yaml"),
-            kubelet_flags: r.join("kubelet/kubeadm-flags.env"),
+            kubelet_flags: vec![
+                r.join("kubelet/kubeadm-flags.env"),
+                r.join("etc/default/kubelet"),
+            ],
         })
     }
     pub(super) fn facts(&self) -> Facts {
