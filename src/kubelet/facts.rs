@@ -27,8 +27,16 @@ pub enum FactId {
     DeviceCheckpointByNuma,
     /// CRI v1alpha2 is no longer spoken: the runtime must serve runtime.v1.
     CriV1Alpha2Dropped,
+    /// The legacy klog flags are removed: only `-v` and `--vmodule` remain.
+    KlogFlagsRemoved,
     /// `--container-runtime` is removed.
     ContainerRuntimeFlagRemoved,
+    /// The in-tree AWS cloud provider is removed: `--cloud-provider=aws` names no provider.
+    AwsCloudProviderRemoved,
+    /// `DisableCloudProviders` is on by default: an in-tree `--cloud-provider` stops the kubelet.
+    InTreeCloudProvidersOff,
+    /// `DisableCloudProviders` is GA: `--cloud-provider` may only be empty or `external`.
+    OnlyExternalCloudProvider,
     /// The kubelet takes the cgroup driver from the runtime when the runtime reports one.
     CgroupDriverFromRuntime,
     /// The DRA manager's checkpoint format changed; an old one stops the kubelet.
@@ -37,6 +45,8 @@ pub enum FactId {
     InPlaceResizeDefault,
     /// `failCgroupV1` defaults to true: the kubelet refuses to start on cgroup v1.
     FailCgroupV1Default,
+    /// `--pod-infra-container-image` is removed.
+    PodInfraImageFlagRemoved,
 }
 
 /// The table, oldest first.
@@ -72,10 +82,34 @@ pub const FACTS: &[Fact] = &[
         source: "pkg/kubelet/cri/remote/remote_runtime.go",
     },
     Fact {
+        id: FactId::KlogFlagsRemoved,
+        since: 26,
+        what: "the legacy klog flags are removed (only -v and --vmodule remain): the kubelet stops at an unknown flag",
+        source: "k8s.io/component-base/logs (kubernetes#112120)",
+    },
+    Fact {
         id: FactId::ContainerRuntimeFlagRemoved,
         since: 27,
         what: "--container-runtime is removed",
         source: "cmd/kubelet/app/options/options.go",
+    },
+    Fact {
+        id: FactId::AwsCloudProviderRemoved,
+        since: 27,
+        what: "the in-tree AWS cloud provider is removed: --cloud-provider=aws stops the kubelet (unknown cloud provider)",
+        source: "k8s.io/cloud-provider InitCloudProvider (kubernetes#115838)",
+    },
+    Fact {
+        id: FactId::InTreeCloudProvidersOff,
+        since: 29,
+        what: "DisableCloudProviders is on by default: an in-tree --cloud-provider stops the kubelet unless the gate is set false",
+        source: "pkg/kubelet/kubelet.go NewMainKubelet",
+    },
+    Fact {
+        id: FactId::OnlyExternalCloudProvider,
+        since: 31,
+        what: "DisableCloudProviders is GA: --cloud-provider may only be empty or external, and the gate cannot be set false",
+        source: "pkg/kubelet/kubelet.go NewMainKubelet",
     },
     Fact {
         id: FactId::CgroupDriverFromRuntime,
@@ -101,6 +135,12 @@ pub const FACTS: &[Fact] = &[
         what: "failCgroupV1 defaults to true: the kubelet refuses to start on cgroup v1",
         source: "pkg/kubelet/apis/config/v1beta1/defaults.go",
     },
+    Fact {
+        id: FactId::PodInfraImageFlagRemoved,
+        since: 35,
+        what: "--pod-infra-container-image is removed (the runtime's sandbox image is used): the kubelet stops at an unknown flag",
+        source: "cmd/kubelet/app/options/options.go (kubernetes#133779)",
+    },
 ];
 
 /// The row of `id`.
@@ -118,6 +158,25 @@ pub fn holds(id: FactId, v: KubeletVersion) -> bool {
 pub fn crosses(id: FactId, from: Option<KubeletVersion>, to: KubeletVersion) -> bool {
     holds(id, to) && !from.is_some_and(|f| holds(id, f))
 }
+
+/// The klog flags 1.26 took away (component-base/logs; `-v` and `--vmodule` stay).
+pub const KLOG_FLAGS: &[&str] = &[
+    "--add-dir-header",
+    "--alsologtostderr",
+    "--log-backtrace-at",
+    "--log-dir",
+    "--log-file",
+    "--log-file-max-size",
+    "--logtostderr",
+    "--one-output",
+    "--skip-headers",
+    "--skip-log-headers",
+    "--stderrthreshold",
+];
+
+/// The cloud providers `cloudprovider.IsDeprecatedInternal` names (k8s.io/cloud-provider
+/// plugins.go `deprecatedCloudProviders`).
+pub const IN_TREE_CLOUD_PROVIDERS: &[&str] = &["aws", "azure", "gce", "openstack", "vsphere"];
 
 /// Flags the dockershim removal took away (1.24).
 pub const DOCKERSHIM_FLAGS: &[&str] = &[

@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 
-use crate::kubelet::facts::{fact, holds, FactId, DOCKERSHIM_FLAGS};
+use crate::kubelet::facts::{
+    fact, holds, FactId, DOCKERSHIM_FLAGS, IN_TREE_CLOUD_PROVIDERS, KLOG_FLAGS,
+};
 use crate::kubelet::version::KubeletVersion;
 
 use super::{check, Check, Facts, Status};
@@ -16,28 +18,51 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
     );
     let h = &f.host;
     let mut fail = Vec::new();
-    let flag = |name: &str| {
-        h.kubelet_flags
-            .iter()
-            .find(|a| *a == name || a.starts_with(&format!("{name}=")))
-    };
+    let flag = |name: &str| flag_in(&h.kubelet_flags, name);
     if holds(FactId::DockershimRemoved, to) {
         for name in DOCKERSHIM_FLAGS {
-            if let Some(a) = flag(name) {
+            if let Some((a, _)) = flag(name) {
                 fail.push(format!("{a} ({})", fact(FactId::DockershimRemoved).what));
             }
         }
-        if flag("--container-runtime").is_some_and(|a| a.ends_with("=docker")) {
+        if flag("--container-runtime").is_some_and(|(_, v)| v == Some("docker")) {
             fail.push("--container-runtime=docker (the dockershim is removed)".into());
         }
     }
     if holds(FactId::ContainerRuntimeFlagRemoved, to) {
-        if let Some(a) = flag("--container-runtime") {
+        if let Some((a, _)) = flag("--container-runtime") {
             fail.push(format!(
                 "{a} ({})",
                 fact(FactId::ContainerRuntimeFlagRemoved).what
             ));
         }
+    }
+    for (id, names) in [
+        (FactId::KlogFlagsRemoved, KLOG_FLAGS),
+        (
+            FactId::PodInfraImageFlagRemoved,
+            &["--pod-infra-container-image"][..],
+        ),
+    ] {
+        if holds(id, to) {
+            for name in names {
+                if let Some((a, _)) = flag(name) {
+                    fail.push(format!("{a} ({})", fact(id).what));
+                }
+            }
+        }
+    }
+    if let Some(why) = cloud_provider(f, to) {
+        fail.push(why);
+    }
+    // featuregate SetFromMap: a gate locked to its default cannot be set otherwise.
+    if holds(FactId::OnlyExternalCloudProvider, to)
+        && feature_gate(f, "DisableCloudProviders") == Some(false)
+    {
+        fail.push(format!(
+            "DisableCloudProviders=false ({})",
+            fact(FactId::OnlyExternalCloudProvider).what
+        ));
     }
     if holds(FactId::CriV1Alpha2Dropped, to) && f.cri_api == "v1alpha2" {
         fail.push(format!(
@@ -61,8 +86,8 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
         }
     }
     if holds(FactId::NodeLabelsRestricted, to) {
-        if let Some(a) = flag("--node-labels") {
-            let labels = a.split_once('=').map_or("", |(_, v)| v);
+        if let Some((_, value)) = flag("--node-labels") {
+            let labels = value.unwrap_or("");
             for l in labels.split(',') {
                 let key = l.split('=').next().unwrap_or("");
                 if restricted_label(key) {
@@ -100,6 +125,84 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
         );
     }
     c
+}
+
+/// Every `name` among `args` as pflag reads it: the argument as given and its value
+/// (`--name=value`, or `--name value` where the next word is no flag). Flag names are compared
+/// after `cliflag.WordSepNormalizeFunc` (`_` reads as `-`).
+fn flags_in<'a>(args: &'a [String], name: &str) -> Vec<(&'a str, Option<&'a str>)> {
+    let mut found = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        let (given, value) = match a.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (a.as_str(), None),
+        };
+        if given.starts_with("--") && given.replace('_', "-") == name {
+            let value = value.or_else(|| {
+                args.get(i + 1)
+                    .map(String::as_str)
+                    .filter(|next| !next.starts_with('-'))
+            });
+            found.push((a.as_str(), value));
+        }
+    }
+    found
+}
+
+/// The last `name` among `args` ([`flags_in`]): a later one overrides.
+fn flag_in<'a>(args: &'a [String], name: &str) -> Option<(&'a str, Option<&'a str>)> {
+    flags_in(args, name).pop()
+}
+
+/// Feature gate `gate` as the kubelet is told it: the last `--feature-gates` entry for it
+/// (every occurrence of the flag adds to one map, and the flag overrides the config file), else
+/// the config file's `featureGates`; a value is read as Go's `strconv.ParseBool` reads it.
+fn feature_gate(f: &Facts, gate: &str) -> Option<bool> {
+    let parse_bool = |v: &str| match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    };
+    let from_flags = flags_in(&f.host.kubelet_flags, "--feature-gates")
+        .into_iter()
+        .rev()
+        .filter_map(|(_, v)| v)
+        .flat_map(|gates| gates.rsplit(','))
+        .filter_map(|g| g.split_once('='))
+        .find(|(k, _)| k.trim() == gate)
+        .and_then(|(_, v)| parse_bool(v.trim()));
+    from_flags.or_else(|| {
+        f.host
+            .kubelet_config
+            .as_ref()?
+            .get("featureGates")?
+            .get(gate)?
+            .as_bool()
+    })
+}
+
+/// Why kubelet `to` stops at its `--cloud-provider`, if it does: `NewMainKubelet` refuses an
+/// in-tree provider once `DisableCloudProviders` is on (1.29 by default, 1.31 always, when only
+/// `external` or none is left), and the AWS provider is gone from 1.27.
+fn cloud_provider(f: &Facts, to: KubeletVersion) -> Option<String> {
+    let (arg, value) = flag_in(&f.host.kubelet_flags, "--cloud-provider")?;
+    let provider = value.unwrap_or("");
+    if provider.is_empty() || provider == "external" {
+        return None;
+    }
+    let id = if holds(FactId::OnlyExternalCloudProvider, to) {
+        FactId::OnlyExternalCloudProvider
+    } else if holds(FactId::InTreeCloudProvidersOff, to)
+        && IN_TREE_CLOUD_PROVIDERS.contains(&provider)
+        && feature_gate(f, "DisableCloudProviders") != Some(false)
+    {
+        FactId::InTreeCloudProvidersOff
+    } else if holds(FactId::AwsCloudProviderRemoved, to) && provider == "aws" {
+        FactId::AwsCloudProviderRemoved
+    } else {
+        return None;
+    };
+    Some(format!("{arg} ({})", fact(id).what))
 }
 
 /// Labels in the `kubernetes.io` / `k8s.io` namespaces that a kubelet may not set on itself.
@@ -188,5 +291,129 @@ mod tests {
         assert_eq!(kubelet_starts(&g.facts(), v("1.35")).status, Status::Fail);
         assert!(restricted_label("kubernetes.io/role") && !restricted_label("kubernetes.io/os"));
         assert!(!restricted_label("example.com/a") && !restricted_label("plain"));
+    }
+
+    /// Flags later kubelets took away, read as pflag reads them (`_` as `-`, `--name value`,
+    /// the last one winning), and the cloud provider `NewMainKubelet` refuses.
+    #[test]
+    fn removed_flags_and_in_tree_cloud_providers_stop_the_new_kubelet() {
+        let f = Files::new();
+        systemd_v2(&f, "cpuset cpu memory hugetlb pids");
+        let run = |flags: &str, to: &str| {
+            f.put(
+                "kubelet/kubeadm-flags.env",
+                &format!("KUBELET_KUBEADM_ARGS=\"{flags}\"\n"),
+            );
+            kubelet_starts(&f.facts(), v(to))
+        };
+        let fails = |flags: &str, to: &str, said: &str| {
+            let c = run(flags, to);
+            assert_eq!(c.status, Status::Fail, "{flags} at {to}: {c:?}");
+            assert!(c.evidence.contains(said), "{flags} at {to}: {c:?}");
+        };
+        let passes = |flags: &str, to: &str| {
+            let c = run(flags, to);
+            assert_eq!(c.status, Status::Pass, "{flags} at {to}: {c:?}");
+        };
+        // The klog flags (1.26), spelled either way.
+        fails(
+            "--v=2 --logtostderr=true",
+            "1.26",
+            "--logtostderr=true (the legacy klog flags",
+        );
+        fails(
+            "--log_dir=/var/log/kubelet",
+            "1.30",
+            "--log_dir=/var/log/kubelet",
+        );
+        passes("--v=2 --vmodule=kubelet=4 --log-dir=/x", "1.25");
+        passes("--v=2 --vmodule=kubelet=4", "1.37");
+        // --pod-infra-container-image (1.35), as kubeadm wrote it for years.
+        let kubeadm = "--container-runtime-endpoint=unix:///run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.9";
+        fails(
+            kubeadm,
+            "1.35",
+            "--pod-infra-container-image=registry.k8s.io/pause:3.9",
+        );
+        passes(kubeadm, "1.34");
+        // --cloud-provider: AWS is gone from 1.27; every in-tree one is off from 1.29 unless
+        // the gate is set false, which 1.31 refuses; only external or none is left from 1.31.
+        passes("--cloud-provider=aws", "1.26");
+        fails(
+            "--cloud-provider aws --v=2",
+            "1.27",
+            "--cloud-provider (the in-tree AWS",
+        );
+        passes("--cloud-provider=gce", "1.28");
+        fails(
+            "--cloud-provider=gce",
+            "1.29",
+            "DisableCloudProviders is on by default",
+        );
+        passes(
+            "--cloud-provider=gce --feature-gates=DisableCloudProviders=false",
+            "1.30",
+        );
+        passes(
+            "--cloud-provider=gce --feature-gates=A=true --feature-gates=DisableCloudProviders=0",
+            "1.30",
+        );
+        fails("--cloud-provider=gce --feature-gates=DisableCloudProviders=false --feature-gates=DisableCloudProviders=true", "1.30", "on by default");
+        fails(
+            "--cloud-provider=aws --feature-gates=DisableCloudProviders=false",
+            "1.30",
+            "in-tree AWS",
+        );
+        fails(
+            "--cloud-provider=gce --feature-gates=DisableCloudProviders=false",
+            "1.31",
+            "cannot be set false",
+        );
+        fails(
+            "--feature-gates=DisableCloudProviders=false",
+            "1.31",
+            "DisableCloudProviders=false",
+        );
+        fails(
+            "--cloud-provider=mycloud",
+            "1.31",
+            "may only be empty or external",
+        );
+        passes("--cloud-provider=mycloud", "1.30");
+        for ok in [
+            "--cloud-provider=external",
+            "--cloud-provider=",
+            "--cloud-provider external",
+        ] {
+            passes(ok, "1.37");
+        }
+        // The config file's featureGates, where no flag says otherwise.
+        f.put(
+            "kubelet/config.yaml",
+            "featureGates:\n  DisableCloudProviders: false\n",
+        );
+        passes("--cloud-provider=gce", "1.30");
+        fails(
+            "--cloud-provider=gce --feature-gates=DisableCloudProviders=true",
+            "1.30",
+            "on by default",
+        );
+        // The packages' KUBELET_EXTRA_ARGS come after kubeadm's flags and override them.
+        f.put("kubelet/config.yaml", "{}\n");
+        f.put(
+            "etc/default/kubelet",
+            "KUBELET_EXTRA_ARGS=--cloud-provider=external\n",
+        );
+        passes("--cloud-provider=aws", "1.31");
+        f.put(
+            "etc/default/kubelet",
+            "KUBELET_EXTRA_ARGS=--log-dir=/var/log/k --cloud-provider=aws\n",
+        );
+        let c = run("--cloud-provider=external", "1.31");
+        assert!(
+            c.evidence.contains("--log-dir=/var/log/k (")
+                && c.evidence.contains("--cloud-provider=aws ("),
+            "{c:?}"
+        );
     }
 }
