@@ -178,6 +178,185 @@ pub const KLOG_FLAGS: &[&str] = &[
 /// plugins.go `deprecatedCloudProviders`).
 pub const IN_TREE_CLOUD_PROVIDERS: &[&str] = &["aws", "azure", "gce", "openstack", "vsphere"];
 
+/// Kubelet flags or feature gates taken away in kubelet 1.`since` (upstream: `source`): a kubelet
+/// given one stops at an unknown flag or an unrecognized feature gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removed {
+    pub since: u8,
+    pub names: &'static [&'static str],
+    pub source: &'static str,
+}
+
+/// Flags removed besides those with a row of their own above, oldest first.
+pub const REMOVED_FLAGS: &[Removed] = &[
+    Removed {
+        since: 27,
+        names: &["--master-service-namespace"],
+        source: "CHANGELOG-1.27",
+    },
+    Removed {
+        since: 31,
+        names: &["--keep-terminated-pod-volumes"],
+        source: "kubernetes#122082",
+    },
+    Removed {
+        since: 31,
+        names: &["--iptables-masquerade-bit", "--iptables-drop-bit"],
+        source: "kubernetes#122363",
+    },
+    Removed {
+        since: 34,
+        names: &["--cloud-config"],
+        source: "kubernetes#130161",
+    },
+];
+
+/// Feature gates removed from the gates every Kubernetes binary registers (the kubelet refuses an
+/// unrecognized one in `--feature-gates` or its config's `featureGates`), from the release
+/// notes of each minor, oldest first.
+pub const REMOVED_FEATURE_GATES: &[Removed] = &[
+    Removed {
+        since: 25,
+        names: &[
+            "CSIVolumeFSGroupPolicy",
+            "ConfigurableFSGroupPolicy",
+            "PodDisruptionBudget",
+            "SelectorIndex",
+        ],
+        source: "CHANGELOG-1.25",
+    },
+    Removed {
+        since: 26,
+        names: &["DynamicKubeletConfig"],
+        source: "CHANGELOG-1.26",
+    },
+    Removed {
+        since: 27,
+        names: &[
+            "ExpandCSIVolumes",
+            "ExpandInUsePersistentVolumes",
+            "ExpandPersistentVolumes",
+            "ControllerManagerLeaderMigration",
+            "CSIMigration",
+            "CSIInlineVolume",
+            "EphemeralContainers",
+            "LocalStorageCapacityIsolation",
+            "NetworkPolicyEndPort",
+            "StatefulSetMinReadySeconds",
+            "IdentifyPodOS",
+            "DaemonSetUpdateSurge",
+        ],
+        source: "CHANGELOG-1.27",
+    },
+    Removed {
+        since: 28,
+        names: &[
+            "AdvancedAuditing",
+            "DelegateFSGroupToCSIDriver",
+            "DevicePlugins",
+            "DisableAcceleratorUsageMetrics",
+            "EndpointSliceTerminatingCondition",
+            "CSIStorageCapacity",
+            "CSIMigrationGCE",
+            "KubeletCredentialProviders",
+            "MixedProtocolLBService",
+            "ServiceInternalTrafficPolicy",
+            "ServiceIPStaticSubrange",
+            "WindowsHostProcessContainers",
+        ],
+        source: "CHANGELOG-1.28",
+    },
+    Removed {
+        since: 30,
+        names: &[
+            "ExpandedDNSConfig",
+            "ExperimentalHostUserNamespaceDefaultingGate",
+            "IPTablesOwnershipCleanup",
+            "KubeletPodResources",
+            "KubeletPodResourcesGetAllocatable",
+            "MinimizeIPTablesRestore",
+            "ProxyTerminatingEndpoints",
+            "RemoveSelfLink",
+        ],
+        source: "CHANGELOG-1.30",
+    },
+    Removed {
+        since: 31,
+        names: &[
+            "APIPriorityAndFairness",
+            "CSINodeExpandSecret",
+            "ConsistentHTTPGetHandlers",
+            "DefaultHostNetworkHostPortsInPodTemplates",
+            "ServiceNodePortStaticSubrange",
+            "SkipReadOnlyValidationGCE",
+        ],
+        source: "CHANGELOG-1.31",
+    },
+    Removed {
+        since: 32,
+        names: &[
+            "AllowServiceLBStatusOnNonLB",
+            "CloudDualStackNodeIPs",
+            "DRAControlPlaneController",
+            "HPAContainerMetrics",
+            "KMSv2",
+            "KMSv2KDF",
+            "LegacyServiceAccountTokenCleanUp",
+            "MinDomainsInPodTopologySpread",
+            "NewVolumeManagerReconstruction",
+            "NodeOutOfServiceVolumeDetach",
+            "ServerSideApply",
+            "ServerSideFieldValidation",
+            "StableLoadBalancerNodeSet",
+            "ValidatingAdmissionPolicy",
+            "ZeroLimitedNominalConcurrencyShares",
+        ],
+        source: "CHANGELOG-1.32",
+    },
+    Removed {
+        since: 33,
+        names: &[
+            "AppArmor",
+            "AppArmorFields",
+            "CPUManager",
+            "DisableCloudProviders",
+            "DisableKubeletCloudCredentialProviders",
+            "JobPodFailurePolicy",
+            "KubeProxyDrainingTerminatingNodes",
+            "PDBUnhealthyPodEvictionPolicy",
+            "PersistentVolumeLastPhaseTransitionTime",
+            "VolumeCapacityPriority",
+        ],
+        source: "CHANGELOG-1.33",
+    },
+    Removed {
+        since: 34,
+        names: &[
+            "DevicePluginCDIDevices",
+            "LegacySidecarContainers",
+            "PodDisruptionConditions",
+        ],
+        source: "CHANGELOG-1.34",
+    },
+    Removed {
+        since: 35,
+        names: &[
+            "SizeMemoryBackedVolumes",
+            "UserNamespacesHostNetworkSupport",
+        ],
+        source: "CHANGELOG-1.35",
+    },
+    Removed {
+        since: 36,
+        names: &[
+            "CSIMigrationPortworx",
+            "InTreePluginPortworxUnregister",
+            "WatchFromStorageWithoutResourceVersion",
+        ],
+        source: "CHANGELOG-1.36",
+    },
+];
+
 /// Flags the dockershim removal took away (1.24).
 pub const DOCKERSHIM_FLAGS: &[&str] = &[
     "--network-plugin",
@@ -206,5 +385,13 @@ mod tests {
         assert!(crosses(FactId::CriV1Alpha2Dropped, Some(v(25)), v(26)));
         assert!(!crosses(FactId::CriV1Alpha2Dropped, Some(v(26)), v(27)));
         assert!(crosses(FactId::CriV1Alpha2Dropped, None, v(27)));
+        for table in [REMOVED_FLAGS, REMOVED_FEATURE_GATES] {
+            assert!(table.windows(2).all(|w| w[0].since <= w[1].since));
+            let mut names: Vec<_> = table.iter().flat_map(|r| r.names).collect();
+            let n = names.len();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), n, "a name removed twice");
+        }
     }
 }

@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 use crate::kubelet::facts::{
-    fact, holds, FactId, DOCKERSHIM_FLAGS, IN_TREE_CLOUD_PROVIDERS, KLOG_FLAGS,
+    fact, holds, FactId, Removed, DOCKERSHIM_FLAGS, IN_TREE_CLOUD_PROVIDERS, KLOG_FLAGS,
+    REMOVED_FEATURE_GATES, REMOVED_FLAGS,
 };
 use crate::kubelet::version::KubeletVersion;
 
@@ -55,9 +56,28 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
     if let Some(why) = cloud_provider(f, to) {
         fail.push(why);
     }
-    // featuregate SetFromMap: a gate locked to its default cannot be set otherwise.
+    for r in removed_by(REMOVED_FLAGS, to) {
+        for name in r.names {
+            if let Some((a, _)) = flag(name) {
+                fail.push(format!(
+                    "{a} (removed in kubelet 1.{}, {}: the kubelet stops at an unknown flag)",
+                    r.since, r.source
+                ));
+            }
+        }
+    }
+    for (gate, r, place) in removed_gates(f, to) {
+        fail.push(format!(
+            "feature gate {gate} in {place} (removed in 1.{}, {}: the kubelet stops at an unrecognized feature gate)",
+            r.since, r.source
+        ));
+    }
+    // featuregate SetFromMap: a gate locked to its default cannot be set otherwise (until it is
+    // removed, and then it is not known at all).
     if holds(FactId::OnlyExternalCloudProvider, to)
         && feature_gate(f, "DisableCloudProviders") == Some(false)
+        && removed_by(REMOVED_FEATURE_GATES, to)
+            .all(|r| !r.names.contains(&"DisableCloudProviders"))
     {
         fail.push(format!(
             "DisableCloudProviders=false ({})",
@@ -179,6 +199,44 @@ fn feature_gate(f: &Facts, gate: &str) -> Option<bool> {
             .get(gate)?
             .as_bool()
     })
+}
+
+/// The rows of `table` removed by kubelet `to`.
+fn removed_by(
+    table: &'static [Removed],
+    to: KubeletVersion,
+) -> impl Iterator<Item = &'static Removed> {
+    table.iter().filter(move |r| to.minor() >= r.since)
+}
+
+/// Every feature gate the kubelet is given (`--feature-gates`, its config's `featureGates`)
+/// that kubelet `to` no longer knows: the gate, its row and where it is set.
+fn removed_gates(f: &Facts, to: KubeletVersion) -> Vec<(String, &'static Removed, &'static str)> {
+    let from_flags = flags_in(&f.host.kubelet_flags, "--feature-gates")
+        .into_iter()
+        .filter_map(|(_, v)| v)
+        .flat_map(|gates| gates.split(','))
+        .filter_map(|g| Some(g.split_once('=')?.0.trim().to_string()))
+        .map(|g| (g, "--feature-gates"));
+    let from_config = f
+        .host
+        .kubelet_config
+        .as_ref()
+        .and_then(|c| c.get("featureGates")?.as_object())
+        .into_iter()
+        .flat_map(|gates| gates.keys().cloned())
+        .map(|g| (g, "the kubelet config's featureGates"));
+    let mut found = Vec::new();
+    for (gate, place) in from_flags.chain(from_config) {
+        if let Some(r) =
+            removed_by(REMOVED_FEATURE_GATES, to).find(|r| r.names.contains(&gate.as_str()))
+        {
+            if !found.iter().any(|(g, _, p)| *g == gate && *p == place) {
+                found.push((gate, r, place));
+            }
+        }
+    }
+    found
 }
 
 /// Why kubelet `to` stops at its `--cloud-provider`, if it does: `NewMainKubelet` refuses an
@@ -398,6 +456,40 @@ mod tests {
             "1.30",
             "on by default",
         );
+        // Other removed flags, and feature gates no longer known, in flags or config.
+        fails(
+            "--keep-terminated-pod-volumes=false",
+            "1.31",
+            "removed in kubelet 1.31, kubernetes#122082",
+        );
+        passes("--keep-terminated-pod-volumes=false", "1.30");
+        fails(
+            "--cloud-config /etc/kubernetes/cloud.conf",
+            "1.34",
+            "--cloud-config (removed in kubelet 1.34",
+        );
+        fails(
+            "--feature-gates=RotateKubeletServerCertificate=true,DynamicKubeletConfig=false",
+            "1.26",
+            "feature gate DynamicKubeletConfig in --feature-gates (removed in 1.26",
+        );
+        passes(
+            "--feature-gates=RotateKubeletServerCertificate=true,DynamicKubeletConfig=false",
+            "1.25",
+        );
+        fails(
+            "--feature-gates=DisableCloudProviders=true",
+            "1.33",
+            "feature gate DisableCloudProviders in --feature-gates (removed in 1.33",
+        );
+        let c = run("--feature-gates=DisableCloudProviders=false", "1.33");
+        assert!(!c.evidence.contains("cannot be set false"), "{c:?}");
+        f.put(
+            "kubelet/config.yaml",
+            "featureGates:\n  SizeMemoryBackedVolumes: true\n",
+        );
+        fails("--v=2", "1.35", "feature gate SizeMemoryBackedVolumes in the kubelet config's featureGates (removed in 1.35");
+        passes("--v=2", "1.34");
         // The packages' KUBELET_EXTRA_ARGS come after kubeadm's flags and override them.
         f.put("kubelet/config.yaml", "{}\n");
         f.put(
