@@ -35,6 +35,8 @@ pub enum FactId {
     AwsCloudProviderRemoved,
     /// `DisableCloudProviders` is on by default: an in-tree `--cloud-provider` stops the kubelet.
     InTreeCloudProvidersOff,
+    /// `memorySwap.swapBehavior: UnlimitedSwap` fails the config's validation.
+    UnlimitedSwapRemoved,
     /// `DisableCloudProviders` is GA: `--cloud-provider` may only be empty or `external`.
     OnlyExternalCloudProvider,
     /// The kubelet takes the cgroup driver from the runtime when the runtime reports one.
@@ -104,6 +106,12 @@ pub const FACTS: &[Fact] = &[
         since: 29,
         what: "DisableCloudProviders is on by default: an in-tree --cloud-provider stops the kubelet unless the gate is set false",
         source: "pkg/kubelet/kubelet.go NewMainKubelet",
+    },
+    Fact {
+        id: FactId::UnlimitedSwapRemoved,
+        since: 30,
+        what: "memorySwap.swapBehavior may only be empty, LimitedSwap or NoSwap: UnlimitedSwap fails the config's validation",
+        source: "pkg/kubelet/apis/config/validation (kubernetes#122745)",
     },
     Fact {
         id: FactId::OnlyExternalCloudProvider,

@@ -56,6 +56,17 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
     if let Some(why) = cloud_provider(f, to) {
         fail.push(why);
     }
+    let swap = h
+        .kubelet_config
+        .as_ref()
+        .and_then(|c| c.pointer("/memorySwap/swapBehavior"))
+        .and_then(Value::as_str);
+    if holds(FactId::UnlimitedSwapRemoved, to) && swap == Some("UnlimitedSwap") {
+        fail.push(format!(
+            "the kubelet config's memorySwap.swapBehavior is UnlimitedSwap ({})",
+            fact(FactId::UnlimitedSwapRemoved).what
+        ));
+    }
     for r in removed_by(REMOVED_FLAGS, to) {
         for name in r.names {
             if let Some((a, _)) = flag(name) {
@@ -490,6 +501,17 @@ mod tests {
         );
         fails("--v=2", "1.35", "feature gate SizeMemoryBackedVolumes in the kubelet config's featureGates (removed in 1.35");
         passes("--v=2", "1.34");
+        f.put(
+            "kubelet/config.yaml",
+            "memorySwap:\n  swapBehavior: UnlimitedSwap\n",
+        );
+        fails("--v=2", "1.30", "memorySwap.swapBehavior is UnlimitedSwap");
+        passes("--v=2", "1.29");
+        f.put(
+            "kubelet/config.yaml",
+            "memorySwap:\n  swapBehavior: LimitedSwap\n",
+        );
+        passes("--v=2", "1.37");
         // The packages' KUBELET_EXTRA_ARGS come after kubeadm's flags and override them.
         f.put("kubelet/config.yaml", "{}\n");
         f.put(
