@@ -19,5 +19,6 @@ pub mod pods; // pod splitting, container slots, states, workloads
 pub mod nodes; // node name → kubelet version
 pub mod cluster; // the API server: kubeconfig, pods, nodes
 pub mod host; // the node's cgroups, kubelet checkpoints, config and flags (read only)
+pub mod kubelet_args; // the kubelet's flags as pflag reads them, and its feature gates
 pub mod kubelet_binary; // a kubelet binary's version, and whether a process is a kubelet
 pub mod manifests; // static-pod manifests as the kubelet reads them

@@ -8,6 +8,7 @@ use crate::kubelet::facts::{
     REMOVED_FEATURE_GATES, REMOVED_FLAGS,
 };
 use crate::kubelet::version::KubeletVersion;
+use crate::source::kubelet_args::{feature_gate, feature_gates_set, flag_in};
 
 use super::{check, Check, Facts, Status};
 
@@ -86,7 +87,7 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
     // featuregate SetFromMap: a gate locked to its default cannot be set otherwise (until it is
     // removed, and then it is not known at all).
     if holds(FactId::OnlyExternalCloudProvider, to)
-        && feature_gate(f, "DisableCloudProviders") == Some(false)
+        && gate(f, "DisableCloudProviders") == Some(false)
         && removed_by(REMOVED_FEATURE_GATES, to)
             .all(|r| !r.names.contains(&"DisableCloudProviders"))
     {
@@ -158,60 +159,6 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
     c
 }
 
-/// Every `name` among `args` as pflag reads it: the argument as given and its value
-/// (`--name=value`, or `--name value` where the next word is no flag). Flag names are compared
-/// after `cliflag.WordSepNormalizeFunc` (`_` reads as `-`).
-fn flags_in<'a>(args: &'a [String], name: &str) -> Vec<(&'a str, Option<&'a str>)> {
-    let mut found = Vec::new();
-    for (i, a) in args.iter().enumerate() {
-        let (given, value) = match a.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (a.as_str(), None),
-        };
-        if given.starts_with("--") && given.replace('_', "-") == name {
-            let value = value.or_else(|| {
-                args.get(i + 1)
-                    .map(String::as_str)
-                    .filter(|next| !next.starts_with('-'))
-            });
-            found.push((a.as_str(), value));
-        }
-    }
-    found
-}
-
-/// The last `name` among `args` ([`flags_in`]): a later one overrides.
-fn flag_in<'a>(args: &'a [String], name: &str) -> Option<(&'a str, Option<&'a str>)> {
-    flags_in(args, name).pop()
-}
-
-/// Feature gate `gate` as the kubelet is told it: the last `--feature-gates` entry for it
-/// (every occurrence of the flag adds to one map, and the flag overrides the config file), else
-/// the config file's `featureGates`; a value is read as Go's `strconv.ParseBool` reads it.
-fn feature_gate(f: &Facts, gate: &str) -> Option<bool> {
-    let parse_bool = |v: &str| match v {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    };
-    let from_flags = flags_in(&f.host.kubelet_flags, "--feature-gates")
-        .into_iter()
-        .rev()
-        .filter_map(|(_, v)| v)
-        .flat_map(|gates| gates.rsplit(','))
-        .filter_map(|g| g.split_once('='))
-        .find(|(k, _)| k.trim() == gate)
-        .and_then(|(_, v)| parse_bool(v.trim()));
-    from_flags.or_else(|| {
-        f.host
-            .kubelet_config
-            .as_ref()?
-            .get("featureGates")?
-            .get(gate)?
-            .as_bool()
-    })
-}
-
 /// The rows of `table` removed by kubelet `to`.
 fn removed_by(
     table: &'static [Removed],
@@ -223,31 +170,19 @@ fn removed_by(
 /// Every feature gate the kubelet is given (`--feature-gates`, its config's `featureGates`)
 /// that kubelet `to` no longer knows: the gate, its row and where it is set.
 fn removed_gates(f: &Facts, to: KubeletVersion) -> Vec<(String, &'static Removed, &'static str)> {
-    let from_flags = flags_in(&f.host.kubelet_flags, "--feature-gates")
+    feature_gates_set(&f.host.kubelet_flags, f.host.kubelet_config.as_ref())
         .into_iter()
-        .filter_map(|(_, v)| v)
-        .flat_map(|gates| gates.split(','))
-        .filter_map(|g| Some(g.split_once('=')?.0.trim().to_string()))
-        .map(|g| (g, "--feature-gates"));
-    let from_config = f
-        .host
-        .kubelet_config
-        .as_ref()
-        .and_then(|c| c.get("featureGates")?.as_object())
-        .into_iter()
-        .flat_map(|gates| gates.keys().cloned())
-        .map(|g| (g, "the kubelet config's featureGates"));
-    let mut found = Vec::new();
-    for (gate, place) in from_flags.chain(from_config) {
-        if let Some(r) =
-            removed_by(REMOVED_FEATURE_GATES, to).find(|r| r.names.contains(&gate.as_str()))
-        {
-            if !found.iter().any(|(g, _, p)| *g == gate && *p == place) {
-                found.push((gate, r, place));
-            }
-        }
-    }
-    found
+        .filter_map(|(gate, place)| {
+            let r =
+                removed_by(REMOVED_FEATURE_GATES, to).find(|r| r.names.contains(&gate.as_str()))?;
+            Some((gate, r, place))
+        })
+        .collect()
+}
+
+/// Feature gate `name` as the kubelet is told it ([`feature_gate`]).
+fn gate(f: &Facts, name: &str) -> Option<bool> {
+    feature_gate(&f.host.kubelet_flags, f.host.kubelet_config.as_ref(), name)
 }
 
 /// Why kubelet `to` stops at its `--cloud-provider`, if it does: `NewMainKubelet` refuses an
@@ -263,7 +198,7 @@ fn cloud_provider(f: &Facts, to: KubeletVersion) -> Option<String> {
         FactId::OnlyExternalCloudProvider
     } else if holds(FactId::InTreeCloudProvidersOff, to)
         && IN_TREE_CLOUD_PROVIDERS.contains(&provider)
-        && feature_gate(f, "DisableCloudProviders") != Some(false)
+        && gate(f, "DisableCloudProviders") != Some(false)
     {
         FactId::InTreeCloudProvidersOff
     } else if holds(FactId::AwsCloudProviderRemoved, to) && provider == "aws" {
