@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::kubelet::facts::{fact, holds, FactId};
 use crate::kubelet::quantity::parse_quantity_milli;
 use crate::kubelet::version::KubeletVersion;
+use crate::source::kubelet_args::feature_gate;
 
 use super::{check, containers, pod_name, running, Check, Facts, Status};
 
@@ -24,13 +25,13 @@ pub(super) fn resize(f: &Facts, to: KubeletVersion) -> Check {
         c.evidence = "no pods (give -i or --cluster)".into();
         return c;
     };
-    let on = holds(FactId::InPlaceResizeDefault, to)
-        || f.host
-            .kubelet_config
-            .as_ref()
-            .and_then(|c| c.pointer("/featureGates/InPlacePodVerticalScaling"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+    // The gate as the kubelet is told it (`--feature-gates` over the config), else its default.
+    let on = feature_gate(
+        &f.host.kubelet_flags,
+        f.host.kubelet_config.as_ref(),
+        "InPlacePodVerticalScaling",
+    )
+    .unwrap_or(holds(FactId::InPlaceResizeDefault, to));
     let (mut pending, mut unseen, mut watched) = (Vec::new(), Vec::new(), 0);
     for p in pods.iter().filter(|p| running(p)) {
         let resize_pending = p.pointer("/status/resize").is_some_and(|r| !r.is_null())
@@ -159,6 +160,13 @@ mod tests {
         let mut gated = facts(p(actuated("512Mi")));
         gated.host.kubelet_config =
             Some(json!({"featureGates": {"InPlacePodVerticalScaling": true}}));
+        assert_eq!(resize(&gated, v("1.30")).status, Status::Fail);
+        // The flag overrides the config; a gate turned off turns the default off.
+        gated.host.kubelet_flags = vec!["--feature-gates=InPlacePodVerticalScaling=false".into()];
+        assert_eq!(resize(&gated, v("1.30")).status, Status::Pass);
+        assert_eq!(resize(&gated, v("1.33")).status, Status::Pass);
+        gated.host.kubelet_config = None;
+        gated.host.kubelet_flags = vec!["--feature-gates=InPlacePodVerticalScaling=true".into()];
         assert_eq!(resize(&gated, v("1.30")).status, Status::Fail);
     }
 }
