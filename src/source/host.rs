@@ -155,9 +155,16 @@ impl Host {
         h
     }
 
-    /// The kubelet config's `cgroupDriver` (the kubelet's default, `cgroupfs`, when the file
-    /// does not set it); `None` when there is no config file to read.
+    /// The cgroup driver the kubelet is configured with: its `--cgroup-driver` flag (deprecated,
+    /// and over the config file, as every flag is), else the config's `cgroupDriver` (the
+    /// kubelet's default, `cgroupfs`, when the file does not set it); `None` when neither is
+    /// there to read.
     pub fn configured_driver(&self) -> Option<&str> {
+        if let Some((_, Some(driver))) =
+            crate::source::kubelet_args::flag_in(&self.kubelet_flags, "--cgroup-driver")
+        {
+            return Some(driver);
+        }
         let config = self.kubelet_config.as_ref()?;
         Some(
             config

@@ -116,6 +116,18 @@ mod tests {
         facts.runtime_driver = Some("systemd".into());
         assert_eq!(cgroups(&facts, v("1.31")).status, Status::Pass);
         assert_eq!(cgroups(&facts, v("1.30")).status, Status::Fail);
+        // The deprecated --cgroup-driver flag overrides the config file.
+        f.put(
+            "kubelet/kubeadm-flags.env",
+            "KUBELET_KUBEADM_ARGS=\"--cgroup-driver=systemd\"\n",
+        );
+        assert_eq!(cgroups(&f.facts(), v("1.30")).status, Status::Pass);
+        f.put("kubelet/config.yaml", "cgroupDriver: systemd\n");
+        f.put(
+            "etc/default/kubelet",
+            "KUBELET_EXTRA_ARGS=--cgroup-driver cgroupfs\n",
+        );
+        assert_eq!(cgroups(&f.facts(), v("1.30")).status, Status::Fail);
 
         let g = Files::new();
         systemd_v2(&g, "cpuset cpu memory hugetlb");
