@@ -182,8 +182,9 @@ pub const KLOG_FLAGS: &[&str] = &[
     "--stderrthreshold",
 ];
 
-/// The cloud providers `cloudprovider.IsDeprecatedInternal` names (k8s.io/cloud-provider
-/// plugins.go `deprecatedCloudProviders`).
+/// The in-tree cloud providers (k8s.io/cloud-provider plugins.go `deprecatedCloudProviders`, over
+/// the releases). From 1.29 each stops the kubelet: as `IsDeprecatedInternal` while its code is
+/// there, as an unknown provider once the code is gone (AWS from 1.27).
 pub const IN_TREE_CLOUD_PROVIDERS: &[&str] = &["aws", "azure", "gce", "openstack", "vsphere"];
 
 /// Kubelet flags or feature gates taken away in kubelet 1.`since` (upstream: `source`): a kubelet
