@@ -324,7 +324,7 @@ pub struct HostArgs {
     )]
     pub kubelet_config: PathBuf,
     /// A file of kubelet flags (`VAR="…"` lines: kubeadm's `KUBELET_KUBEADM_ARGS`, the
-    /// packages' `KUBELET_EXTRA_ARGS`), again for each file, in the order the kubelet's unit
+    /// packages' `KUBELET_EXTRA_ARGS`, kubespray's `kubelet.env`), again for each file, in the order the kubelet's unit
     /// passes them (a later flag overrides); files that do not exist are skipped.
     #[arg(
         long,

@@ -38,11 +38,12 @@ impl Default for HostPaths {
 
 /// Where kubeadm and the kubelet packages keep the kubelet's flags: kubeadm's
 /// `KUBELET_KUBEADM_ARGS`, then `KUBELET_EXTRA_ARGS` (deb, then rpm), as the kubeadm drop-in
-/// `10-kubeadm.conf` passes them.
+/// `10-kubeadm.conf` passes them; and kubespray's `kubelet.env` (`KUBELET_ARGS` and the rest).
 pub const KUBELET_FLAG_FILES: &[&str] = &[
     "/var/lib/kubelet/kubeadm-flags.env",
     "/etc/default/kubelet",
     "/etc/sysconfig/kubelet",
+    "/etc/kubernetes/kubelet.env",
 ];
 
 /// The checkpoint files preflight reads, relative to the kubelet's root directory.
@@ -219,11 +220,28 @@ fn read_config(path: &Path) -> Result<Option<Value>, String> {
 
 /// The flags of a kubeadm flags file: the words inside `KUBELET_KUBEADM_ARGS="…"` (or of every
 /// `KEY="…"` line).
+/// The words of every `VAR=value` assignment of an environment file, as systemd's
+/// `EnvironmentFile=` reads it: a line ending in a backslash goes on with the next one, `#` and
+/// `;` begin comments, and the value's surrounding quotes are not part of it.
 fn flags(text: &str) -> Vec<String> {
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
+    let mut lines = Vec::new();
+    let mut pending = String::new();
+    for line in text.lines() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        match line.strip_suffix('\\') {
+            Some(head) => {
+                pending.push_str(head);
+                pending.push(' ');
+            }
+            None => lines.push(std::mem::take(&mut pending) + line),
+        }
+    }
+    lines.push(pending);
+    lines
+        .iter()
+        .filter(|l| !l.trim_start().starts_with(['#', ';']))
         .filter_map(|l| l.split_once('='))
-        .flat_map(|(_, v)| words(v.trim().trim_matches('"')))
+        .flat_map(|(_, v)| words(v.trim().trim_matches(|c| c == '"' || c == '\'')))
         .collect()
 }
 
@@ -252,6 +270,18 @@ mod tests {
         assert_eq!(
             flags("KUBELET_EXTRA_ARGS=--cloud-provider=aws --node-ip=10.0.0.1\n"),
             ["--cloud-provider=aws", "--node-ip=10.0.0.1"]
+        );
+        // kubespray's kubelet.env: a value carried over lines by backslashes, CRLF, a PATH.
+        let kubespray = "KUBE_LOGTOSTDERR=\"--logtostderr=true\"\r\nKUBELET_ARGS=\"--config=/etc/kubernetes/kubelet-config.yaml \\\r\n--pod-infra-container-image=registry.k8s.io/pause:3.9 \\\n --node-labels=a=b\"\n; KUBELET_X=--commented\nKUBELET_CLOUDPROVIDER=''\nPATH=/usr/local/bin:/usr/bin\n";
+        assert_eq!(
+            flags(kubespray),
+            [
+                "--logtostderr=true",
+                "--config=/etc/kubernetes/kubelet-config.yaml",
+                "--pod-infra-container-image=registry.k8s.io/pause:3.9",
+                "--node-labels=a=b",
+                "/usr/local/bin:/usr/bin"
+            ]
         );
     }
 }
