@@ -258,6 +258,10 @@ mod tests {
         );
         assert_eq!(uid("pod12ab-34cd").as_deref(), Some("12ab-34cd"));
         assert_eq!(uid("kubepods-burstable.slice"), None);
+    }
+
+    #[test]
+    fn environment_files_are_read_as_systemd_reads_them() {
         assert_eq!(
             flags("KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --node-labels=a=b\"\n"),
             ["--container-runtime-endpoint=unix:///run/containerd/containerd.sock", "--node-labels=a=b"]
