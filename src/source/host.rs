@@ -20,8 +20,8 @@ pub struct HostPaths {
     /// The kubelet's config file (`/var/lib/kubelet/config.yaml`).
     pub kubelet_config: PathBuf,
     /// Files of kubelet flags (`VAR="…"` lines, as systemd's `EnvironmentFile=` reads them), in
-    /// the order the kubelet's unit gives them: kubeadm's `KUBELET_KUBEADM_ARGS`, then the
-    /// packages' `KUBELET_EXTRA_ARGS`. A later flag overrides an earlier one.
+    /// the order the kubelet's unit gives them ([`KUBELET_FLAG_FILES`]). A later flag overrides
+    /// an earlier one.
     pub kubelet_flags: Vec<PathBuf>,
 }
 
@@ -218,8 +218,6 @@ fn read_config(path: &Path) -> Result<Option<Value>, String> {
     }
 }
 
-/// The flags of a kubeadm flags file: the words inside `KUBELET_KUBEADM_ARGS="…"` (or of every
-/// `KEY="…"` line).
 /// The words of every `VAR=value` assignment of an environment file, as systemd's
 /// `EnvironmentFile=` reads it: a line ending in a backslash goes on with the next one, `#` and
 /// `;` begin comments, and the value's surrounding quotes are not part of it.
