@@ -60,6 +60,26 @@ pub fn kubelet_processes() -> Vec<(u32, String)> {
         .collect()
 }
 
+/// The command line of a running kubelet ([`kubelet_processes`], the first seen): its pid and
+/// its arguments after the program name. `None` when no kubelet is seen (or it is gone).
+pub fn kubelet_command_line() -> Option<(u32, Vec<String>)> {
+    let (pid, _) = kubelet_processes().into_iter().next()?;
+    Some((pid, arguments(pid)?))
+}
+
+/// The arguments of process `pid` after its program name (`/proc/PID/cmdline`).
+fn arguments(pid: u32) -> Option<Vec<String>> {
+    let bytes = std::fs::read(Path::new("/proc").join(pid.to_string()).join("cmdline")).ok()?;
+    Some(
+        bytes
+            .split(|&b| b == 0)
+            .skip(1)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
 /// The version of the kubelet running as process `pid`: its own binary (`/proc/PID/exe`, the
 /// file it runs even if another was put at its path since) asked `--version`. `None` when the
 /// process is not a kubelet ([`kubelet_name`]).
@@ -67,4 +87,35 @@ pub async fn process_kubelet_version(pid: u32) -> Option<Result<KubeletVersion>>
     kubelet_name(pid)?;
     let exe = Path::new("/proc").join(pid.to_string()).join("exe");
     Some(binary_version(&exe).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process named `kubelet` (a copy of `sleep`) is seen as one, with its arguments.
+    #[test]
+    fn a_kubelets_arguments_are_read_from_proc() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubelet = dir.path().join("kubelet");
+        let Some(sleep) = ["/bin/sleep", "/usr/bin/sleep"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+        else {
+            return;
+        };
+        std::fs::copy(sleep, &kubelet).unwrap();
+        let mut child = std::process::Command::new(&kubelet)
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let seen = kubelet_processes().iter().any(|(p, _)| *p == pid);
+        let args = arguments(pid);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(seen, "the copy named kubelet is a kubelet");
+        assert_eq!(args, Some(vec!["30".to_string()]));
+        assert_eq!(kubelet_name(pid), None, "gone");
+    }
 }

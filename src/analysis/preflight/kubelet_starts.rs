@@ -19,8 +19,66 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
         "a kubelet that refuses to start leaves the node NotReady until its pods are evicted",
     );
     let h = &f.host;
+    let fail = refusals(f, &h.kubelet_flags, to);
+    // What the running kubelet was started with that no flags file read holds (flags written
+    // into its unit, or files kubehash was not shown): if the unit passes them again, the new
+    // kubelet refuses them as well.
+    let unread: Vec<String> = f
+        .running_kubelet
+        .iter()
+        .flat_map(|(_, args)| refusals(f, args, to))
+        .filter(|r| !fail.contains(r))
+        .collect();
+    c.evidence = format!(
+        "{} kubelet flags, config {}, CRI {}",
+        h.kubelet_flags.len(),
+        match (&h.kubelet_config, &h.kubelet_config_error) {
+            (Some(_), _) => "read",
+            (None, Some(_)) => "unreadable",
+            (None, None) => "absent",
+        },
+        if f.cri_api.is_empty() {
+            "?"
+        } else {
+            &f.cri_api
+        }
+    );
+    if !fail.is_empty() {
+        c.set(Status::Fail, fail.join("; "), "change the kubelet's flags, config or runtime first; a kubelet that does not start cannot keep any pod");
+    } else if let (Some((pid, _)), false) = (&f.running_kubelet, unread.is_empty()) {
+        c.set(
+            Status::Warn,
+            format!(
+                "the running kubelet (pid {pid}) was started with what kubelet {to} refuses, and no flags file read holds it: {}",
+                unread.join("; ")
+            ),
+            "if the kubelet's unit passes these again, remove them first (or give --kubelet-flags the file that holds them)",
+        );
+    } else if let Some(e) = &h.kubelet_config_error {
+        // cmd/kubelet/app/server.go loadConfigFile: a --config file that does not decode stops
+        // the kubelet. Whether this kubelet is given this file is not known here: a warning.
+        c.set(
+            Status::Warn,
+            format!("the kubelet config does not parse ({e}): a kubelet started with --config naming it refuses to start"),
+            "fix the kubelet's config file first (or give --kubelet-config the one the kubelet uses)",
+        );
+    }
+    c
+}
+
+/// The rows of `table` removed by kubelet `to`.
+fn removed_by(
+    table: &'static [Removed],
+    to: KubeletVersion,
+) -> impl Iterator<Item = &'static Removed> {
+    table.iter().filter(move |r| to.minor() >= r.since)
+}
+
+/// Why kubelet `to` would not start with the flags `args`, the config and the runtime in `f`.
+fn refusals(f: &Facts, args: &[String], to: KubeletVersion) -> Vec<String> {
+    let h = &f.host;
     let mut fail = Vec::new();
-    let flag = |name: &str| flag_in(&h.kubelet_flags, name);
+    let flag = |name: &str| flag_in(args, name);
     if holds(FactId::DockershimRemoved, to) {
         for name in DOCKERSHIM_FLAGS {
             if let Some((a, _)) = flag(name) {
@@ -54,7 +112,7 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
             }
         }
     }
-    if let Some(why) = cloud_provider(f, to) {
+    if let Some(why) = cloud_provider(f, args, to) {
         fail.push(why);
     }
     let swap = h
@@ -78,7 +136,7 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
             }
         }
     }
-    for (gate, r, place) in removed_gates(f, to) {
+    for (gate, r, place) in removed_gates(f, args, to) {
         fail.push(format!(
             "feature gate {gate} in {place} (removed in 1.{}, {}: the kubelet stops at an unrecognized feature gate)",
             r.since, r.source
@@ -87,7 +145,7 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
     // featuregate SetFromMap: a gate locked to its default cannot be set otherwise (until it is
     // removed, and then it is not known at all).
     if holds(FactId::OnlyExternalCloudProvider, to)
-        && gate(f, "DisableCloudProviders") == Some(false)
+        && gate(f, args, "DisableCloudProviders") == Some(false)
         && removed_by(REMOVED_FEATURE_GATES, to)
             .all(|r| !r.names.contains(&"DisableCloudProviders"))
     {
@@ -131,46 +189,17 @@ pub(super) fn kubelet_starts(f: &Facts, to: KubeletVersion) -> Check {
             }
         }
     }
-    c.evidence = format!(
-        "{} kubelet flags, config {}, CRI {}",
-        h.kubelet_flags.len(),
-        match (&h.kubelet_config, &h.kubelet_config_error) {
-            (Some(_), _) => "read",
-            (None, Some(_)) => "unreadable",
-            (None, None) => "absent",
-        },
-        if f.cri_api.is_empty() {
-            "?"
-        } else {
-            &f.cri_api
-        }
-    );
-    if !fail.is_empty() {
-        c.set(Status::Fail, fail.join("; "), "change the kubelet's flags, config or runtime first; a kubelet that does not start cannot keep any pod");
-    } else if let Some(e) = &h.kubelet_config_error {
-        // cmd/kubelet/app/server.go loadConfigFile: a --config file that does not decode stops
-        // the kubelet. Whether this kubelet is given this file is not known here: a warning.
-        c.set(
-            Status::Warn,
-            format!("the kubelet config does not parse ({e}): a kubelet started with --config naming it refuses to start"),
-            "fix the kubelet's config file first (or give --kubelet-config the one the kubelet uses)",
-        );
-    }
-    c
-}
-
-/// The rows of `table` removed by kubelet `to`.
-fn removed_by(
-    table: &'static [Removed],
-    to: KubeletVersion,
-) -> impl Iterator<Item = &'static Removed> {
-    table.iter().filter(move |r| to.minor() >= r.since)
+    fail
 }
 
 /// Every feature gate the kubelet is given (`--feature-gates`, its config's `featureGates`)
 /// that kubelet `to` no longer knows: the gate, its row and where it is set.
-fn removed_gates(f: &Facts, to: KubeletVersion) -> Vec<(String, &'static Removed, &'static str)> {
-    feature_gates_set(&f.host.kubelet_flags, f.host.kubelet_config.as_ref())
+fn removed_gates(
+    f: &Facts,
+    args: &[String],
+    to: KubeletVersion,
+) -> Vec<(String, &'static Removed, &'static str)> {
+    feature_gates_set(args, f.host.kubelet_config.as_ref())
         .into_iter()
         .filter_map(|(gate, place)| {
             let r =
@@ -181,15 +210,15 @@ fn removed_gates(f: &Facts, to: KubeletVersion) -> Vec<(String, &'static Removed
 }
 
 /// Feature gate `name` as the kubelet is told it ([`feature_gate`]).
-fn gate(f: &Facts, name: &str) -> Option<bool> {
-    feature_gate(&f.host.kubelet_flags, f.host.kubelet_config.as_ref(), name)
+fn gate(f: &Facts, args: &[String], name: &str) -> Option<bool> {
+    feature_gate(args, f.host.kubelet_config.as_ref(), name)
 }
 
 /// Why kubelet `to` stops at its `--cloud-provider`, if it does: `NewMainKubelet` refuses an
 /// in-tree provider once `DisableCloudProviders` is on (1.29 by default, 1.31 always, when only
 /// `external` or none is left), and the AWS provider is gone from 1.27.
-fn cloud_provider(f: &Facts, to: KubeletVersion) -> Option<String> {
-    let (arg, value) = flag_in(&f.host.kubelet_flags, "--cloud-provider")?;
+fn cloud_provider(f: &Facts, args: &[String], to: KubeletVersion) -> Option<String> {
+    let (arg, value) = flag_in(args, "--cloud-provider")?;
     let provider = value.unwrap_or("");
     if provider.is_empty() || provider == "external" {
         return None;
@@ -198,7 +227,7 @@ fn cloud_provider(f: &Facts, to: KubeletVersion) -> Option<String> {
         FactId::OnlyExternalCloudProvider
     } else if holds(FactId::InTreeCloudProvidersOff, to)
         && IN_TREE_CLOUD_PROVIDERS.contains(&provider)
-        && gate(f, "DisableCloudProviders") != Some(false)
+        && gate(f, args, "DisableCloudProviders") != Some(false)
     {
         FactId::InTreeCloudProvidersOff
     } else if holds(FactId::AwsCloudProviderRemoved, to) && provider == "aws" {
@@ -447,6 +476,38 @@ mod tests {
             "memorySwap:\n  swapBehavior: LimitedSwap\n",
         );
         passes("--v=2", "1.37");
+        // The running kubelet's own command line: what no flags file holds is a warning.
+        f.put("kubelet/config.yaml", "{}\n");
+        f.put(
+            "kubelet/kubeadm-flags.env",
+            "KUBELET_KUBEADM_ARGS=\"--v=2\"\n",
+        );
+        let mut facts = f.facts();
+        facts.running_kubelet = Some((
+            42,
+            [
+                "--config=/var/lib/kubelet/config.yaml",
+                "--logtostderr=true",
+                "--v=2",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ));
+        let c = kubelet_starts(&facts, v("1.26"));
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        assert!(
+            c.evidence.contains("pid 42") && c.evidence.contains("--logtostderr=true ("),
+            "{c:?}"
+        );
+        assert_eq!(kubelet_starts(&facts, v("1.25")).status, Status::Pass);
+        f.put(
+            "kubelet/kubeadm-flags.env",
+            "KUBELET_KUBEADM_ARGS=\"--logtostderr=true\"\n",
+        );
+        facts.host = f.host();
+        let c = kubelet_starts(&facts, v("1.26"));
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(!c.evidence.contains("pid 42"), "{c:?}");
         // The packages' KUBELET_EXTRA_ARGS come after kubeadm's flags and override them.
         f.put("kubelet/config.yaml", "{}\n");
         f.put(

@@ -61,6 +61,8 @@ pub struct Facts {
     pub pods: Option<Vec<Value>>,
     /// This node's Node object, when known.
     pub node: Option<Value>,
+    /// The running kubelet's pid and command line (after the program name), when one is seen.
+    pub running_kubelet: Option<(u32, Vec<String>)>,
 }
 
 /// Reads the runtime's part of the facts over CRI.
@@ -91,6 +93,7 @@ pub async fn check_node(
         host,
         pods,
         node,
+        running_kubelet: crate::source::kubelet_binary::kubelet_command_line(),
         ..Facts::default()
     };
     runtime_facts(cri, &mut facts).await?;
