@@ -40,8 +40,6 @@ fn gate_entries(args: &[String]) -> impl DoubleEndedIterator<Item = (&str, &str)
         .flat_map(|gates| gates.split(','))
         .filter_map(|g| g.split_once('='))
         .map(|(k, v)| (k.trim(), v.trim()))
-        .collect::<Vec<_>>()
-        .into_iter()
 }
 
 /// Feature gate `gate` as the kubelet is told it: the last `--feature-gates` entry for it (the

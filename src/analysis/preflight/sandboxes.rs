@@ -29,17 +29,15 @@ pub(super) fn sandboxes(f: &Facts) -> Check {
     }
     // The sandbox carries the UID the kubelet runs the pod under: a static pod's is its mirror's
     // `kubernetes.io/config.hash`, not the mirror's own API UID.
-    let host_network = |uid: &str| -> Option<bool> {
-        f.pods.as_ref()?.iter().find_map(|p| {
-            let kubelet_uid = static_pod_uid(p)
-                .or_else(|| p.pointer("/metadata/uid")?.as_str().map(str::to_string));
-            (kubelet_uid.as_deref() == Some(uid)).then(|| {
-                p.pointer("/spec/hostNetwork")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-            })
-        })
-    };
+    let mut host_network: BTreeMap<String, bool> = BTreeMap::new();
+    for p in f.pods.iter().flatten() {
+        let kubelet_uid =
+            static_pod_uid(p).or_else(|| p.pointer("/metadata/uid")?.as_str().map(str::to_string));
+        if let Some(uid) = kubelet_uid {
+            let host = p.pointer("/spec/hostNetwork").and_then(Value::as_bool);
+            host_network.entry(uid).or_insert(host.unwrap_or(false));
+        }
+    }
     let ready = proto::PodSandboxState::SandboxReady as i32;
     let mut changed = Vec::new();
     for (uid, mut list) in by_pod {
@@ -67,7 +65,7 @@ pub(super) fn sandboxes(f: &Facts) -> Check {
             }
             continue;
         }
-        if let Some(host) = host_network(&uid) {
+        if let Some(&host) = host_network.get(&uid) {
             if host != node_network {
                 changed.push(format!(
                     "{name}: hostNetwork is {host} but the sandbox's network namespace is {}",
