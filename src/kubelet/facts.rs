@@ -31,8 +31,6 @@ pub enum FactId {
     KlogFlagsRemoved,
     /// `--container-runtime` is removed.
     ContainerRuntimeFlagRemoved,
-    /// The in-tree AWS cloud provider is removed: `--cloud-provider=aws` names no provider.
-    AwsCloudProviderRemoved,
     /// `DisableCloudProviders` is on by default: an in-tree `--cloud-provider` stops the kubelet.
     InTreeCloudProvidersOff,
     /// `memorySwap.swapBehavior: UnlimitedSwap` fails the config's validation.
@@ -94,12 +92,6 @@ pub const FACTS: &[Fact] = &[
         since: 27,
         what: "--container-runtime is removed",
         source: "cmd/kubelet/app/options/options.go",
-    },
-    Fact {
-        id: FactId::AwsCloudProviderRemoved,
-        since: 27,
-        what: "the in-tree AWS cloud provider is removed: --cloud-provider=aws stops the kubelet (unknown cloud provider)",
-        source: "k8s.io/cloud-provider InitCloudProvider (kubernetes#115838)",
     },
     Fact {
         id: FactId::InTreeCloudProvidersOff,
@@ -182,10 +174,47 @@ pub const KLOG_FLAGS: &[&str] = &[
     "--stderrthreshold",
 ];
 
-/// The in-tree cloud providers (k8s.io/cloud-provider plugins.go `deprecatedCloudProviders`, over
-/// the releases). From 1.29 each stops the kubelet: as `IsDeprecatedInternal` while its code is
-/// there, as an unknown provider once the code is gone (AWS from 1.27).
-pub const IN_TREE_CLOUD_PROVIDERS: &[&str] = &["aws", "azure", "gce", "openstack", "vsphere"];
+/// An in-tree cloud provider, and the kubelet minor whose build no longer has its code
+/// (upstream: `source`): from then on `InitCloudProvider` finds no provider of that name and the
+/// kubelet stops ("unknown cloud provider").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InTreeProvider {
+    pub name: &'static str,
+    pub removed: u8,
+    pub source: &'static str,
+}
+
+/// The in-tree cloud providers (k8s.io/cloud-provider plugins.go `deprecatedCloudProviders`, the
+/// names `IsDeprecatedInternal` knows), in the order their code was removed. While its code is
+/// there, each one stops the kubelet from 1.29 as `IsDeprecatedInternal` unless
+/// `DisableCloudProviders` is set false.
+pub const IN_TREE_CLOUD_PROVIDERS: &[InTreeProvider] = &[
+    InTreeProvider {
+        name: "openstack",
+        removed: 26,
+        source: "kubernetes#67782",
+    },
+    InTreeProvider {
+        name: "aws",
+        removed: 27,
+        source: "kubernetes#115838",
+    },
+    InTreeProvider {
+        name: "azure",
+        removed: 30,
+        source: "kubernetes#122857",
+    },
+    InTreeProvider {
+        name: "vsphere",
+        removed: 30,
+        source: "kubernetes#122937",
+    },
+    InTreeProvider {
+        name: "gce",
+        removed: 31,
+        source: "kubernetes#124519",
+    },
+];
 
 /// Kubelet flags or feature gates taken away in kubelet 1.`since` (upstream: `source`): a kubelet
 /// given one stops at an unknown flag or an unrecognized feature gate.
@@ -202,6 +231,11 @@ pub const REMOVED_FLAGS: &[Removed] = &[
         since: 27,
         names: &["--master-service-namespace"],
         source: "CHANGELOG-1.27",
+    },
+    Removed {
+        since: 30,
+        names: &["--azure-container-registry-config"],
+        source: "kubernetes#122857",
     },
     Removed {
         since: 31,
@@ -402,5 +436,11 @@ mod tests {
             names.dedup();
             assert_eq!(names.len(), n, "a name removed twice");
         }
+        let p = IN_TREE_CLOUD_PROVIDERS;
+        assert!(p.windows(2).all(|w| w[0].removed <= w[1].removed));
+        // From 1.31 only `external` or none is accepted: no provider outlives that.
+        assert!(p
+            .iter()
+            .all(|p| p.removed <= fact(FactId::OnlyExternalCloudProvider).since));
     }
 }

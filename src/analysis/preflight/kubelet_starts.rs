@@ -216,24 +216,29 @@ fn gate(f: &Facts, args: &[String], name: &str) -> Option<bool> {
 
 /// Why kubelet `to` stops at its `--cloud-provider`, if it does: `NewMainKubelet` refuses an
 /// in-tree provider once `DisableCloudProviders` is on (1.29 by default, 1.31 always, when only
-/// `external` or none is left), and the AWS provider is gone from 1.27.
+/// `external` or none is left), and `InitCloudProvider` finds none whose code the build no longer
+/// has. A name that is no upstream provider is left alone: a kubelet running with it is a build
+/// of its own.
 fn cloud_provider(f: &Facts, args: &[String], to: KubeletVersion) -> Option<String> {
     let (arg, value) = flag_in(args, "--cloud-provider")?;
     let provider = value.unwrap_or("");
     if provider.is_empty() || provider == "external" {
         return None;
     }
+    let in_tree = IN_TREE_CLOUD_PROVIDERS.iter().find(|p| p.name == provider);
     let id = if holds(FactId::OnlyExternalCloudProvider, to) {
         FactId::OnlyExternalCloudProvider
     } else if holds(FactId::InTreeCloudProvidersOff, to)
-        && IN_TREE_CLOUD_PROVIDERS.contains(&provider)
+        && in_tree.is_some()
         && gate(f, args, "DisableCloudProviders") != Some(false)
     {
         FactId::InTreeCloudProvidersOff
-    } else if holds(FactId::AwsCloudProviderRemoved, to) && provider == "aws" {
-        FactId::AwsCloudProviderRemoved
     } else {
-        return None;
+        let p = in_tree.filter(|p| to.minor() >= p.removed)?;
+        return Some(format!(
+            "{arg} (the in-tree {} cloud provider is removed in kubelet 1.{}, {}: the kubelet stops at an unknown cloud provider)",
+            p.name, p.removed, p.source
+        ));
     };
     Some(format!("{arg} ({})", fact(id).what))
 }
@@ -369,14 +374,33 @@ mod tests {
             "--pod-infra-container-image=registry.k8s.io/pause:3.9",
         );
         passes(kubeadm, "1.34");
-        // --cloud-provider: AWS is gone from 1.27; every in-tree one is off from 1.29 unless
-        // the gate is set false, which 1.31 refuses; only external or none is left from 1.31.
+        // --cloud-provider: each in-tree provider is gone from the release that removed its
+        // code (OpenStack 1.26, AWS 1.27, Azure and vSphere 1.30, GCE 1.31); every in-tree one
+        // is off from 1.29 unless the gate is set false, which 1.31 refuses; only external or
+        // none is left from 1.31.
         passes("--cloud-provider=aws", "1.26");
         fails(
             "--cloud-provider aws --v=2",
             "1.27",
-            "--cloud-provider (the in-tree AWS",
+            "--cloud-provider (the in-tree aws cloud provider is removed in kubelet 1.27",
         );
+        passes("--cloud-provider=openstack", "1.25");
+        fails(
+            "--cloud-provider=openstack",
+            "1.26",
+            "in-tree openstack cloud provider is removed in kubelet 1.26, kubernetes#67782",
+        );
+        for p in ["azure", "vsphere"] {
+            let flags = format!("--cloud-provider={p} --feature-gates=DisableCloudProviders=false");
+            passes(&flags, "1.29");
+            fails(
+                &flags,
+                "1.30",
+                &format!("in-tree {p} cloud provider is removed in kubelet 1.30"),
+            );
+            // With the gate on, 1.29 already refuses it, as disabled.
+            fails(&format!("--cloud-provider={p}"), "1.29", "on by default");
+        }
         passes("--cloud-provider=gce", "1.28");
         fails(
             "--cloud-provider=gce",
@@ -395,7 +419,7 @@ mod tests {
         fails(
             "--cloud-provider=aws --feature-gates=DisableCloudProviders=false",
             "1.30",
-            "in-tree AWS",
+            "in-tree aws cloud provider is removed",
         );
         fails(
             "--cloud-provider=gce --feature-gates=DisableCloudProviders=false",
@@ -438,6 +462,16 @@ mod tests {
             "removed in kubelet 1.31, kubernetes#122082",
         );
         passes("--keep-terminated-pod-volumes=false", "1.30");
+        // AKS and CAPZ nodes passed this one for years.
+        fails(
+            "--azure-container-registry-config=/etc/kubernetes/azure.json",
+            "1.30",
+            "--azure-container-registry-config=/etc/kubernetes/azure.json (removed in kubelet 1.30",
+        );
+        passes(
+            "--azure-container-registry-config=/etc/kubernetes/azure.json",
+            "1.29",
+        );
         fails(
             "--cloud-config /etc/kubernetes/cloud.conf",
             "1.34",
