@@ -400,6 +400,125 @@ pub const REMOVED_FEATURE_GATES: &[Removed] = &[
     },
 ];
 
+/// A feature gate locked to its default from kubelet 1.`since` (featuregate `LockToDefault`):
+/// `SetFromMap` refuses any other value ("cannot set feature gate …, feature is locked to …"),
+/// and a kubelet given one stops. Every Kubernetes binary registers the gates of
+/// `pkg/features` and of `k8s.io/apiserver`, the kubelet too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Locked {
+    pub name: &'static str,
+    pub since: u8,
+    pub default: bool,
+}
+
+const fn locked(name: &'static str, since: u8, default: bool) -> Locked {
+    Locked {
+        name,
+        since,
+        default,
+    }
+}
+
+/// The locked gates, oldest lock first, from the versioned feature specs
+/// (`pkg/features/kube_features.go`, `versioned_kube_features.go`) as of 1.32, 1.33 and 1.35.
+/// A gate locked and removed before 1.32 is known only by its row in [`REMOVED_FEATURE_GATES`].
+pub const LOCKED_FEATURE_GATES: &[Locked] = &[
+    locked("WatchBookmark", 17, true),
+    locked("EfficientWatchResumption", 24, true),
+    locked("CPUManager", 26, true),
+    locked("APIListChunking", 29, true),
+    locked("RemainingItemCount", 29, true),
+    locked("AdmissionWebhookMatchConditions", 30, true),
+    locked("AggregatedDiscoveryEndpoint", 30, true),
+    locked("HPAContainerMetrics", 30, true),
+    locked("LegacyServiceAccountTokenCleanUp", 30, true),
+    locked("PodHostIPs", 30, true),
+    locked("PodSchedulingReadiness", 30, true),
+    locked("ZeroLimitedNominalConcurrencyShares", 30, true),
+    locked("AppArmor", 31, true),
+    locked("AppArmorFields", 31, true),
+    locked("DevicePluginCDIDevices", 31, true),
+    locked("DisableCloudProviders", 31, true),
+    locked("DisableKubeletCloudCredentialProviders", 31, true),
+    locked("ElasticIndexedJob", 31, true),
+    locked("JobPodFailurePolicy", 31, true),
+    locked("KubeProxyDrainingTerminatingNodes", 31, true),
+    locked("LogarithmicScaleDown", 31, true),
+    locked("PDBUnhealthyPodEvictionPolicy", 31, true),
+    locked("PersistentVolumeLastPhaseTransitionTime", 31, true),
+    locked("PodDisruptionConditions", 31, true),
+    locked("StatefulSetStartOrdinal", 31, true),
+    locked("AllowServiceLBStatusOnNonLB", 32, false),
+    locked("CronJobsScheduledAnnotation", 32, true),
+    locked("CustomResourceFieldSelectors", 32, true),
+    locked("LoadBalancerIPMode", 32, true),
+    locked("MemoryManager", 32, true),
+    locked("PodIndexLabel", 32, true),
+    locked("RetryGenerateName", 32, true),
+    locked("ServiceAccountTokenJTI", 32, true),
+    locked("ServiceAccountTokenNodeBindingValidation", 32, true),
+    locked("ServiceAccountTokenPodNodeInfo", 32, true),
+    locked("SizeMemoryBackedVolumes", 32, true),
+    locked("StatefulSetAutoDeletePVC", 32, true),
+    locked("StrictCostEnforcementForVAP", 32, true),
+    locked("StrictCostEnforcementForWebhooks", 32, true),
+    locked("StructuredAuthorizationConfiguration", 32, true),
+    locked("AnyVolumeDataSource", 33, true),
+    locked("BtreeWatchCache", 33, true),
+    locked("CPUManagerPolicyOptions", 33, true),
+    locked("CRDValidationRatcheting", 33, true),
+    locked("CSIMigrationPortworx", 33, true),
+    locked("HonorPVReclaimPolicy", 33, true),
+    locked("JobBackoffLimitPerIndex", 33, true),
+    locked("JobSuccessPolicy", 33, true),
+    locked("MatchLabelKeysInPodAffinity", 33, true),
+    locked("NFTablesProxyMode", 33, true),
+    locked("NodeInclusionPolicyInPodTopologySpread", 33, true),
+    locked("RecursiveReadOnlyMounts", 33, true),
+    locked("ServiceAccountTokenNodeBinding", 33, true),
+    locked("ServiceTrafficDistribution", 33, true),
+    locked("SidecarContainers", 33, true),
+    locked("TopologyAwareHints", 33, true),
+    locked("WatchFromStorageWithoutResourceVersion", 33, false),
+    locked("APIServerTracing", 34, true),
+    locked("AnonymousAuthConfigurableEndpoints", 34, true),
+    locked("AuthorizeNodeWithSelectors", 34, true),
+    locked("AuthorizeWithSelectors", 34, true),
+    locked("ConsistentListFromCache", 34, true),
+    locked("JobPodReplacementPolicy", 34, true),
+    locked("KubeletCgroupDriverFromCRI", 34, true),
+    locked("KubeletTracing", 34, true),
+    locked("MultiCIDRServiceAllocator", 34, true),
+    locked("NodeSwap", 34, true),
+    locked("OrderedNamespaceDeletion", 34, true),
+    locked("PodLifecycleSleepAction", 34, true),
+    locked("PodLifecycleSleepActionAllowZero", 34, true),
+    locked("RecoverVolumeExpansionFailure", 34, true),
+    locked("RelaxedDNSSearchValidation", 34, true),
+    locked("RelaxedEnvironmentVariableValidation", 34, true),
+    locked("ResilientWatchCacheInitialization", 34, true),
+    locked("SchedulerQueueingHints", 34, true),
+    locked("SeparateTaintEvictionController", 34, true),
+    locked("StreamingCollectionEncodingToJSON", 34, true),
+    locked("StreamingCollectionEncodingToProtobuf", 34, true),
+    locked("StructuredAuthenticationConfiguration", 34, true),
+    locked("WinDSR", 34, true),
+    locked("WinOverlay", 34, true),
+    locked("AggregatedDiscoveryRemoveBetaType", 35, true),
+    locked("AllowOverwriteTerminationGracePeriodSeconds", 35, false),
+    locked("DisableAllocatorDualWrite", 35, true),
+    locked("DynamicResourceAllocation", 35, true),
+    locked("ExecProbeTimeout", 35, true),
+    locked("ImageMaximumGCAge", 35, true),
+    locked("InPlacePodVerticalScaling", 35, true),
+    locked("JobManagedBy", 35, true),
+    locked("PodObservedGenerationTracking", 35, true),
+    locked("PreferSameTrafficDistribution", 35, true),
+    locked("SupplementalGroupsPolicy", 35, true),
+    locked("SystemdWatchdog", 35, true),
+    locked("VolumeAttributesClass", 36, true),
+];
+
 /// Flags the dockershim removal took away (1.24).
 pub const DOCKERSHIM_FLAGS: &[&str] = &[
     "--network-plugin",
@@ -436,6 +555,12 @@ mod tests {
             names.dedup();
             assert_eq!(names.len(), n, "a name removed twice");
         }
+        let l = LOCKED_FEATURE_GATES;
+        assert!(l.windows(2).all(|w| w[0].since <= w[1].since));
+        let mut names: Vec<_> = l.iter().map(|l| l.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), l.len(), "a gate locked twice");
         let p = IN_TREE_CLOUD_PROVIDERS;
         assert!(p.windows(2).all(|w| w[0].removed <= w[1].removed));
         // From 1.31 only `external` or none is accepted: no provider outlives that.

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use crate::kubelet::facts::{
-    fact, holds, FactId, Removed, DOCKERSHIM_FLAGS, IN_TREE_CLOUD_PROVIDERS, KLOG_FLAGS,
-    REMOVED_FEATURE_GATES, REMOVED_FLAGS,
+    fact, holds, FactId, Locked, Removed, DOCKERSHIM_FLAGS, IN_TREE_CLOUD_PROVIDERS, KLOG_FLAGS,
+    LOCKED_FEATURE_GATES, REMOVED_FEATURE_GATES, REMOVED_FLAGS,
 };
 use crate::kubelet::version::KubeletVersion;
 use crate::source::kubelet_args::{feature_gate, feature_gates_set, flag_in};
@@ -142,16 +142,10 @@ fn refusals(f: &Facts, args: &[String], to: KubeletVersion) -> Vec<String> {
             r.since, r.source
         ));
     }
-    // featuregate SetFromMap: a gate locked to its default cannot be set otherwise (until it is
-    // removed, and then it is not known at all).
-    if holds(FactId::OnlyExternalCloudProvider, to)
-        && gate(f, args, "DisableCloudProviders") == Some(false)
-        && removed_by(REMOVED_FEATURE_GATES, to)
-            .all(|r| !r.names.contains(&"DisableCloudProviders"))
-    {
+    for (l, place) in locked_gates(f, args, to) {
         fail.push(format!(
-            "DisableCloudProviders=false ({})",
-            fact(FactId::OnlyExternalCloudProvider).what
+            "feature gate {}={} in {place} (locked to {} from 1.{}: the kubelet stops at a locked feature gate set otherwise)",
+            l.name, !l.default, l.default, l.since
         ));
     }
     if holds(FactId::CriV1Alpha2Dropped, to) && f.cri_api == "v1alpha2" {
@@ -190,6 +184,35 @@ fn refusals(f: &Facts, args: &[String], to: KubeletVersion) -> Vec<String> {
         }
     }
     fail
+}
+
+/// Every feature gate the kubelet is told to set against the default kubelet `to` locks it to
+/// (featuregate `SetFromMap`; the value the kubelet ends with, `--feature-gates` over the
+/// config's `featureGates`): the gate's row and where that value is set. A gate `to` no
+/// longer knows is [`removed_gates`]'s.
+fn locked_gates(
+    f: &Facts,
+    args: &[String],
+    to: KubeletVersion,
+) -> Vec<(&'static Locked, &'static str)> {
+    let mut found: Vec<(&'static Locked, &'static str)> = Vec::new();
+    for (name, place) in feature_gates_set(args, f.host.kubelet_config.as_ref()) {
+        let Some(l) = LOCKED_FEATURE_GATES
+            .iter()
+            .find(|l| l.name == name && to.minor() >= l.since)
+        else {
+            continue;
+        };
+        let removed = removed_by(REMOVED_FEATURE_GATES, to).any(|r| r.names.contains(&l.name));
+        // The flag's entries come first: the first place a gate is named is where its value is.
+        if removed || found.iter().any(|(seen, _)| seen.name == l.name) {
+            continue;
+        }
+        if gate(f, args, l.name) == Some(!l.default) {
+            found.push((l, place));
+        }
+    }
+    found
 }
 
 /// Every feature gate the kubelet is given (`--feature-gates`, its config's `featureGates`)
@@ -492,7 +515,57 @@ mod tests {
             "feature gate DisableCloudProviders in --feature-gates (removed in 1.33",
         );
         let c = run("--feature-gates=DisableCloudProviders=false", "1.33");
-        assert!(!c.evidence.contains("cannot be set false"), "{c:?}");
+        assert!(!c.evidence.contains("locked"), "said twice: {c:?}");
+        f.put("kubelet/config.yaml", "{}\n");
+        // A gate locked to its default, set otherwise: ExecProbeTimeout=false was the advised
+        // way out of exec probe timeouts for years, and 1.35 locks it.
+        fails(
+            "--feature-gates=ExecProbeTimeout=false",
+            "1.35",
+            "feature gate ExecProbeTimeout=false in --feature-gates (locked to true from 1.35",
+        );
+        passes("--feature-gates=ExecProbeTimeout=false", "1.34");
+        passes("--feature-gates=ExecProbeTimeout=true", "1.35");
+        passes(
+            "--feature-gates=ExecProbeTimeout=false --feature-gates=ExecProbeTimeout=true",
+            "1.35",
+        );
+        // Locked to false.
+        fails(
+            "--feature-gates=AllowOverwriteTerminationGracePeriodSeconds=true",
+            "1.35",
+            "AllowOverwriteTerminationGracePeriodSeconds=true in --feature-gates (locked to false",
+        );
+        passes(
+            "--feature-gates=AllowOverwriteTerminationGracePeriodSeconds=false",
+            "1.35",
+        );
+        // The in-tree provider's two gates, as 1.29 and 1.30 needed them: 1.31 refuses both.
+        let c = run(
+            "--feature-gates=DisableCloudProviders=false,DisableKubeletCloudCredentialProviders=false",
+            "1.31",
+        );
+        assert!(
+            c.status == Status::Fail
+                && c.evidence.contains(
+                    "DisableCloudProviders=false in --feature-gates (locked to true from 1.31"
+                )
+                && c.evidence
+                    .contains("DisableKubeletCloudCredentialProviders=false in --feature-gates"),
+            "{c:?}"
+        );
+        // In the config, unless a flag says otherwise.
+        f.put(
+            "kubelet/config.yaml",
+            "featureGates:\n  InPlacePodVerticalScaling: false\n",
+        );
+        fails(
+            "--v=2",
+            "1.35",
+            "InPlacePodVerticalScaling=false in the kubelet config's featureGates (locked to true from 1.35",
+        );
+        passes("--feature-gates=InPlacePodVerticalScaling=true", "1.35");
+        passes("--v=2", "1.34");
         f.put(
             "kubelet/config.yaml",
             "featureGates:\n  SizeMemoryBackedVolumes: true\n",
