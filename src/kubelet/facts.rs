@@ -338,7 +338,6 @@ pub const REMOVED_FEATURE_GATES: &[Removed] = &[
     Removed {
         since: 32,
         names: &[
-            "AllowServiceLBStatusOnNonLB",
             "CloudDualStackNodeIPs",
             "DRAControlPlaneController",
             "HPAContainerMetrics",
@@ -383,11 +382,13 @@ pub const REMOVED_FEATURE_GATES: &[Removed] = &[
     },
     Removed {
         since: 35,
-        names: &[
-            "SizeMemoryBackedVolumes",
-            "UserNamespacesHostNetworkSupport",
-        ],
+        names: &["SizeMemoryBackedVolumes"],
         source: "CHANGELOG-1.35",
+    },
+    Removed {
+        since: 35,
+        names: &["AllowServiceLBStatusOnNonLB", "LoadBalancerIPMode"],
+        source: "kubernetes#134552",
     },
     Removed {
         since: 36,
@@ -420,7 +421,8 @@ const fn locked(name: &'static str, since: u8, default: bool) -> Locked {
 }
 
 /// The locked gates, oldest lock first, from the versioned feature specs
-/// (`pkg/features/kube_features.go`, `versioned_kube_features.go`) as of 1.32, 1.33 and 1.35.
+/// (`pkg/features/kube_features.go`, `versioned_kube_features.go`) on the 1.32, 1.33 and 1.36
+/// development branches, and kubernetes#139212 for 1.37.
 /// A gate locked and removed before 1.32 is known only by its row in [`REMOVED_FEATURE_GATES`].
 pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("WatchBookmark", 17, true),
@@ -517,6 +519,7 @@ pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("SupplementalGroupsPolicy", 35, true),
     locked("SystemdWatchdog", 35, true),
     locked("VolumeAttributesClass", 36, true),
+    locked("DeclarativeValidationTakeover", 37, false),
 ];
 
 /// Flags the dockershim removal took away (1.24).
@@ -561,6 +564,19 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), l.len(), "a gate locked twice");
+        // A gate is locked before it is removed (featuregate's emulation rule since 1.31; the
+        // 1.32 release notes named a removal that was reverted into a lock, kubernetes#128139).
+        for r in REMOVED_FEATURE_GATES {
+            for l in l.iter().filter(|l| r.names.contains(&l.name)) {
+                assert!(
+                    l.since < r.since,
+                    "{} removed in 1.{} but locked in 1.{}",
+                    l.name,
+                    r.since,
+                    l.since
+                );
+            }
+        }
         let p = IN_TREE_CLOUD_PROVIDERS;
         assert!(p.windows(2).all(|w| w[0].removed <= w[1].removed));
         // From 1.31 only `external` or none is accepted: no provider outlives that.

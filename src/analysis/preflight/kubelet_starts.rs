@@ -554,6 +554,24 @@ mod tests {
                     .contains("DisableKubeletCloudCredentialProviders=false in --feature-gates"),
             "{c:?}"
         );
+        // Locked in 1.32 and removed in 1.35 (the 1.32 release notes said removed; it was
+        // reverted into a lock).
+        passes("--feature-gates=AllowServiceLBStatusOnNonLB=false", "1.34");
+        fails(
+            "--feature-gates=AllowServiceLBStatusOnNonLB=true",
+            "1.32",
+            "locked to false from 1.32",
+        );
+        fails(
+            "--feature-gates=AllowServiceLBStatusOnNonLB=false",
+            "1.35",
+            "AllowServiceLBStatusOnNonLB in --feature-gates (removed in 1.35, kubernetes#134552",
+        );
+        // New in 1.35, and still there.
+        passes(
+            "--feature-gates=UserNamespacesHostNetworkSupport=true",
+            "1.36",
+        );
         // In the config, unless a flag says otherwise.
         f.put(
             "kubelet/config.yaml",
