@@ -399,3 +399,105 @@ async fn static_pods_are_recreated_unless_their_manifest_pins_the_uid() {
     assert_eq!(p["verdict"], "rewrite", "{p}");
     assert_eq!(fail_on_restart(&manifests), Some(0));
 }
+
+/// pkg/kubelet/config/common.go (PreventStaticPodAPIReferences, 1.34 +): a static pod whose
+/// manifest references an API object is killed by the new kubelet and never started again. It is
+/// said as such, never pinned, and never counted as kept; a kubelet told to allow the reference,
+/// or one before 1.34, keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_pod_the_new_kubelet_refuses_is_killed_not_kept() {
+    let ctrd = Containerd::start();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let agent = json!({"name":"agent","image":harness::IMAGE,"command":["app"]});
+    let uid = "5c1a9c2d8e7f6a5b4c3d2e1f0a9b8c7e";
+    harness::create_static_pod(
+        &mut cri,
+        &ctrd.dir.join("pods"),
+        "kube-system",
+        "agent-test-node",
+        uid,
+        &[TestContainer {
+            spec: agent.clone(),
+            stored_hash: None,
+        }],
+        "1.33".parse().unwrap(),
+    )
+    .await;
+    // No mirror pod: the API server refuses one that references a service account.
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(&pods_file, json!({"kind":"List","items":[]}).to_string()).unwrap();
+    let manifests = ctrd.dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let manifest = manifests.join("agent.yaml");
+    let body = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: agent\n  namespace: kube-system\n  uid: {uid}\nspec:\n  serviceAccountName: agent\n  containers:\n  - name: agent\n    image: {}\n    command: [app]\n",
+        harness::IMAGE
+    );
+    std::fs::write(&manifest, &body).unwrap();
+    let config = ctrd.dir.join("kubelet-config.yaml");
+    std::fs::write(&config, "kind: KubeletConfiguration\n").unwrap();
+    let plan = |from: &str, to: &str| -> (Value, Option<i32>) {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(["node", "plan", "--cri", &ctrd.endpoint(), "--to", to])
+            .args(["--from", from, "-o", "json", "--node-name", "test-node"])
+            .arg("--pods")
+            .arg(&pods_file)
+            .arg("--manifests")
+            .arg(&manifests)
+            .arg("--kubelet-config")
+            .arg(&config)
+            .arg("--kubelet-flags")
+            .arg(ctrd.dir.join("no-flags.env"))
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (doc, out.status.code())
+    };
+    let (doc, _) = plan("1.33", "1.34");
+    let p = &doc["containers"][0];
+    assert_eq!(p["verdict"], "killed", "{doc}");
+    let reason = p["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(
+            "kubelet 1.34 refuses the manifest (static pods may not reference serviceaccounts"
+        ) && reason.contains("does not start it again"),
+        "{reason}"
+    );
+    assert_eq!(doc["static_pods"][0]["action"], "not-admitted", "{doc}");
+    // Before 1.34 the kubelet reads the manifest; its pinned pod is kept.
+    let (doc, _) = plan("1.32", "1.33");
+    assert_eq!(doc["containers"][0]["verdict"], "unchanged", "{doc}");
+    assert_eq!(doc["static_pods"][0]["action"], "already-pinned", "{doc}");
+    // Told to allow the reference, 1.34 keeps it too.
+    std::fs::write(
+        &config,
+        "kind: KubeletConfiguration\nfeatureGates:\n  PreventStaticPodAPIReferences: false\n",
+    )
+    .unwrap();
+    let (doc, _) = plan("1.33", "1.34");
+    assert_eq!(doc["containers"][0]["verdict"], "unchanged", "{doc}");
+    // A manifest kubehash would pin is not pinned when the new kubelet refuses it.
+    std::fs::write(&config, "kind: KubeletConfiguration\n").unwrap();
+    std::fs::write(&manifest, body.replace(&format!("  uid: {uid}\n"), "")).unwrap();
+    let (doc, _) = plan("1.33", "1.34");
+    assert_eq!(doc["static_pods"][0]["action"], "not-admitted", "{doc}");
+    assert_eq!(doc["containers"][0]["verdict"], "killed", "{doc}");
+    // `scan --cri --fail-on-restart` counts it with the restarts.
+    let code = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(["scan", "--cri", &ctrd.endpoint(), "--to", "1.34"])
+        .args([
+            "--from",
+            "1.33",
+            "--fail-on-restart",
+            "--node-name",
+            "test-node",
+        ])
+        .arg("--pods")
+        .arg(&pods_file)
+        .arg("--manifests")
+        .arg(&manifests)
+        .output()
+        .unwrap();
+    assert_eq!(code.status.code(), Some(3), "{code:?}");
+}

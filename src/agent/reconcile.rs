@@ -677,7 +677,7 @@ impl Agent {
             &self.cfg.state_dir.join(format!("preflight-{to}.json")),
             &checks,
         )?;
-        let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
+        let manifests = self.manifests()?;
         let node = Some(self.cfg.node_name.as_str());
         let plans = plan_node(&mut cri, &mut pods, &manifests, node, to, from)
             .await?
@@ -758,7 +758,7 @@ impl Agent {
             cluster: &self.cluster,
             to: to_v,
         };
-        let manifests = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
+        let manifests = self.manifests()?;
         let target = Target {
             pods: &mut pods,
             manifests: &manifests,
@@ -917,6 +917,17 @@ impl Agent {
             Cri::connect(&self.cfg.cri).await?,
             Store::connect(&self.cfg.containerd).await?,
         ))
+    }
+
+    /// The node's static pod manifests, with what the kubelet's flags and config say of the
+    /// ones it refuses.
+    fn manifests(&self) -> Result<crate::source::manifests::Manifests> {
+        let mut m = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
+        m.prevent_api_references = crate::source::host::Host::kubelet_feature_gate(
+            &self.cfg.host,
+            "PreventStaticPodAPIReferences",
+        );
+        Ok(m)
     }
 
     /// The pod specs saved when the plan for `to` was made.

@@ -244,6 +244,7 @@ pub fn compare(
                 Verdict::Unchanged | Verdict::Rewrite => Some(Fate::Kept),
                 Verdict::WillRestart | Verdict::Unprovable => Some(Fate::Restarted),
                 Verdict::Recreated => Some(Fate::Recreated),
+                Verdict::Killed => Some(Fate::Gone),
                 Verdict::NotRunning | Verdict::NoPod | Verdict::Error => None,
             });
             Audited {
@@ -332,6 +333,16 @@ mod tests {
         assert_eq!(fate(vec![seen("a", "u", 5)]), Fate::Restarted);
         assert_eq!(fate(vec![seen("b", "v", 2)]), Fate::Recreated);
         assert_eq!(fate(vec![]), Fate::Gone);
+        // A static pod whose manifest the new kubelet refuses is gone, as predicted.
+        let killed: ContainerPlan = serde_json::from_value(serde_json::json!({
+            "id": "a", "sandbox_id": "s", "namespace": "ns", "pod": "p", "pod_uid": "u",
+            "container": "c", "state": "running", "stored_hash": "1",
+            "stored_hash_without_resources": null, "verdict": "killed", "provenance": [],
+            "new_hash": null, "new_hash_without_resources": null, "reason": ""
+        }))
+        .unwrap();
+        let a = &compare(&before, &snap(vec![]), Some(&[killed]))[0];
+        assert_eq!((a.fate, a.as_predicted), (Fate::Gone, Some(true)));
     }
 
     #[test]

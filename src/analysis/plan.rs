@@ -18,6 +18,9 @@
 //! * `recreated`: C belongs to a static pod whose manifest does not pin `metadata.uid`: the new
 //!   kubelet derives a new pod UID and recreates the pod whatever the hashes say
 //!   ([`crate::source::manifests`]);
+//! * `killed`: C belongs to a static pod whose manifest the new kubelet refuses (it references
+//!   an API object, 1.34 +; [`crate::kubelet::static_refs`]): the pod is killed and not started
+//!   again;
 //! * `no-pod`: no pod spec for C (deleted pod, static pod without a mirror pod);
 //! * `error`: cannot decide (no stored hash, a spec that does not decode, …).
 //!
@@ -31,7 +34,7 @@ use serde_json::Value;
 
 use crate::analysis::coverage::{coverage, Coverage};
 use crate::analysis::created_with;
-use crate::analysis::statics::{static_pods, PinAction, StaticPod};
+use crate::analysis::statics::{not_admitted, static_pods, PinAction, StaticPod};
 use crate::error::{Problem, Result};
 use crate::kubelet::defaults::default_pod;
 use crate::kubelet::hash::{hash_container, ContainerHashes};
@@ -51,6 +54,7 @@ pub enum Verdict {
     Unprovable,
     NotRunning,
     Recreated,
+    Killed,
     NoPod,
     Error,
 }
@@ -64,6 +68,7 @@ impl Verdict {
             Verdict::Unprovable => "unprovable",
             Verdict::NotRunning => "not-running",
             Verdict::Recreated => "recreated",
+            Verdict::Killed => "killed",
             Verdict::NoPod => "no-pod",
             Verdict::Error => "error",
         }
@@ -432,6 +437,18 @@ pub async fn plan_node(
     from: Option<KubeletVersion>,
 ) -> Result<NodeView> {
     let (mut statics, containers) = read_node(cri, pods, manifests, node).await?;
+    // pkg/kubelet/config/common.go: a manifest kubelet T refuses is no pod it runs.
+    for s in statics.iter_mut().filter(|_| from != Some(to)) {
+        let refused = manifests
+            .get(&s.namespace, &s.name)
+            .and_then(|m| not_admitted(m, manifests.prevent_api_references, to));
+        if let Some(why) = refused {
+            s.action = PinAction::NotAdmitted(why);
+            if !s.uid.is_empty() {
+                pods.pins.insert(s.uid.clone(), s.action.clone());
+            }
+        }
+    }
     let mut plans = plan(&containers, pods, manifests, to, from);
     overrule_by_the_runtime(cri, &mut plans, pods, to).await;
     kept_as_created(cri, &mut plans, pods, &statics, to).await;
@@ -742,6 +759,11 @@ fn decide(
     };
     let same_kubelet = from == Some(to);
     let pin = pods.pin_action(&p.pod_uid).filter(|_| !same_kubelet);
+    if let Some(PinAction::NotAdmitted(why)) = pin {
+        p.verdict = Verdict::Killed;
+        p.reason = format!("a static pod: {why}");
+        return;
+    }
     if let Some(PinAction::Refused(why)) = pin {
         p.verdict = Verdict::Recreated;
         p.reason = format!(
@@ -938,6 +960,7 @@ pub fn plan_counts(plans: &[ContainerPlan]) -> Vec<(&'static str, usize)> {
         Verdict::Unprovable,
         Verdict::NotRunning,
         Verdict::Recreated,
+        Verdict::Killed,
         Verdict::NoPod,
         Verdict::Error,
     ]

@@ -17,9 +17,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::kubelet::facts::{fact, holds, FactId};
+use crate::kubelet::static_refs::api_object_reference;
+use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::{keys, proto};
 use crate::source::encoding;
-use crate::source::manifests::Manifests;
+use crate::source::manifests::{Manifest, Manifests};
 
 /// The annotation the kubelet puts on a pod read from a manifest file.
 pub const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
@@ -34,6 +37,9 @@ pub enum PinAction {
     Pin,
     /// Left alone, for this reason; a new kubelet recreates the pod.
     Refused(String),
+    /// The new kubelet refuses the manifest itself, for this reason: it kills the pod and does
+    /// not start it again. A pin would keep nothing.
+    NotAdmitted(String),
 }
 
 /// One static pod manifest and its running sandbox.
@@ -134,6 +140,24 @@ pub fn static_pods(
             }
         })
         .collect()
+}
+
+/// Why kubelet `to` refuses `manifest` itself, if it does: from 1.34 it reads no manifest that
+/// references an API object ([`api_object_reference`]) unless `PreventStaticPodAPIReferences` is
+/// set false (`gate`). A pod that runs from such a manifest was admitted by the old kubelet.
+pub fn not_admitted(manifest: &Manifest, gate: Option<bool>, to: KubeletVersion) -> Option<String> {
+    if !holds(FactId::StaticPodApiReferencesRefused, to) || gate == Some(false) {
+        return None;
+    }
+    let why = match api_object_reference(&manifest.pod) {
+        Ok(None) => return None,
+        Ok(Some(what)) => format!("static pods may not reference {what}"),
+        Err(e) => e,
+    };
+    Some(format!(
+        "kubelet {to} refuses the manifest ({why}; {}): it kills the pod and does not start it again; take the reference out of the manifest (a hostPath for a file, no serviceAccountName) before the upgrade, or set the feature gate PreventStaticPodAPIReferences=false",
+        fact(FactId::StaticPodApiReferencesRefused).source
+    ))
 }
 
 /// How long after its pod's sandbox was created a manifest counts as changed since. The kubelet

@@ -590,8 +590,8 @@ pub struct ScanArgs {
     pub output: Format,
 
     /// Exit with status 3 if any container would be restarted, or recreated with its static
-    /// pod. With --cri, any that would be even after `node apply`: a `will-restart`,
-    /// `unprovable` or `recreated` verdict.
+    /// pod, or killed with it. With --cri, any that would be even after `node apply`: a
+    /// `will-restart`, `unprovable`, `recreated` or `killed` verdict.
     #[arg(long)]
     pub fail_on_restart: bool,
     /// Only pods in this namespace (server-side with --cluster).

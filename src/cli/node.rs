@@ -73,7 +73,7 @@ pub fn print_plan(
     if let Some(f) = from {
         warn_upgrade(f, to);
     }
-    let manifests = node_pods::manifests(source)?;
+    let manifests = node_pods::manifests(source, Some(host))?;
     let node = node_pods::node_name(source);
     let (view, version, checks) = rt.block_on(async {
         let view = plan_node(&mut cri, &mut pods, &manifests, node.as_deref(), to, from).await?;
@@ -95,11 +95,13 @@ pub fn print_plan(
     print(output, &report)?;
     let any = |v: Verdict| report.containers.iter().any(|p| p.verdict == v);
     // What kubelet T restarts even after `node apply`: a spec change, a container kubehash
-    // cannot prove (no --from: every changed hash), and a static pod it cannot pin.
+    // cannot prove (no --from: every changed hash), a static pod it cannot pin, and one whose
+    // manifest T refuses.
     let restarts = [
         Verdict::WillRestart,
         Verdict::Unprovable,
         Verdict::Recreated,
+        Verdict::Killed,
     ];
     if fail_on_restart && restarts.into_iter().any(any) {
         return Ok(ExitStatus::Restarts);
@@ -185,7 +187,7 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
             &to.to_string(),
         )
     });
-    let manifests = node_pods::manifests(&a.plan.source)?;
+    let manifests = node_pods::manifests(&a.plan.source, Some(&a.plan.host.paths()))?;
     let report = rt.block_on(async {
         let store = Store::connect(&a.containerd).await?;
         let target = Target {
@@ -269,7 +271,7 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
         true => Some(rt.block_on(async {
             let (mut cri, running) = runtime_pods(&a.cri).await?;
             let mut pods = node_pods::read(&r.source, Some(&running)).await?.index;
-            let manifests = node_pods::manifests(&r.source)?;
+            let manifests = node_pods::manifests(&r.source, None)?;
             let node = node_pods::node_name(&r.source);
             Ok::<_, anyhow::Error>(
                 node_specs(&mut cri, &mut pods, &manifests, node.as_deref()).await?,

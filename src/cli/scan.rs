@@ -57,7 +57,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         (None, Some(path)) => Some(FromVersions::PerNode(NodeVersions::from_path(path)?)),
         (None, None) => None,
     };
-    let manifests = node_pods::manifests(&args.source)?;
+    let manifests = node_pods::manifests(&args.source, None)?;
     let report = if args.source.from_cluster() {
         let rt = runtime()?;
         let cluster = rt.block_on(Cluster::connect(

@@ -116,7 +116,7 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
             let mut dropped = s.recheck();
             if let Ok(mut cri) = rt.block_on(Cri::connect(&a.runtime_endpoint)) {
                 dropped.extend(rt.block_on(s.recheck_with_the_runtime(&mut cri)));
-                let manifests = node_pods::manifests(&a.source)?;
+                let manifests = node_pods::manifests(&a.source, None)?;
                 let node = node_pods::node_name(&a.source);
                 dropped.extend(rt.block_on(s.recheck_with_the_manifests(
                     &mut cri,
@@ -232,7 +232,7 @@ async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<Planned> {
     let inputs = node_pods::read(&a.source, Some(&RuntimePods::of(&containers))).await?;
     let (mut pods, node_version) = (inputs.index, inputs.version);
     let from = node_pods::old_kubelet(a.from.as_deref(), node_version)?;
-    let manifests = node_pods::manifests(&a.source)?;
+    let manifests = node_pods::manifests(&a.source, None)?;
     // A static pod runs what its manifest says, whatever its mirror pod still holds.
     let node = node_pods::node_name(&a.source);
     join_static_pods(&mut cri, &mut pods, &manifests, node.as_deref(), false).await?;

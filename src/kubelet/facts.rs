@@ -43,6 +43,8 @@ pub enum FactId {
     DraCheckpointV2,
     /// In-place pod resize is on by default; actuated resources are kept in a checkpoint.
     InPlaceResizeDefault,
+    /// A static pod manifest that references an API object is refused (and its pod killed).
+    StaticPodApiReferencesRefused,
     /// `failCgroupV1` defaults to true: the kubelet refuses to start on cgroup v1.
     FailCgroupV1Default,
     /// `--pod-infra-container-image` is removed.
@@ -128,6 +130,12 @@ pub const FACTS: &[Fact] = &[
         since: 33,
         what: "in-place pod resize is on by default; actuated resources are checkpointed",
         source: "pkg/kubelet/allocation/allocation_manager.go",
+    },
+    Fact {
+        id: FactId::StaticPodApiReferencesRefused,
+        since: 34,
+        what: "PreventStaticPodAPIReferences is on by default: a static pod manifest that references an API object is refused, and its running pod killed",
+        source: "pkg/kubelet/config/common.go tryDecodeSinglePod (kubernetes#131837)",
     },
     Fact {
         id: FactId::FailCgroupV1Default,

@@ -21,3 +21,4 @@ pub mod hash; // one function per epoch: the hashes a kubelet stores
 pub mod diff; // why two kubelets' hashes of a container differ
 pub mod facts; // version facts other than the hash: checkpoints, flags, cgroups
 pub mod defaults; // the v1 defaults a kubelet applies to a static pod's containers
+pub mod static_refs; // the API objects a static pod may not reference (1.34 +)

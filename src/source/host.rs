@@ -156,6 +156,20 @@ impl Host {
         h
     }
 
+    /// Feature gate `gate` as the kubelet's flags files and config set it
+    /// ([`crate::source::kubelet_args::feature_gate`]), read on its own: files that cannot be
+    /// read count as not setting it (the preflight checks say what they are).
+    pub fn kubelet_feature_gate(paths: &HostPaths, gate: &str) -> Option<bool> {
+        let config = read_config(&paths.kubelet_config).ok().flatten();
+        let args: Vec<String> = paths
+            .kubelet_flags
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .flat_map(|text| flags(&text))
+            .collect();
+        crate::source::kubelet_args::feature_gate(&args, config.as_ref(), gate)
+    }
+
     /// The cgroup driver the kubelet is configured with: its `--cgroup-driver` flag (deprecated,
     /// and over the config file, as every flag is), else the config's `cgroupDriver` (the
     /// kubelet's default, `cgroupfs`, when the file does not set it); `None` when neither is

@@ -55,6 +55,10 @@ pub struct Manifests {
     by_name: HashMap<(String, String), Manifest>,
     /// Files that could not be read as a pod, with why.
     pub problems: Vec<String>,
+    /// The kubelet's `PreventStaticPodAPIReferences` feature gate as its flags and config set it
+    /// (`None`: not set, the release's default): whether it refuses a manifest that references
+    /// an API object ([`crate::kubelet::static_refs`]).
+    pub prevent_api_references: Option<bool>,
 }
 
 impl Manifests {

@@ -103,6 +103,7 @@ impl Render for NodePlan {
                                 .into()
                         }
                         PinAction::Refused(why) => format!("left alone: {why}"),
+                        PinAction::NotAdmitted(why) => format!("left alone: {why}"),
                     },
                 ]);
             }
