@@ -110,8 +110,18 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let seen = kubelet_processes().iter().any(|(p, _)| *p == pid);
-        let args = arguments(pid);
+        // A vfork-style spawn returns once the child has left the parent's memory, which the
+        // kernel does before it renames the child and sets out its arguments: wait for those.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let (mut seen, mut args) = (false, None);
+        while std::time::Instant::now() < deadline {
+            seen = kubelet_processes().iter().any(|(p, _)| *p == pid);
+            args = arguments(pid);
+            if seen && args.as_deref() == Some(&["30".to_string()][..]) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(seen, "the copy named kubelet is a kubelet");
