@@ -109,7 +109,7 @@ async fn node_scan_gives_every_verdict() {
     assert_eq!(doc["runtime"]["name"], "containerd");
     assert_eq!(
         doc["counts"],
-        json!({"rewrite":1,"unchanged":1,"will-restart":1,"unprovable":0,"not-running":0,"recreated":0,"no-pod":1,"error":0})
+        json!({"rewrite":1,"unchanged":1,"will-restart":1,"unprovable":0,"not-running":0,"recreated":0,"killed":0,"no-pod":1,"error":0})
     );
     let by_name = |pod: &str, c: &str| -> Value {
         doc["containers"]
