@@ -157,7 +157,7 @@ async fn node_scan_gives_every_verdict() {
         "{t}"
     );
     assert!(
-        t.contains("1 rewrite, 1 unchanged, 1 will-restart, 0 unprovable, 0 not-running, 0 recreated, 1 no-pod, 0 error"),
+        t.contains("1 rewrite, 1 unchanged, 1 will-restart, 0 unprovable, 0 not-running, 0 recreated, 0 killed, 1 no-pod, 0 error"),
         "{t}"
     );
 
