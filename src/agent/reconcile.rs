@@ -922,12 +922,10 @@ impl Agent {
     /// The node's static pod manifests, with what the kubelet's flags and config say of the
     /// ones it refuses.
     fn manifests(&self) -> Result<crate::source::manifests::Manifests> {
-        let mut m = crate::source::manifests::Manifests::read(&self.cfg.manifests)?;
-        m.prevent_api_references = crate::source::host::Host::kubelet_feature_gate(
-            &self.cfg.host,
-            "PreventStaticPodAPIReferences",
-        );
-        Ok(m)
+        crate::source::manifests::Manifests::read_for_kubelet(
+            &self.cfg.manifests,
+            Some(&self.cfg.host),
+        )
     }
 
     /// The pod specs saved when the plan for `to` was made.

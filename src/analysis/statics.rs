@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::kubelet::facts::{fact, holds, FactId};
-use crate::kubelet::static_refs::api_object_reference;
+use crate::kubelet::static_refs::{api_object_reference, GATE};
 use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::{keys, proto};
 use crate::source::encoding;
@@ -155,7 +155,7 @@ pub fn not_admitted(manifest: &Manifest, gate: Option<bool>, to: KubeletVersion)
         Err(e) => e,
     };
     Some(format!(
-        "kubelet {to} refuses the manifest ({why}; {}): it kills the pod and does not start it again; take the reference out of the manifest (a hostPath for a file, no serviceAccountName) before the upgrade, or set the feature gate PreventStaticPodAPIReferences=false",
+        "kubelet {to} refuses the manifest ({why}; {}): it kills the pod and does not start it again; take the reference out of the manifest (a hostPath for a file, no serviceAccountName) before the upgrade, or set the feature gate {GATE}=false",
         fact(FactId::StaticPodApiReferencesRefused).source
     ))
 }

@@ -9,7 +9,7 @@ use crate::cli::args::PodSource;
 use crate::cli::support::optional_version;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::cluster::Cluster;
-use crate::source::host::{Host, HostPaths};
+use crate::source::host::HostPaths;
 use crate::source::manifests::Manifests;
 use crate::source::parallel::{for_each_placed_object_on_cores, Input};
 use crate::source::pool::{cores, BATCH};
@@ -120,9 +120,7 @@ pub fn old_kubelet(
 /// This node's static pod manifests (`--manifests`); files that are not pods are said on stderr.
 /// With the kubelet's files (`host`), what its flags and config say of the manifests it refuses.
 pub fn manifests(source: &PodSource, host: Option<&HostPaths>) -> Result<Manifests> {
-    let mut m = Manifests::read(&source.manifests)?;
-    m.prevent_api_references =
-        host.and_then(|h| Host::kubelet_feature_gate(h, "PreventStaticPodAPIReferences"));
+    let m = Manifests::read_for_kubelet(&source.manifests, host)?;
     for p in &m.problems {
         say!("kubehash: not a static pod manifest: {p}");
     }

@@ -9,6 +9,9 @@
 
 use serde_json::Value;
 
+/// The feature gate that turns the refusal on (beta, on by default, from 1.34).
+pub const GATE: &str = "PreventStaticPodAPIReferences";
+
 /// The volume sources that need no API object (`HasAPIObjectReference`'s `continue` case).
 const LOCAL_VOLUMES: &[&str] = &[
     "awsElasticBlockStore",

@@ -15,9 +15,11 @@ use serde_json::Value;
 
 use crate::error::{Error, Problem, Result};
 use crate::kubelet::spelling::pod_value_from_slice;
+use crate::kubelet::static_refs::GATE;
 use crate::source::encoding;
 use crate::source::goread::clean;
 use crate::source::goyaml::GoYaml;
+use crate::source::host::{Host, HostPaths};
 
 /// Where kubeadm and most distributions keep static pod manifests.
 pub const DEFAULT_DIR: &str = "/etc/kubernetes/manifests";
@@ -108,6 +110,14 @@ impl Manifests {
             }
         }
         Ok(out)
+    }
+
+    /// [`Manifests::read`], with what the kubelet's flags and config (`host`, when given) say
+    /// of the manifests it refuses ([`Manifests::prevent_api_references`]).
+    pub fn read_for_kubelet(dir: &Path, host: Option<&HostPaths>) -> Result<Manifests> {
+        let mut m = Manifests::read(dir)?;
+        m.prevent_api_references = host.and_then(|h| Host::kubelet_feature_gate(h, GATE));
+        Ok(m)
     }
 
     /// Every manifest, by path.
