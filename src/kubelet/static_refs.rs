@@ -109,7 +109,6 @@ pub fn api_object_reference(pod: &Value) -> Result<Option<&'static str>, String>
                 || list("env").any(|e| name_at(e, &format!("/valueFrom/{key_ref}/name")))
         })
     };
-
     let pull_secrets = spec("imagePullSecrets")
         .and_then(Value::as_array)
         .into_iter()
