@@ -501,3 +501,158 @@ async fn a_static_pod_the_new_kubelet_refuses_is_killed_not_kept() {
         .unwrap();
     assert_eq!(code.status.code(), Some(3), "{code:?}");
 }
+
+/// computePodActions compares hashes only for running regular containers, and
+/// computeInitContainerActions only for running sidecars: a running regular init container (its
+/// pod still initializing) and an ephemeral container (`kubectl debug`) are never restarted for a
+/// hash change, whatever their hash says. Nothing is to be written for them, and nothing restarts.
+/// A static pod with a running init container shows nothing of whether its manifest is what runs,
+/// so it is not pinned until the container has finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_init_and_ephemeral_containers_are_never_compared() {
+    let ctrd = Containerd::start();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let v130 = "1.30".parse().unwrap();
+    let logs = ctrd.dir.join("pods");
+    let setup_now = json!({"name":"setup","image":harness::IMAGE,"args":["--wait=db"]});
+    let setup_then = json!({"name":"setup","image":harness::IMAGE,"args":["--wait=cache"]});
+    let proxy = json!({"name":"proxy","image":harness::IMAGE,"restartPolicy":"Always"});
+    let app = json!({"name":"app","image":harness::IMAGE});
+    let debug = json!({"name":"debug","image":harness::IMAGE,"stdin":true,"tty":true});
+    let contained = |spec: &Value, stored: Option<String>| TestContainer {
+        spec: spec.clone(),
+        stored_hash: stored,
+    };
+    create_pod(
+        &mut cri,
+        &logs,
+        "shop",
+        "job-1",
+        "uid-job-1",
+        &[
+            contained(&setup_now, Some(harness::hash(&setup_then, "1.30"))),
+            contained(&proxy, None),
+            contained(&app, None),
+            contained(&debug, Some(harness::hash(&setup_then, "1.30"))),
+        ],
+        v130,
+    )
+    .await;
+    let mut pod = pod_json("shop", "job-1", "uid-job-1", std::slice::from_ref(&app));
+    pod["spec"]["initContainers"] = json!([setup_now, proxy]);
+    pod["spec"]["ephemeralContainers"] = json!([debug]);
+    let pods_file = ctrd.dir.join("pods.json");
+    std::fs::write(&pods_file, json!({"kind":"List","items":[pod]}).to_string()).unwrap();
+    let manifests = ctrd.dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let plan = || -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(["node", "plan", "--cri", &ctrd.endpoint(), "--to", "1.31"])
+            .args(["--from", "1.30", "-o", "json", "--node-name", "test-node"])
+            .arg("--pods")
+            .arg(&pods_file)
+            .arg("--manifests")
+            .arg(&manifests)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let find = |doc: &Value, c: &str| -> Value {
+        doc["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["container"] == c)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {c} in {doc}"))
+    };
+    let doc = plan();
+    for (c, verdict, why) in [
+        ("setup", "not-running", "a regular init container"),
+        ("debug", "not-running", "an ephemeral container"),
+        ("proxy", "rewrite", ""),
+        ("app", "rewrite", ""),
+    ] {
+        let p = find(&doc, c);
+        assert_eq!(
+            (p["verdict"].as_str(), p["state"].as_str()),
+            (Some(verdict), Some("running")),
+            "{p}"
+        );
+        assert!(p["reason"].as_str().unwrap().starts_with(why), "{p}");
+    }
+    // The same container as a regular one is compared: its spec changed, so it restarts.
+    let mut regular = pod_json(
+        "shop",
+        "job-1",
+        "uid-job-1",
+        &[app.clone(), setup_now.clone(), debug.clone()],
+    );
+    regular["spec"]["initContainers"] = json!([proxy]);
+    std::fs::write(
+        &pods_file,
+        json!({"kind":"List","items":[regular]}).to_string(),
+    )
+    .unwrap();
+    let doc = plan();
+    assert_eq!(find(&doc, "setup")["verdict"], "will-restart", "{doc}");
+    assert_eq!(find(&doc, "debug")["verdict"], "will-restart", "{doc}");
+    // Two listings of the pod that disagree on what kind a container is: it is compared.
+    let mut init = pod_json("shop", "job-1", "uid-job-1", std::slice::from_ref(&app));
+    init["spec"]["initContainers"] = json!([setup_now, proxy]);
+    init["spec"]["ephemeralContainers"] = json!([debug]);
+    let regular: Value =
+        serde_json::from_str(&std::fs::read_to_string(&pods_file).unwrap()).unwrap();
+    std::fs::write(
+        &pods_file,
+        json!({"kind":"List","items":[init, regular["items"][0]]}).to_string(),
+    )
+    .unwrap();
+    let doc = plan();
+    assert_eq!(find(&doc, "setup")["verdict"], "will-restart", "{doc}");
+
+    // A static pod still initializing: the running init container verifies nothing of the
+    // manifest, so the pod is not pinned (recreated) until it has finished.
+    let uid = "7d1a9c2d8e7f6a5b4c3d2e1f0a9b8c7f";
+    // As the kubelet defaults them from the file (hashed by 1.30 with its defaults).
+    let wait = json!({"name":"wait","image":harness::IMAGE,"command":["app"],"args":["wait"],"imagePullPolicy":"IfNotPresent","terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"});
+    let web = json!({"name":"web","image":harness::IMAGE,"command":["app"],"args":["web"],"imagePullPolicy":"IfNotPresent","terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"});
+    let static_pod = harness::create_static_pod(
+        &mut cri,
+        &logs,
+        "kube-system",
+        "web-test-node",
+        uid,
+        &[contained(&wait, None), contained(&web, None)],
+        v130,
+    )
+    .await;
+    std::fs::write(&pods_file, json!({"kind":"List","items":[]}).to_string()).unwrap();
+    std::fs::write(
+        manifests.join("web.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: kube-system\nspec:\n  initContainers:\n  - name: wait\n    image: {0}\n    command: [app]\n    args: [wait]\n  containers:\n  - name: web\n    image: {0}\n    command: [app]\n    args: [web]\n",
+            harness::IMAGE
+        ),
+    )
+    .unwrap();
+    let doc = plan();
+    let action = &doc["static_pods"][0];
+    assert_eq!(action["action"], "refused", "{doc}");
+    assert!(
+        action["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("container wait runs, and the kubelet never compares its hash"),
+        "{doc}"
+    );
+    assert_eq!(find(&doc, "web")["verdict"], "recreated", "{doc}");
+    cri.stop_container(&static_pod.container_ids[0], 0)
+        .await
+        .unwrap();
+    let doc = plan();
+    assert_eq!(doc["static_pods"][0]["action"], "pin", "{doc}");
+    assert_eq!(find(&doc, "wait")["verdict"], "not-running", "{doc}");
+    assert_eq!(find(&doc, "web")["verdict"], "rewrite", "{doc}");
+}

@@ -13,8 +13,9 @@
 //!   for another image, command, args, environment, working directory, stdin, tty or security
 //!   context than S says (the hashes collide; [`crate::analysis::created_with`]). Never masked;
 //! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
-//! * `not-running`: C is created or exited: the kubelet restarts a container for a hash change
-//!   only while it runs (`computePodActions`), so nothing to do;
+//! * `not-running`: C is created or exited, or a regular init or ephemeral container: the kubelet
+//!   restarts a container for a hash change only while it runs, and only a regular one or a
+//!   sidecar (`computePodActions`, `computeInitContainerActions`), so nothing to do;
 //! * `recreated`: C belongs to a static pod whose manifest does not pin `metadata.uid`: the new
 //!   kubelet derives a new pod UID and recreates the pod whatever the hashes say
 //!   ([`crate::source::manifests`]);
@@ -42,7 +43,7 @@ use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::{keys, proto, Cri};
 use crate::source::manifests::Manifests;
-use crate::source::pods::pod_containers;
+use crate::source::pods::{pod_containers, ContainerKind};
 
 /// What to do with one container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -148,6 +149,8 @@ pub struct PodIndex {
     /// For a static pod whose specs come from its mirror pod: the containers its manifest says,
     /// as the kubelet defaults them, by the UID it runs under.
     manifest_specs: HashMap<String, HashMap<String, Value>>,
+    /// For those static pods: the kind of each container in their manifests.
+    manifest_kinds: HashMap<String, HashMap<String, ContainerKind>>,
     /// For those static pods: what their manifests say for all their containers ([`pod_level`]).
     manifest_pods: HashMap<String, Value>,
     /// Objects that could not be read as pods.
@@ -162,6 +165,8 @@ pub struct PodIndex {
 struct PodSpecs {
     specs: HashMap<String, Value>,
     listed_differently: HashSet<String>,
+    /// Each container's kind; `None` where two listings put it in different lists.
+    kinds: HashMap<String, Option<ContainerKind>>,
     /// What the pod spec sets for all its containers ([`pod_level`]); `None` where two
     /// listings say different things.
     pod: Option<Value>,
@@ -194,7 +199,11 @@ impl PodSpecs {
         self.pod_listed = true;
     }
 
-    fn add(&mut self, name: String, json: Value) {
+    fn add(&mut self, name: String, json: Value, kind: ContainerKind) {
+        let known = self.kinds.entry(name.clone()).or_insert(Some(kind));
+        if *known != Some(kind) {
+            *known = None;
+        }
         match self.specs.get(&name) {
             Some(known) if *known != json => {
                 self.listed_differently.insert(name);
@@ -210,6 +219,10 @@ impl PodSpecs {
         self.specs
             .get(name)
             .filter(|_| !self.listed_differently.contains(name))
+    }
+
+    fn kind(&self, name: &str) -> Option<ContainerKind> {
+        self.kinds.get(name).copied().flatten()
     }
 }
 
@@ -284,7 +297,7 @@ impl PodIndex {
             } else {
                 self.by_uid.entry(c.pod_uid.clone()).or_default()
             };
-            specs.add(c.name, c.json);
+            specs.add(c.name, c.json, c.kind);
             specs.set_pod(&level);
         }
         Ok(())
@@ -328,9 +341,12 @@ impl PodIndex {
                 // With a mirror pod, a manifest that does not parse agrees with no container.
                 Err(_) if mirrored => {
                     self.manifest_specs.insert(s.uid.clone(), HashMap::new());
+                    self.manifest_kinds.insert(s.uid.clone(), HashMap::new());
                 }
                 Err(e) => self.problems.push(format!("{}: {e}", s.path)),
                 Ok(cs) if mirrored => {
+                    let kinds = cs.iter().map(|c| (c.name.clone(), c.kind)).collect();
+                    self.manifest_kinds.insert(s.uid.clone(), kinds);
                     let specs = cs.into_iter().map(|c| (c.name, c.json)).collect();
                     self.manifest_specs.insert(s.uid.clone(), specs);
                     self.manifest_pods.insert(s.uid.clone(), level);
@@ -338,7 +354,7 @@ impl PodIndex {
                 Ok(cs) => {
                     let specs = self.by_uid.entry(s.uid.clone()).or_default();
                     for c in cs {
-                        specs.add(c.name, c.json);
+                        specs.add(c.name, c.json, c.kind);
                     }
                     specs.set_pod(&level);
                 }
@@ -351,6 +367,28 @@ impl PodIndex {
     /// has no such container). `None` for any other pod.
     pub fn manifest_spec(&self, uid: &str, name: &str) -> Option<Option<&Value>> {
         self.manifest_specs.get(uid).map(|specs| specs.get(name))
+    }
+
+    /// Why the kubelet never compares the hash of container `name` of this pod (matched as
+    /// [`PodIndex::find`] matches): a regular init container or an ephemeral container
+    /// ([`ContainerKind::hash_never_compared`]). For a static pod whose specs come from its
+    /// mirror pod, its manifest (which the kubelet runs) must say so too. `None` where the
+    /// container's listings disagree on its kind.
+    pub fn hash_never_compared(
+        &self,
+        uid: &str,
+        namespace: &str,
+        pod: &str,
+        name: &str,
+    ) -> Option<&'static str> {
+        let why = self
+            .pod(uid, namespace, pod)?
+            .kind(name)?
+            .hash_never_compared()?;
+        match self.manifest_kinds.get(uid) {
+            Some(kinds) => kinds.get(name)?.hash_never_compared().map(|_| why),
+            None => Some(why),
+        }
     }
 
     /// What the pod spec sets for all the containers of this pod (matched as
@@ -655,15 +693,26 @@ fn unverified(plans: &[ContainerPlan], uid: &str) -> Option<String> {
     if mine.is_empty() {
         return Some("no container of the pod is listed".into());
     }
+    // A running container whose hash the kubelet never compares (a regular init container) was
+    // not verified against anything.
+    let never_compared =
+        |p: &ContainerPlan| p.verdict == Verdict::NotRunning && p.state == "running";
     mine.iter()
         .find(|p| {
             p.runs_another_spec.is_some()
+                || never_compared(p)
                 || !matches!(
                     p.verdict,
                     Verdict::Unchanged | Verdict::Rewrite | Verdict::NotRunning
                 )
         })
         .map(|p| {
+            if never_compared(p) {
+                return format!(
+                "container {} runs, and the kubelet never compares its hash ({}), so nothing shows that the manifest is what runs until it has finished",
+                p.container, p.reason
+                );
+            }
             format!(
                 "container {} does not verify against the manifest ({}: {}), so the manifest is not what runs",
                 p.container,
@@ -786,6 +835,13 @@ fn decide(
             );
             return;
         }
+    }
+    // computePodActions / computeInitContainerActions: a running regular init container or
+    // ephemeral container is never compared, so nothing is to be written for it either.
+    if let Some(why) = pods.hash_never_compared(&p.pod_uid, &p.namespace, &p.pod, &p.container) {
+        p.verdict = Verdict::NotRunning;
+        p.reason = why.to_string();
+        return;
     }
     let path = format!("{}/{}: {}", p.namespace, p.pod, p.container);
     let hashes = match hash_container(spec, all, &path) {
@@ -999,6 +1055,51 @@ mod tests {
 
     fn hash_of(spec: &Value, ver: &str) -> String {
         format_hash(hash_container(spec, &[v(ver)], "").unwrap().hash[0].1)
+    }
+
+    #[test]
+    fn only_regular_init_and_ephemeral_containers_go_uncompared() {
+        let pod = |init: Value, containers: Value| {
+            json!({"kind":"Pod","metadata":{"namespace":"ns","name":"p","uid":"u"},"spec":{
+                "nodeName":"n","initContainers":init,"containers":containers,
+                "ephemeralContainers":[{"name":"e","image":"x"}]}})
+        };
+        let mut pods = PodIndex::default();
+        pods.add_pod(pod(
+            json!([{"name":"i","image":"x"},{"name":"s","image":"x","restartPolicy":"Always"}]),
+            json!([{"name":"c","image":"x"}]),
+        ));
+        let never = |pods: &PodIndex, name: &str| pods.hash_never_compared("u", "ns", "p", name);
+        assert_eq!(
+            never(&pods, "i"),
+            Some("a regular init container: the kubelet does not restart it for a hash change")
+        );
+        assert_eq!(
+            never(&pods, "e"),
+            Some("an ephemeral container: the kubelet never restarts it")
+        );
+        for compared in ["s", "c", "absent"] {
+            assert_eq!(never(&pods, compared), None, "{compared}");
+        }
+        // A static pod's manifest, which the kubelet runs, must say so too.
+        let mut statics = PodIndex::default();
+        statics.add_pod(pod(json!([{"name":"i","image":"x"}]), json!([])));
+        statics.manifest_kinds.insert(
+            "u".into(),
+            HashMap::from([
+                ("i".to_string(), ContainerKind::Regular),
+                ("e".to_string(), ContainerKind::Ephemeral),
+            ]),
+        );
+        assert_eq!(never(&statics, "i"), None);
+        assert!(never(&statics, "e").is_some());
+        // Two listings that put a container in different lists: it is compared.
+        pods.add_pod(pod(
+            json!([{"name":"s","image":"x","restartPolicy":"Always"}]),
+            json!([{"name":"c","image":"x"},{"name":"i","image":"x"}]),
+        ));
+        assert_eq!(never(&pods, "i"), None);
+        assert!(never(&pods, "e").is_some());
     }
 
     /// A node's index keeps the specs of the pods its runtime has containers of, and finds

@@ -29,6 +29,24 @@ pub enum ContainerKind {
     Ephemeral,
 }
 
+impl ContainerKind {
+    /// Why the kubelet never restarts a running container of this kind for a hash change:
+    /// `computePodActions` compares hashes only for regular containers, and
+    /// `computeInitContainerActions` only for sidecars (a regular init container runs to its
+    /// end; an ephemeral container is never restarted). `None` for those two kinds.
+    pub fn hash_never_compared(self) -> Option<&'static str> {
+        match self {
+            ContainerKind::Init => {
+                Some("a regular init container: the kubelet does not restart it for a hash change")
+            }
+            ContainerKind::Ephemeral => {
+                Some("an ephemeral container: the kubelet never restarts it")
+            }
+            ContainerKind::Regular | ContainerKind::Sidecar => None,
+        }
+    }
+}
+
 /// One container of one pod, with what the report needs to group it.
 #[derive(Debug, Clone)]
 pub struct PodContainer {
@@ -249,17 +267,8 @@ impl ContainerStates {
         if let Some(r) = &self.pod {
             return Some(r.clone());
         }
-        match kind {
-            ContainerKind::Init => {
-                return Some(
-                    "a regular init container: the kubelet does not restart it for a hash change"
-                        .into(),
-                )
-            }
-            ContainerKind::Ephemeral => {
-                return Some("an ephemeral container: the kubelet never restarts it".into())
-            }
-            ContainerKind::Regular | ContainerKind::Sidecar => {}
+        if let Some(why) = kind.hash_never_compared() {
+            return Some(why.into());
         }
         match self.running.get(name) {
             Some(false) => {
