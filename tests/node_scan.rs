@@ -27,6 +27,31 @@ fn scan_json(ctrd: &Containerd, pods_file: &std::path::Path) -> std::process::Ou
         .unwrap()
 }
 
+/// `kubehash node plan -o json` of the test node (`--node-name test-node`) for `from` → `to`,
+/// with the pods in `pods_file`, the manifests in `manifests` and `extra` arguments: the
+/// document and the exit code.
+fn node_plan(
+    ctrd: &Containerd,
+    (from, to): (&str, &str),
+    pods_file: &std::path::Path,
+    manifests: &std::path::Path,
+    extra: &[&std::ffi::OsStr],
+) -> (Value, Option<i32>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(["node", "plan", "--cri", &ctrd.endpoint(), "--to", to])
+        .args(["--from", from, "-o", "json", "--node-name", "test-node"])
+        .arg("--pods")
+        .arg(pods_file)
+        .arg("--manifests")
+        .arg(manifests)
+        .args(extra)
+        .output()
+        .unwrap();
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (doc, out.status.code())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_scan_gives_every_verdict() {
     let ctrd = Containerd::start();
@@ -331,28 +356,7 @@ async fn static_pods_are_recreated_unless_their_manifest_pins_the_uid() {
     let manifests = ctrd.dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
     let verdict = |dir: &std::path::Path| -> Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-            .args([
-                "node",
-                "plan",
-                "--cri",
-                &ctrd.endpoint(),
-                "--to",
-                "1.31",
-                "--from",
-                "1.30",
-                "-o",
-                "json",
-            ])
-            .arg("--pods")
-            .arg(&pods_file)
-            .arg("--manifests")
-            .arg(dir)
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-        doc["containers"][0].clone()
+        node_plan(&ctrd, ("1.30", "1.31"), &pods_file, dir, &[]).0["containers"][0].clone()
     };
     // `scan --cri --fail-on-restart`'s exit code for the same node.
     let fail_on_restart = |dir: &std::path::Path| {
@@ -436,24 +440,14 @@ async fn a_static_pod_the_new_kubelet_refuses_is_killed_not_kept() {
     std::fs::write(&manifest, &body).unwrap();
     let config = ctrd.dir.join("kubelet-config.yaml");
     std::fs::write(&config, "kind: KubeletConfiguration\n").unwrap();
-    let plan = |from: &str, to: &str| -> (Value, Option<i32>) {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-            .args(["node", "plan", "--cri", &ctrd.endpoint(), "--to", to])
-            .args(["--from", from, "-o", "json", "--node-name", "test-node"])
-            .arg("--pods")
-            .arg(&pods_file)
-            .arg("--manifests")
-            .arg(&manifests)
-            .arg("--kubelet-config")
-            .arg(&config)
-            .arg("--kubelet-flags")
-            .arg(ctrd.dir.join("no-flags.env"))
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-        (doc, out.status.code())
-    };
+    let no_flags = ctrd.dir.join("no-flags.env");
+    let host = [
+        "--kubelet-config".as_ref(),
+        config.as_os_str(),
+        "--kubelet-flags".as_ref(),
+        no_flags.as_os_str(),
+    ];
+    let plan = |from: &str, to: &str| node_plan(&ctrd, (from, to), &pods_file, &manifests, &host);
     let (doc, _) = plan("1.33", "1.34");
     let p = &doc["containers"][0];
     assert_eq!(p["verdict"], "killed", "{doc}");
@@ -505,7 +499,8 @@ async fn a_static_pod_the_new_kubelet_refuses_is_killed_not_kept() {
 /// computePodActions compares hashes only for running regular containers, and
 /// computeInitContainerActions only for running sidecars: a running regular init container (its
 /// pod still initializing) and an ephemeral container (`kubectl debug`) are never restarted for a
-/// hash change, whatever their hash says. Nothing is to be written for them, and nothing restarts.
+/// hash change, whatever their hash says, and no container of a pod being deleted is (the kubelet
+/// tears it down). Nothing is to be written for them, and nothing restarts.
 /// A static pod with a running init container shows nothing of whether its manifest is what runs,
 /// so it is not pinned until the container has finished.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -545,19 +540,7 @@ async fn running_init_and_ephemeral_containers_are_never_compared() {
     std::fs::write(&pods_file, json!({"kind":"List","items":[pod]}).to_string()).unwrap();
     let manifests = ctrd.dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
-    let plan = || -> Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubehash"))
-            .args(["node", "plan", "--cri", &ctrd.endpoint(), "--to", "1.31"])
-            .args(["--from", "1.30", "-o", "json", "--node-name", "test-node"])
-            .arg("--pods")
-            .arg(&pods_file)
-            .arg("--manifests")
-            .arg(&manifests)
-            .output()
-            .unwrap();
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
-    };
+    let plan = || node_plan(&ctrd, ("1.30", "1.31"), &pods_file, &manifests, &[]).0;
     let find = |doc: &Value, c: &str| -> Value {
         doc["containers"]
             .as_array()
@@ -602,15 +585,36 @@ async fn running_init_and_ephemeral_containers_are_never_compared() {
     let mut init = pod_json("shop", "job-1", "uid-job-1", std::slice::from_ref(&app));
     init["spec"]["initContainers"] = json!([setup_now, proxy]);
     init["spec"]["ephemeralContainers"] = json!([debug]);
+    let listed_twice = init.clone();
     let regular: Value =
         serde_json::from_str(&std::fs::read_to_string(&pods_file).unwrap()).unwrap();
     std::fs::write(
         &pods_file,
-        json!({"kind":"List","items":[init, regular["items"][0]]}).to_string(),
+        json!({"kind":"List","items":[listed_twice, regular["items"][0]]}).to_string(),
     )
     .unwrap();
     let doc = plan();
     assert_eq!(find(&doc, "setup")["verdict"], "will-restart", "{doc}");
+    // A pod being deleted is torn down (pod_workers.go UpdatePod): nothing of it is compared.
+    let mut deleting = init.clone();
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-12-07T10:00:00Z");
+    std::fs::write(
+        &pods_file,
+        json!({"kind":"List","items":[deleting]}).to_string(),
+    )
+    .unwrap();
+    let doc = plan();
+    for c in ["setup", "proxy", "app", "debug"] {
+        let p = find(&doc, c);
+        assert_eq!(p["verdict"], "not-running", "{p}");
+        assert!(
+            p["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("the pod is being deleted"),
+            "{p}"
+        );
+    }
 
     // A static pod still initializing: the running init container verifies nothing of the
     // manifest, so the pod is not pinned (recreated) until it has finished.

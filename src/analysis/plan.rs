@@ -13,9 +13,10 @@
 //!   for another image, command, args, environment, working directory, stdin, tty or security
 //!   context than S says (the hashes collide; [`crate::analysis::created_with`]). Never masked;
 //! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
-//! * `not-running`: C is created or exited, or a regular init or ephemeral container: the kubelet
-//!   restarts a container for a hash change only while it runs, and only a regular one or a
-//!   sidecar (`computePodActions`, `computeInitContainerActions`), so nothing to do;
+//! * `not-running`: C is created or exited, or a regular init or ephemeral container, or its pod
+//!   is being deleted: the kubelet restarts a container for a hash change only while it runs,
+//!   only a regular one or a sidecar (`computePodActions`, `computeInitContainerActions`), and
+//!   only in a pod it syncs rather than tears down, so nothing to do;
 //! * `recreated`: C belongs to a static pod whose manifest does not pin `metadata.uid`: the new
 //!   kubelet derives a new pod UID and recreates the pod whatever the hashes say
 //!   ([`crate::source::manifests`]);
@@ -43,7 +44,7 @@ use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::{keys, proto, Cri};
 use crate::source::manifests::Manifests;
-use crate::source::pods::{pod_containers, ContainerKind};
+use crate::source::pods::{being_deleted, pod_containers, ContainerKind};
 
 /// What to do with one container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -167,6 +168,8 @@ struct PodSpecs {
     listed_differently: HashSet<String>,
     /// Each container's kind; `None` where two listings put it in different lists.
     kinds: HashMap<String, Option<ContainerKind>>,
+    /// Why no container of the pod is compared, where every listing says it is being deleted.
+    deleted: Option<Option<&'static str>>,
     /// What the pod spec sets for all its containers ([`pod_level`]); `None` where two
     /// listings say different things.
     pod: Option<Value>,
@@ -190,6 +193,13 @@ fn pod_level(pod: &Value) -> Value {
 }
 
 impl PodSpecs {
+    fn set_deleted(&mut self, why: Option<&'static str>) {
+        self.deleted = Some(match self.deleted {
+            Some(known) => known.and(why),
+            None => why,
+        });
+    }
+
     fn set_pod(&mut self, pod: &Value) {
         match &self.pod {
             Some(known) if known != pod => self.pod = None,
@@ -277,6 +287,7 @@ impl PodIndex {
         runtime: Option<&RuntimePods>,
     ) -> std::result::Result<(), Problem> {
         let level = pod_level(&pod);
+        let deleted = being_deleted(&pod);
         for mut c in pod_containers(pod)? {
             // A static pod runs under the kubelet's UID (config.hash), not the mirror's.
             let uid = c.static_uid.as_deref().unwrap_or(&c.pod_uid);
@@ -299,6 +310,7 @@ impl PodIndex {
             };
             specs.add(c.name, c.json, c.kind);
             specs.set_pod(&level);
+            specs.set_deleted(deleted);
         }
         Ok(())
     }
@@ -370,10 +382,11 @@ impl PodIndex {
     }
 
     /// Why the kubelet never compares the hash of container `name` of this pod (matched as
-    /// [`PodIndex::find`] matches): a regular init container or an ephemeral container
-    /// ([`ContainerKind::hash_never_compared`]). For a static pod whose specs come from its
-    /// mirror pod, its manifest (which the kubelet runs) must say so too. `None` where the
-    /// container's listings disagree on its kind.
+    /// [`PodIndex::find`] matches): every listing of the pod says it is being deleted
+    /// ([`being_deleted`]), or the container is a regular init container or an ephemeral
+    /// container ([`ContainerKind::hash_never_compared`]). For a static pod whose specs come
+    /// from its mirror pod, its manifest (which the kubelet runs) must say so too. `None` where
+    /// the container's listings disagree on its kind.
     pub fn hash_never_compared(
         &self,
         uid: &str,
@@ -381,10 +394,11 @@ impl PodIndex {
         pod: &str,
         name: &str,
     ) -> Option<&'static str> {
-        let why = self
-            .pod(uid, namespace, pod)?
-            .kind(name)?
-            .hash_never_compared()?;
+        let specs = self.pod(uid, namespace, pod)?;
+        if let Some(Some(why)) = specs.deleted {
+            return Some(why);
+        }
+        let why = specs.kind(name)?.hash_never_compared()?;
         match self.manifest_kinds.get(uid) {
             Some(kinds) => kinds.get(name)?.hash_never_compared().map(|_| why),
             None => Some(why),
@@ -1100,6 +1114,21 @@ mod tests {
         ));
         assert_eq!(never(&pods, "i"), None);
         assert!(never(&pods, "e").is_some());
+        // A pod being deleted is torn down: none of its containers is compared, unless a
+        // listing says otherwise.
+        let mut deleting = pod(json!([]), json!([{"name":"c","image":"x"}]));
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-12-07T10:00:00Z");
+        let mut torn_down = PodIndex::default();
+        torn_down.add_pod(deleting.clone());
+        assert!(never(&torn_down, "c")
+            .unwrap()
+            .starts_with("the pod is being deleted"));
+        torn_down.add_pod(pod(json!([]), json!([{"name":"c","image":"x"}])));
+        assert_eq!(never(&torn_down, "c"), None);
+        let mut listed_twice = PodIndex::default();
+        listed_twice.add_pod(deleting.clone());
+        listed_twice.add_pod(deleting);
+        assert!(never(&listed_twice, "c").is_some());
     }
 
     /// A node's index keeps the specs of the pods its runtime has containers of, and finds

@@ -66,6 +66,19 @@ pub struct PodContainer {
     pub static_uid: Option<String>,
 }
 
+/// Why the kubelet restarts no container of this pod for a hash change: it is being deleted
+/// (`metadata.deletionTimestamp`), and the kubelet tears such a pod down instead of syncing it
+/// (`pod_workers.go` `UpdatePod`; before 1.22, `syncPod` killed it). Not for a mirror pod: its
+/// deletion has the kubelet make the mirror pod again, and the static pod runs on.
+pub fn being_deleted(pod: &Value) -> Option<&'static str> {
+    let deleting = pod
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null());
+    (deleting && static_pod_uid(pod).is_none()).then_some(
+        "the pod is being deleted (metadata.deletionTimestamp): the kubelet stops its containers and restarts none",
+    )
+}
+
 /// A mirror pod (annotation `kubernetes.io/config.mirror`) is a static pod; the kubelet's UID for
 /// it is its `kubernetes.io/config.hash` annotation (the mirror annotation holds the same hash).
 pub fn static_pod_uid(pod: &Value) -> Option<String> {
@@ -247,10 +260,12 @@ impl ContainerStates {
                 }
             }
         }
+        let deleted = being_deleted(pod);
         let pod_reason = match phase {
             "Succeeded" | "Failed" => Some(format!(
                 "the pod has finished ({phase}): its containers are never restarted"
             )),
+            _ if deleted.is_some() => deleted.map(str::to_string),
             _ if !scheduled => Some("the pod is not scheduled to a node".to_string()),
             "Pending" if running.values().all(|r| !r) => {
                 Some("the pod is Pending: its containers have not started".to_string())
@@ -486,5 +501,29 @@ mod tests {
         assert!(pod("", Some("n1"), Value::Null)
             .iter()
             .any(|(n, r)| n == "a" && *r));
+    }
+
+    #[test]
+    fn a_pod_being_deleted_is_torn_down_but_a_mirror_pod_runs_on() {
+        use serde_json::json;
+        let pod = |meta: Value| {
+            let mut p = json!({"metadata":{"namespace":"ns","name":"p","uid":"u"},
+                "spec":{"nodeName":"n1","containers":[{"name":"a"}]},
+                "status":{"phase":"Running","containerStatuses":[{"name":"a","state":{"running":{}}}]}});
+            for (k, v) in meta.as_object().unwrap() {
+                p["metadata"][k] = v.clone();
+            }
+            pod_containers(p).unwrap().remove(0).not_running
+        };
+        let deleting = json!({"deletionTimestamp":"2026-12-07T10:00:00Z"});
+        assert_eq!(
+            pod(deleting.clone()).as_deref(),
+            Some("the pod is being deleted (metadata.deletionTimestamp): the kubelet stops its containers and restarts none")
+        );
+        assert_eq!(pod(json!({"deletionTimestamp":null})), None);
+        let mut mirror = deleting;
+        mirror["annotations"] =
+            json!({"kubernetes.io/config.mirror":"h","kubernetes.io/config.hash":"h"});
+        assert_eq!(pod(mirror), None);
     }
 }
