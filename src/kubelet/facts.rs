@@ -407,6 +407,23 @@ pub const REMOVED_FEATURE_GATES: &[Removed] = &[
         ],
         source: "CHANGELOG-1.36",
     },
+    Removed {
+        since: 37,
+        names: &[
+            "APIServerTracing",
+            "AnyVolumeDataSource",
+            "BtreeWatchCache",
+            "ConsistentListFromCache",
+            "OrderedNamespaceDeletion",
+            "RelaxedDNSSearchValidation",
+            "ResilientWatchCacheInitialization",
+            "RetryGenerateName",
+            "SidecarContainers",
+            "StreamingCollectionEncodingToJSON",
+            "StreamingCollectionEncodingToProtobuf",
+        ],
+        source: "CHANGELOG-1.37",
+    },
 ];
 
 /// A feature gate locked to its default from kubelet 1.`since` (featuregate `LockToDefault`):

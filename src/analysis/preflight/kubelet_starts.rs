@@ -517,6 +517,14 @@ mod tests {
         let c = run("--feature-gates=DisableCloudProviders=false", "1.33");
         assert!(!c.evidence.contains("locked"), "said twice: {c:?}");
         f.put("kubelet/config.yaml", "{}\n");
+        // Set true since the 1.28 alpha, accepted while locked to true (1.33), refused once
+        // removed (1.37, kubernetes#137755).
+        passes("--feature-gates=SidecarContainers=true", "1.36");
+        fails(
+            "--feature-gates=SidecarContainers=true",
+            "1.37",
+            "feature gate SidecarContainers in --feature-gates (removed in 1.37",
+        );
         // A gate locked to its default, set otherwise: ExecProbeTimeout=false was the advised
         // way out of exec probe timeouts for years, and 1.35 locks it.
         fails(
