@@ -408,6 +408,11 @@ pub const REMOVED_FEATURE_GATES: &[Removed] = &[
         source: "CHANGELOG-1.36",
     },
     Removed {
+        since: 36,
+        names: &["HonorPVReclaimPolicy"],
+        source: "kubernetes#135335",
+    },
+    Removed {
         since: 37,
         names: &[
             "APIServerTracing",
@@ -447,7 +452,8 @@ const fn locked(name: &'static str, since: u8, default: bool) -> Locked {
 
 /// The locked gates, oldest lock first, from the versioned feature specs
 /// (`pkg/features/kube_features.go`, `versioned_kube_features.go`) on the 1.32, 1.33 and 1.36
-/// development branches, and kubernetes#139212 for 1.37.
+/// development branches, the 1.36 release notes to v1.36.0-rc.0 (kubernetes#135808, #136230,
+/// #136912) and kubernetes#139212 for 1.37.
 /// A gate locked and removed before 1.32 is known only by its row in [`REMOVED_FEATURE_GATES`].
 pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("WatchBookmark", 17, true),
@@ -543,6 +549,10 @@ pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("PreferSameTrafficDistribution", 35, true),
     locked("SupplementalGroupsPolicy", 35, true),
     locked("SystemdWatchdog", 35, true),
+    locked("MutableCSINodeAllocatableCount", 36, true),
+    locked("SELinuxChangePolicy", 36, true),
+    locked("SELinuxMountReadWriteOncePod", 36, true),
+    locked("SeparateCacheWatchRPC", 36, false),
     locked("VolumeAttributesClass", 36, true),
     locked("DeclarativeValidationTakeover", 37, false),
 ];

@@ -533,6 +533,13 @@ mod tests {
             "feature gate ExecProbeTimeout=false in --feature-gates (locked to true from 1.35",
         );
         passes("--feature-gates=ExecProbeTimeout=false", "1.34");
+        // The way out of SELinux relabeling trouble until 1.36 made it GA (kubernetes#136912).
+        fails(
+            "--feature-gates=SELinuxMountReadWriteOncePod=false",
+            "1.36",
+            "SELinuxMountReadWriteOncePod=false in --feature-gates (locked to true from 1.36",
+        );
+        passes("--feature-gates=SELinuxMountReadWriteOncePod=false", "1.35");
         passes("--feature-gates=ExecProbeTimeout=true", "1.35");
         passes(
             "--feature-gates=ExecProbeTimeout=false --feature-gates=ExecProbeTimeout=true",
