@@ -1044,6 +1044,74 @@ fn scan_counts_a_pinned_static_pod_like_any_other() {
     assert_eq!(etcd(&pinned)["impact"], "restart", "{}", etcd(&pinned));
 }
 
+/// pod_workers.go UpdatePod: a pod with a deletionTimestamp is torn down, so none of its
+/// containers restarts for a hash change, and `--fail-on-restart` does not count it; a mirror
+/// pod being deleted is made again, and its static pod runs on (and is recreated as ever).
+#[test]
+fn a_pod_being_deleted_restarts_nothing_but_its_mirror_pod_exception_does() {
+    let pod = |name: &str, meta: serde_json::Value| {
+        let mut p = serde_json::json!({"kind": "Pod",
+            "metadata": {"namespace": "ns", "name": name, "uid": name},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running",
+                       "containerStatuses": [{"name": "c", "state": {"running": {}}}]}});
+        for (k, v) in meta.as_object().unwrap() {
+            p["metadata"][k] = v.clone();
+        }
+        p
+    };
+    let scan = |items: Vec<serde_json::Value>| {
+        let list = serde_json::json!({"kind": "List", "items": items}).to_string();
+        let out = kubehash(
+            &[
+                "scan", "--to", "1.31", "--from", "1.30", "-i", "-", "-o", "json",
+            ],
+            list.as_bytes(),
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let impact = doc["containers"][0]["impact"].as_str().unwrap().to_string();
+        let fail = kubehash(
+            &[
+                "scan",
+                "--to",
+                "1.31",
+                "--from",
+                "1.30",
+                "-i",
+                "-",
+                "--fail-on-restart",
+            ],
+            list.as_bytes(),
+        );
+        (
+            impact,
+            doc["containers"][0]["reasons"][0].clone(),
+            fail.status.code(),
+        )
+    };
+    let deleting = serde_json::json!({"deletionTimestamp": "2026-12-07T10:00:00Z"});
+    let (impact, reason, code) = scan(vec![pod("web", deleting.clone())]);
+    assert_eq!(
+        (impact.as_str(), code),
+        ("not-running", Some(0)),
+        "{reason}"
+    );
+    assert!(
+        reason
+            .as_str()
+            .unwrap()
+            .starts_with("the pod is being deleted"),
+        "{reason}"
+    );
+    let (impact, _, code) = scan(vec![pod("web", serde_json::json!({}))]);
+    assert_eq!((impact.as_str(), code), ("restart", Some(3)));
+    let mut mirror = deleting;
+    mirror["annotations"] = serde_json::json!({"kubernetes.io/config.mirror": "h",
+        "kubernetes.io/config.hash": "h", "kubernetes.io/config.source": "file"});
+    let (impact, _, code) = scan(vec![pod("etcd-n1", mirror)]);
+    assert_eq!((impact.as_str(), code), ("recreated", Some(3)));
+}
+
 /// A cluster-wide scan makes the preflight checks Node objects and pods decide, per node: a pod
 /// whose nodeSelector its Node no longer satisfies fails admission on that node only.
 #[test]
