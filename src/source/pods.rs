@@ -33,7 +33,8 @@ impl ContainerKind {
     /// Why the kubelet never restarts a running container of this kind for a hash change:
     /// `computePodActions` compares hashes only for regular containers, and
     /// `computeInitContainerActions` only for sidecars (a regular init container runs to its
-    /// end; an ephemeral container is never restarted). `None` for those two kinds.
+    /// end; an ephemeral container is never restarted). `None` for a regular container or a
+    /// sidecar.
     pub fn hash_never_compared(self) -> Option<&'static str> {
         match self {
             ContainerKind::Init => {
