@@ -499,8 +499,8 @@ async fn a_static_pod_the_new_kubelet_refuses_is_killed_not_kept() {
 /// computePodActions compares hashes only for running regular containers, and
 /// computeInitContainerActions only for running sidecars: a running regular init container (its
 /// pod still initializing) and an ephemeral container (`kubectl debug`) are never restarted for a
-/// hash change, whatever their hash says, and no container of a pod being deleted is (the kubelet
-/// tears it down). Nothing is to be written for them, and nothing restarts.
+/// hash change, whatever their hash says, and no container of a pod being deleted or finished is
+/// (the kubelet tears it down). Nothing is to be written for them, and nothing restarts.
 /// A static pod with a running init container shows nothing of whether its manifest is what runs,
 /// so it is not pinned until the container has finished.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -595,25 +595,24 @@ async fn running_init_and_ephemeral_containers_are_never_compared() {
     .unwrap();
     let doc = plan();
     assert_eq!(find(&doc, "setup")["verdict"], "will-restart", "{doc}");
-    // A pod being deleted is torn down (pod_workers.go UpdatePod): nothing of it is compared.
+    // A pod being deleted, or one the API server says has finished, is torn down
+    // (pod_workers.go UpdatePod): nothing of it is compared.
     let mut deleting = init.clone();
     deleting["metadata"]["deletionTimestamp"] = json!("2026-12-07T10:00:00Z");
-    std::fs::write(
-        &pods_file,
-        json!({"kind":"List","items":[deleting]}).to_string(),
-    )
-    .unwrap();
-    let doc = plan();
-    for c in ["setup", "proxy", "app", "debug"] {
-        let p = find(&doc, c);
-        assert_eq!(p["verdict"], "not-running", "{p}");
-        assert!(
-            p["reason"]
-                .as_str()
-                .unwrap()
-                .starts_with("the pod is being deleted"),
-            "{p}"
-        );
+    let mut failed = init.clone();
+    failed["status"] = json!({"phase": "Failed"});
+    for (torn_down, why) in [
+        (deleting, "the pod is being deleted"),
+        (failed, "the pod has finished (Failed)"),
+    ] {
+        let list = json!({"kind":"List","items":[torn_down]});
+        std::fs::write(&pods_file, list.to_string()).unwrap();
+        let doc = plan();
+        for c in ["setup", "proxy", "app", "debug"] {
+            let p = find(&doc, c);
+            assert_eq!(p["verdict"], "not-running", "{p}");
+            assert!(p["reason"].as_str().unwrap().starts_with(why), "{p}");
+        }
     }
 
     // A static pod still initializing: the running init container verifies nothing of the

@@ -14,7 +14,7 @@
 //!   context than S says (the hashes collide; [`crate::analysis::created_with`]). Never masked;
 //! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
 //! * `not-running`: C is created or exited, or a regular init or ephemeral container, or its pod
-//!   is being deleted: the kubelet restarts a container for a hash change only while it runs,
+//!   is being deleted or has finished: the kubelet restarts a container for a hash change only while it runs,
 //!   only a regular one or a sidecar (`computePodActions`, `computeInitContainerActions`), and
 //!   only in a pod it syncs rather than tears down, so nothing to do;
 //! * `recreated`: C belongs to a static pod whose manifest does not pin `metadata.uid`: the new
@@ -44,7 +44,7 @@ use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::{keys, proto, Cri};
 use crate::source::manifests::Manifests;
-use crate::source::pods::{being_deleted, pod_containers, ContainerKind};
+use crate::source::pods::{pod_containers, torn_down, ContainerKind};
 
 /// What to do with one container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -168,7 +168,8 @@ struct PodSpecs {
     listed_differently: HashSet<String>,
     /// Each container's kind; `None` where two listings put it in different lists.
     kinds: HashMap<String, Option<ContainerKind>>,
-    /// Why no container of the pod is compared, where every listing says it is being deleted.
+    /// Why no container of the pod is compared, where every listing says the kubelet tears it
+    /// down ([`torn_down`]).
     deleted: Option<Option<&'static str>>,
     /// What the pod spec sets for all its containers ([`pod_level`]); `None` where two
     /// listings say different things.
@@ -287,7 +288,7 @@ impl PodIndex {
         runtime: Option<&RuntimePods>,
     ) -> std::result::Result<(), Problem> {
         let level = pod_level(&pod);
-        let deleted = being_deleted(&pod);
+        let deleted = torn_down(&pod);
         for mut c in pod_containers(pod)? {
             // A static pod runs under the kubelet's UID (config.hash), not the mirror's.
             let uid = c.static_uid.as_deref().unwrap_or(&c.pod_uid);
@@ -382,8 +383,8 @@ impl PodIndex {
     }
 
     /// Why the kubelet never compares the hash of container `name` of this pod (matched as
-    /// [`PodIndex::find`] matches): every listing of the pod says it is being deleted
-    /// ([`being_deleted`]), or the container is a regular init container or an ephemeral
+    /// [`PodIndex::find`] matches): every listing of the pod says the kubelet tears it down
+    /// (it is being deleted or has finished, [`torn_down`]), or the container is a regular init container or an ephemeral
     /// container ([`ContainerKind::hash_never_compared`]). For a static pod whose specs come
     /// from its mirror pod, its manifest (which the kubelet runs) must say so too. `None` where
     /// the container's listings disagree on its kind.
@@ -1129,6 +1130,20 @@ mod tests {
         listed_twice.add_pod(deleting.clone());
         listed_twice.add_pod(deleting);
         assert!(never(&listed_twice, "c").is_some());
+        // So is one the API server says has finished, whatever its containers still run; a
+        // static pod's mirror pod is not the pod the kubelet runs.
+        let mut failed = pod(json!([]), json!([{"name":"c","image":"x"}]));
+        failed["status"] = json!({"phase":"Failed"});
+        let mut finished = PodIndex::default();
+        finished.add_pod(failed.clone());
+        assert!(never(&finished, "c")
+            .unwrap()
+            .starts_with("the pod has finished (Failed)"));
+        failed["metadata"]["annotations"] =
+            json!({"kubernetes.io/config.mirror":"u","kubernetes.io/config.hash":"u"});
+        let mut mirrored = PodIndex::default();
+        mirrored.add_pod(failed);
+        assert_eq!(never(&mirrored, "c"), None);
     }
 
     /// A node's index keeps the specs of the pods its runtime has containers of, and finds

@@ -80,6 +80,22 @@ pub fn being_deleted(pod: &Value) -> Option<&'static str> {
     )
 }
 
+/// [`being_deleted`], or a pod whose phase is terminal: `UpdatePod` tears down a pod the API
+/// server says `Succeeded` or `Failed` as well (a phase never leaves them), whatever its
+/// containers still run. Not for a mirror pod, whose static pod the kubelet runs from its file.
+pub fn torn_down(pod: &Value) -> Option<&'static str> {
+    let finished = match pod.pointer("/status/phase").and_then(Value::as_str) {
+        Some("Succeeded") => Some(
+            "the pod has finished (Succeeded): the kubelet stops its containers and restarts none",
+        ),
+        Some("Failed") => Some(
+            "the pod has finished (Failed): the kubelet stops its containers and restarts none",
+        ),
+        _ => None,
+    };
+    being_deleted(pod).or(finished.filter(|_| static_pod_uid(pod).is_none()))
+}
+
 /// A mirror pod (annotation `kubernetes.io/config.mirror`) is a static pod; the kubelet's UID for
 /// it is its `kubernetes.io/config.hash` annotation (the mirror annotation holds the same hash).
 pub fn static_pod_uid(pod: &Value) -> Option<String> {
