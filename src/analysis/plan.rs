@@ -14,9 +14,10 @@
 //!   context than S says (the hashes collide; [`crate::analysis::created_with`]). Never masked;
 //! * `unprovable`: F is unknown, or F hashes less than T (a downgrade from name+image);
 //! * `not-running`: C is created or exited, or a regular init or ephemeral container, or its pod
-//!   is being deleted or has finished: the kubelet restarts a container for a hash change only while it runs,
-//!   only a regular one or a sidecar (`computePodActions`, `computeInitContainerActions`), and
-//!   only in a pod it syncs rather than tears down, so nothing to do;
+//!   is being deleted or has finished: the kubelet restarts a container for a hash change only
+//!   while it runs, only a regular one or a sidecar (`computePodActions`,
+//!   `computeInitContainerActions`), and only in a pod it syncs rather than tears down, so
+//!   nothing to do;
 //! * `recreated`: C belongs to a static pod whose manifest does not pin `metadata.uid`: the new
 //!   kubelet derives a new pod UID and recreates the pod whatever the hashes say
 //!   ([`crate::source::manifests`]);
