@@ -171,7 +171,7 @@ struct PodSpecs {
     kinds: HashMap<String, Option<ContainerKind>>,
     /// Why no container of the pod is compared, where every listing says the kubelet tears it
     /// down ([`torn_down`]).
-    deleted: Option<Option<&'static str>>,
+    torn_down: Option<Option<&'static str>>,
     /// What the pod spec sets for all its containers ([`pod_level`]); `None` where two
     /// listings say different things.
     pod: Option<Value>,
@@ -195,8 +195,8 @@ fn pod_level(pod: &Value) -> Value {
 }
 
 impl PodSpecs {
-    fn set_deleted(&mut self, why: Option<&'static str>) {
-        self.deleted = Some(match self.deleted {
+    fn set_torn_down(&mut self, why: Option<&'static str>) {
+        self.torn_down = Some(match self.torn_down {
             Some(known) => known.and(why),
             None => why,
         });
@@ -289,7 +289,7 @@ impl PodIndex {
         runtime: Option<&RuntimePods>,
     ) -> std::result::Result<(), Problem> {
         let level = pod_level(&pod);
-        let deleted = torn_down(&pod);
+        let down = torn_down(&pod);
         for mut c in pod_containers(pod)? {
             // A static pod runs under the kubelet's UID (config.hash), not the mirror's.
             let uid = c.static_uid.as_deref().unwrap_or(&c.pod_uid);
@@ -312,7 +312,7 @@ impl PodIndex {
             };
             specs.add(c.name, c.json, c.kind);
             specs.set_pod(&level);
-            specs.set_deleted(deleted);
+            specs.set_torn_down(down);
         }
         Ok(())
     }
@@ -397,7 +397,7 @@ impl PodIndex {
         name: &str,
     ) -> Option<&'static str> {
         let specs = self.pod(uid, namespace, pod)?;
-        if let Some(Some(why)) = specs.deleted {
+        if let Some(Some(why)) = specs.torn_down {
             return Some(why);
         }
         let why = specs.kind(name)?.hash_never_compared()?;

@@ -80,20 +80,23 @@ pub fn being_deleted(pod: &Value) -> Option<&'static str> {
     )
 }
 
-/// [`being_deleted`], or a pod whose phase is terminal: `UpdatePod` tears down a pod the API
-/// server says `Succeeded` or `Failed` as well (a phase never leaves them), whatever its
-/// containers still run. Not for a mirror pod, whose static pod the kubelet runs from its file.
-pub fn torn_down(pod: &Value) -> Option<&'static str> {
-    let finished = match pod.pointer("/status/phase").and_then(Value::as_str) {
-        Some("Succeeded") => Some(
-            "the pod has finished (Succeeded): the kubelet stops its containers and restarts none",
-        ),
-        Some("Failed") => Some(
-            "the pod has finished (Failed): the kubelet stops its containers and restarts none",
-        ),
+/// Why no container of a pod in a terminal phase is ever restarted: `Succeeded` and `Failed`
+/// are phases a pod never leaves.
+fn finished(pod: &Value) -> Option<&'static str> {
+    match pod.pointer("/status/phase").and_then(Value::as_str) {
+        Some("Succeeded") => {
+            Some("the pod has finished (Succeeded): its containers are never restarted")
+        }
+        Some("Failed") => Some("the pod has finished (Failed): its containers are never restarted"),
         _ => None,
-    };
-    being_deleted(pod).or(finished.filter(|_| static_pod_uid(pod).is_none()))
+    }
+}
+
+/// [`being_deleted`], or a pod the API server says has [`finished`]: `UpdatePod` tears that
+/// down as well, whatever its containers still run. Not for a mirror pod, whose static pod the
+/// kubelet runs from its file.
+pub fn torn_down(pod: &Value) -> Option<&'static str> {
+    being_deleted(pod).or(finished(pod).filter(|_| static_pod_uid(pod).is_none()))
 }
 
 /// A mirror pod (annotation `kubernetes.io/config.mirror`) is a static pod; the kubelet's UID for
@@ -277,12 +280,9 @@ impl ContainerStates {
                 }
             }
         }
-        let deleted = being_deleted(pod);
         let pod_reason = match phase {
-            "Succeeded" | "Failed" => Some(format!(
-                "the pod has finished ({phase}): its containers are never restarted"
-            )),
-            _ if deleted.is_some() => deleted.map(str::to_string),
+            _ if finished(pod).is_some() => finished(pod).map(str::to_string),
+            _ if being_deleted(pod).is_some() => being_deleted(pod).map(str::to_string),
             _ if !scheduled => Some("the pod is not scheduled to a node".to_string()),
             "Pending" if running.values().all(|r| !r) => {
                 Some("the pod is Pending: its containers have not started".to_string())
