@@ -92,8 +92,8 @@ fn finished(pod: &Value) -> Option<&'static str> {
     }
 }
 
-/// [`being_deleted`], or a pod the API server says has [`finished`]: `UpdatePod` tears that
-/// down as well, whatever its containers still run. Not for a mirror pod, whose static pod the
+/// [`being_deleted`], or a pod the API server says has finished (`Succeeded`, `Failed`):
+/// `UpdatePod` tears that down as well, whatever its containers still run. Not for a mirror pod, whose static pod the
 /// kubelet runs from its file.
 pub fn torn_down(pod: &Value) -> Option<&'static str> {
     being_deleted(pod).or(finished(pod).filter(|_| static_pod_uid(pod).is_none()))
