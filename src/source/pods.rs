@@ -280,9 +280,9 @@ impl ContainerStates {
                 }
             }
         }
+        let torn_down = finished(pod).or_else(|| being_deleted(pod));
         let pod_reason = match phase {
-            _ if finished(pod).is_some() => finished(pod).map(str::to_string),
-            _ if being_deleted(pod).is_some() => being_deleted(pod).map(str::to_string),
+            _ if torn_down.is_some() => torn_down.map(str::to_string),
             _ if !scheduled => Some("the pod is not scheduled to a node".to_string()),
             "Pending" if running.values().all(|r| !r) => {
                 Some("the pod is Pending: its containers have not started".to_string())
