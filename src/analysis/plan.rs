@@ -149,10 +149,8 @@ pub struct PodIndex {
     /// What happens to each static pod's manifest, by the UID it runs under.
     pins: HashMap<String, PinAction>,
     /// For a static pod whose specs come from its mirror pod: the containers its manifest says,
-    /// as the kubelet defaults them, by the UID it runs under.
-    manifest_specs: HashMap<String, HashMap<String, Value>>,
-    /// For those static pods: the kind of each container in their manifests.
-    manifest_kinds: HashMap<String, HashMap<String, ContainerKind>>,
+    /// as the kubelet defaults them, with their kinds, by the UID it runs under.
+    manifest_specs: HashMap<String, HashMap<String, (Value, ContainerKind)>>,
     /// For those static pods: what their manifests say for all their containers ([`pod_level`]).
     manifest_pods: HashMap<String, Value>,
     /// Objects that could not be read as pods.
@@ -355,13 +353,10 @@ impl PodIndex {
                 // With a mirror pod, a manifest that does not parse agrees with no container.
                 Err(_) if mirrored => {
                     self.manifest_specs.insert(s.uid.clone(), HashMap::new());
-                    self.manifest_kinds.insert(s.uid.clone(), HashMap::new());
                 }
                 Err(e) => self.problems.push(format!("{}: {e}", s.path)),
                 Ok(cs) if mirrored => {
-                    let kinds = cs.iter().map(|c| (c.name.clone(), c.kind)).collect();
-                    self.manifest_kinds.insert(s.uid.clone(), kinds);
-                    let specs = cs.into_iter().map(|c| (c.name, c.json)).collect();
+                    let specs = cs.into_iter().map(|c| (c.name, (c.json, c.kind))).collect();
                     self.manifest_specs.insert(s.uid.clone(), specs);
                     self.manifest_pods.insert(s.uid.clone(), level);
                 }
@@ -380,7 +375,9 @@ impl PodIndex {
     /// manifest says of container `name`, as the kubelet defaults it (`Some(None)`: the manifest
     /// has no such container). `None` for any other pod.
     pub fn manifest_spec(&self, uid: &str, name: &str) -> Option<Option<&Value>> {
-        self.manifest_specs.get(uid).map(|specs| specs.get(name))
+        self.manifest_specs
+            .get(uid)
+            .map(|specs| specs.get(name).map(|(spec, _)| spec))
     }
 
     /// Why the kubelet never compares the hash of container `name` of this pod (matched as
@@ -401,8 +398,8 @@ impl PodIndex {
             return Some(why);
         }
         let why = specs.kind(name)?.hash_never_compared()?;
-        match self.manifest_kinds.get(uid) {
-            Some(kinds) => kinds.get(name)?.hash_never_compared().map(|_| why),
+        match self.manifest_specs.get(uid) {
+            Some(specs) => specs.get(name)?.1.hash_never_compared().map(|_| why),
             None => Some(why),
         }
     }
@@ -1100,11 +1097,11 @@ mod tests {
         // A static pod's manifest, which the kubelet runs, must say so too.
         let mut statics = PodIndex::default();
         statics.add_pod(pod(json!([{"name":"i","image":"x"}]), json!([])));
-        statics.manifest_kinds.insert(
+        statics.manifest_specs.insert(
             "u".into(),
             HashMap::from([
-                ("i".to_string(), ContainerKind::Regular),
-                ("e".to_string(), ContainerKind::Ephemeral),
+                ("i".to_string(), (json!({}), ContainerKind::Regular)),
+                ("e".to_string(), (json!({}), ContainerKind::Ephemeral)),
             ]),
         );
         assert_eq!(never(&statics, "i"), None);
