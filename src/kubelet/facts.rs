@@ -453,7 +453,7 @@ const fn locked(name: &'static str, since: u8, default: bool) -> Locked {
 /// The locked gates, oldest lock first, from the versioned feature specs
 /// (`pkg/features/kube_features.go`, `versioned_kube_features.go`) on the 1.32, 1.33 and 1.36
 /// development branches, the 1.36 release notes to v1.36.0-rc.0 (kubernetes#135808, #136230,
-/// #136912) and kubernetes#139212 for 1.37.
+/// #136912), kubernetes#136400 (`GitRepoVolumeDriver`, 1.36) and kubernetes#139212 for 1.37.
 /// A gate locked and removed before 1.32 is known only by its row in [`REMOVED_FEATURE_GATES`].
 pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("WatchBookmark", 17, true),
@@ -549,6 +549,7 @@ pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("PreferSameTrafficDistribution", 35, true),
     locked("SupplementalGroupsPolicy", 35, true),
     locked("SystemdWatchdog", 35, true),
+    locked("GitRepoVolumeDriver", 36, false),
     locked("MutableCSINodeAllocatableCount", 36, true),
     locked("SELinuxChangePolicy", 36, true),
     locked("SELinuxMountReadWriteOncePod", 36, true),

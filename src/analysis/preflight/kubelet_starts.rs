@@ -540,6 +540,14 @@ mod tests {
             "SELinuxMountReadWriteOncePod=false in --feature-gates (locked to true from 1.36",
         );
         passes("--feature-gates=SELinuxMountReadWriteOncePod=false", "1.35");
+        // The way to keep gitRepo volumes from 1.33, gone in 1.36 (kubernetes#136400).
+        fails(
+            "--feature-gates=GitRepoVolumeDriver=true",
+            "1.36",
+            "GitRepoVolumeDriver=true in --feature-gates (locked to false from 1.36",
+        );
+        passes("--feature-gates=GitRepoVolumeDriver=true", "1.35");
+        passes("--feature-gates=GitRepoVolumeDriver=false", "1.36");
         passes("--feature-gates=ExecProbeTimeout=true", "1.35");
         passes(
             "--feature-gates=ExecProbeTimeout=false --feature-gates=ExecProbeTimeout=true",
