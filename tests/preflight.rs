@@ -150,3 +150,66 @@ async fn admission_reads_the_node_from_the_api_server() {
         assert_eq!(check(&report, "eviction")["status"], "pass", "{report}");
     }
 }
+
+/// A pod with a `gitRepo` volume, listed by the test API server on a node whose kubelet is 1.32:
+/// kubelet 1.33 has the plugin off, so `volumes` fails (exit 3 with `--fail-on fail`) and names
+/// the pod; with the kubelet's config turning `GitRepoVolumeDriver` on it passes, and at 1.36,
+/// where the gate is locked off, it fails again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
+    let ctrd = Containerd::start();
+    let files = ctrd.dir.join("node-files");
+    std::fs::create_dir_all(&files).unwrap();
+    let config = files.join("config.yaml");
+    let api = harness::apiserver::TestApi::start(
+        "v1.32.4",
+        serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
+            "items": [{"kind": "Pod", "metadata": {"namespace": "docs", "name": "site", "uid": "site"},
+                "spec": {"nodeName": "test-node", "containers": [{"name": "c", "image": "i"}],
+                         "volumes": [{"name": "src", "gitRepo": {"repository": "https://example.com/r.git"}}]},
+                "status": {"phase": "Running"}}]}),
+    );
+    let kubeconfig = api.kubeconfig(&ctrd.dir);
+    let run = |to: &str, gate: &str| {
+        std::fs::write(
+            &config,
+            format!("featureGates:\n  GitRepoVolumeDriver: {gate}\n"),
+        )
+        .unwrap();
+        let out = harness::kubehash(&[
+            "node",
+            "preflight",
+            "--to",
+            to,
+            "--cri",
+            &ctrd.endpoint(),
+            "--cluster",
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--node-name",
+            "test-node",
+            "--cgroup-root",
+            &files.display().to_string(),
+            "--kubelet-config",
+            &config.display().to_string(),
+            "-o",
+            "json",
+        ]);
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+        (out.status.code(), check(&report, "volumes").clone())
+    };
+    let (code, c) = run("1.33", "false");
+    assert_eq!(c["status"], "fail", "{c}");
+    assert_eq!(code, Some(3), "{c}");
+    let evidence = c["evidence"].as_str().unwrap();
+    assert!(
+        evidence
+            .starts_with("docs/site: volume \"src\" is gitRepo, whose plugin kubelet 1.33 has off"),
+        "{c}"
+    );
+    let (_, c) = run("1.33", "true");
+    assert_eq!(c["status"], "pass", "{c}");
+    let (_, c) = run("1.36", "true");
+    assert_eq!(c["status"], "fail", "{c}");
+}

@@ -49,6 +49,8 @@ pub enum FactId {
     FailCgroupV1Default,
     /// `--pod-infra-container-image` is removed.
     PodInfraImageFlagRemoved,
+    /// The `gitRepo` volume plugin is off unless `GitRepoVolumeDriver` is set true.
+    GitRepoVolumeOff,
 }
 
 /// The table, oldest first.
@@ -130,6 +132,12 @@ pub const FACTS: &[Fact] = &[
         since: 33,
         what: "in-place pod resize is on by default; actuated resources are checkpointed",
         source: "pkg/kubelet/allocation/allocation_manager.go",
+    },
+    Fact {
+        id: FactId::GitRepoVolumeOff,
+        since: 33,
+        what: "the gitRepo volume plugin is off by default: it mounts only with GitRepoVolumeDriver=true, which is locked false from 1.36",
+        source: "pkg/volume/git_repo/git_repo.go SetUpAt (kubernetes#129923, #136400)",
     },
     Fact {
         id: FactId::StaticPodApiReferencesRefused,
@@ -556,6 +564,33 @@ pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("SeparateCacheWatchRPC", 36, false),
     locked("VolumeAttributesClass", 36, true),
     locked("DeclarativeValidationTakeover", 37, false),
+];
+
+/// An in-tree volume plugin whose code is gone from kubelet 1.`since`: its `VolumeSource` field
+/// stays in the API, and a pod with such a volume gets "no volume plugin matched" from the
+/// kubelet. From `pkg/api/pod/warnings.go` `warningsForPodSpecAndMeta` ("non-functional in
+/// v1.`since`+"); the field as v1 JSON spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemovedVolumePlugin {
+    pub field: &'static str,
+    pub since: u8,
+}
+
+const fn removed_plugin(field: &'static str, since: u8) -> RemovedVolumePlugin {
+    RemovedVolumePlugin { field, since }
+}
+
+/// The removed in-tree volume plugins, oldest first. Plugins moved to CSI (`awsElasticBlockStore`,
+/// `gcePersistentDisk`, …) are not here: the kubelet hands them to the CSI driver.
+pub const REMOVED_VOLUME_PLUGINS: &[RemovedVolumePlugin] = &[
+    removed_plugin("photonPersistentDisk", 16),
+    removed_plugin("scaleIO", 22),
+    removed_plugin("flocker", 25),
+    removed_plugin("quobyte", 25),
+    removed_plugin("storageos", 25),
+    removed_plugin("glusterfs", 26),
+    removed_plugin("cephfs", 31),
+    removed_plugin("rbd", 31),
 ];
 
 /// Flags the dockershim removal took away (1.24).

@@ -20,9 +20,11 @@ mod fixtures;
 mod kubelet_starts;
 mod resize;
 mod sandboxes;
+mod volumes;
 
 pub use admission::{Admission, PodAdmission};
 pub use eviction::Eviction;
+pub use volumes::Volumes;
 
 /// A check's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -109,6 +111,7 @@ pub fn run(f: &Facts, to: KubeletVersion) -> Vec<Check> {
         resize::resize(f, to),
         checkpoints::checkpoints(f, to),
         kubelet_starts::kubelet_starts(f, to),
+        volumes::volumes(f, to),
         eviction::eviction(f),
     ]
 }
