@@ -1113,9 +1113,11 @@ fn a_pod_being_deleted_restarts_nothing_but_its_mirror_pod_exception_does() {
 }
 
 /// A cluster-wide scan makes the preflight checks Node objects and pods decide, per node: a pod
-/// whose nodeSelector its Node no longer satisfies fails admission on that node only.
+/// whose nodeSelector its Node no longer satisfies fails admission on that node only; a pod with
+/// a cephfs volume (its plugin gone in 1.31) fails volumes on its node, one with a glusterfs
+/// volume (gone in 1.26, so not mounted by the 1.30 kubelet either) does not.
 #[test]
-fn scan_runs_admission_and_eviction_per_node() {
+fn scan_runs_admission_volumes_and_eviction_per_node() {
     let dir = tempfile::tempdir().unwrap();
     let node = |name: &str, disk: &str| {
         serde_json::json!({"kind": "Node", "metadata": {"name": name, "labels": {"disk": disk}},
@@ -1127,6 +1129,12 @@ fn scan_runs_admission_and_eviction_per_node() {
                      "containers": [{"name": "c", "image": "i"}]},
             "status": {"phase": "Running"}})
     };
+    let volume_pod = |name: &str, node: &str, volume: serde_json::Value| {
+        let mut p = pod(name, node);
+        p["spec"]["nodeSelector"] = serde_json::json!({});
+        p["spec"]["volumes"] = serde_json::json!([volume]);
+        p
+    };
     let nodes = dir.path().join("nodes.json");
     let pods = dir.path().join("pods.json");
     std::fs::write(
@@ -1137,7 +1145,12 @@ fn scan_runs_admission_and_eviction_per_node() {
     .unwrap();
     std::fs::write(
         &pods,
-        serde_json::json!({"kind": "List", "items": [pod("p", "a"), pod("q", "b")]}).to_string(),
+        serde_json::json!({"kind": "List", "items": [
+            pod("p", "a"), pod("q", "b"),
+            volume_pod("r", "a", serde_json::json!({"name": "fs", "cephfs": {"monitors": ["m"]}})),
+            volume_pod("s", "b", serde_json::json!({"name": "fs", "glusterfs": {"endpoints": "e", "path": "p"}})),
+        ]})
+        .to_string(),
     )
     .unwrap();
     let (n, p) = (nodes.display().to_string(), pods.display().to_string());
@@ -1148,20 +1161,29 @@ fn scan_runs_admission_and_eviction_per_node() {
         b"",
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let admission = |node: &str| {
+    let status = |node: &str, check: &str| {
         v["nodes"][node]["checks"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|c| c["name"] == "admission")
+            .find(|c| c["name"] == check)
             .unwrap()["status"]
             .clone()
     };
-    assert_eq!(admission("a"), "pass", "{v}");
-    assert_eq!(admission("b"), "fail", "{v}");
+    assert_eq!(status("a", "admission"), "pass", "{v}");
+    assert_eq!(status("b", "admission"), "fail", "{v}");
+    assert_eq!(status("a", "volumes"), "fail", "{v}");
+    assert_eq!(status("b", "volumes"), "pass", "{v}");
     let table = kubehash(&["scan", "--to", "1.31", "-i", &p, "--nodes", &n], b"");
     assert!(
         text(&table.stdout).contains("Preflight on b: admission fail: ns/q: nodeSelector disk=ssd"),
+        "{}",
+        text(&table.stdout)
+    );
+    assert!(
+        text(&table.stdout).contains(
+            "Preflight on a: volumes fail: ns/r: volume \"fs\" is cephfs, whose plugin no kubelet has from 1.31"
+        ),
         "{}",
         text(&table.stdout)
     );

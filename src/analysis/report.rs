@@ -84,7 +84,7 @@ pub struct NodeSummary {
     /// What upgrading the node takes (set when the scan ends).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<NodeUpgrade>,
-    /// The preflight checks a scan can make from Node objects and pods (admission, eviction).
+    /// The preflight checks a scan can make from Node objects and pods (admission, volumes, eviction).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<Check>,
 }

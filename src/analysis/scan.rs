@@ -28,7 +28,7 @@ use crate::analysis::cache::Memo;
 use crate::analysis::coverage::{coverage, Coverage};
 use crate::analysis::listings::{Again, Listing, Seen};
 use crate::analysis::plan::Verdict;
-use crate::analysis::preflight::{Admission, Eviction, PodAdmission};
+use crate::analysis::preflight::{Admission, Eviction, PodAdmission, Volumes};
 pub use crate::analysis::report::{Counts, NodeSummary, NodeUpgrade, ScanReport};
 use crate::analysis::runs::a_temporary_file;
 pub use crate::analysis::spill::{Details, SPILL_AFTER};
@@ -448,10 +448,11 @@ impl JudgedPod {
     }
 }
 
-/// A pod's part in its node's admission and eviction checks.
+/// A pod's part in its node's admission, volumes and eviction checks.
 struct NodeFacts {
     name: String,
     admission: Option<PodAdmission>,
+    volumes: Option<Vec<String>>,
     eviction: Option<(i64, String)>,
 }
 
@@ -474,9 +475,12 @@ impl PodJudge {
                 let labels = n.pointer("/metadata/labels").and_then(Value::as_object);
                 let admission =
                     Admission::judge(labels.unwrap_or(&serde_json::Map::new()), &object);
+                // The kubelet's GitRepoVolumeDriver is not in the Node object: its default.
+                let from = nv.nodes.get(name).and_then(|v| v.as_ref().ok()).copied();
                 node = Some(NodeFacts {
                     name: name.clone(),
                     admission,
+                    volumes: Volumes::judge(&object, from, self.to, None),
                     eviction: Eviction::judge(&object),
                 });
             }
@@ -504,8 +508,9 @@ impl PodJudge {
 /// The report, built one judged pod at a time in input order.
 struct Tally {
     report: ScanReport,
+    to: KubeletVersion,
     /// Per node, the preflight checks pods and Node objects decide (with --nodes/--cluster).
-    nodes: BTreeMap<String, (Admission, Eviction)>,
+    nodes: BTreeMap<String, (Admission, Volumes, Eviction)>,
     /// The digest of each UID's first listing.
     seen: Seen,
 }
@@ -514,6 +519,7 @@ impl Tally {
     fn new(to: KubeletVersion) -> Self {
         Tally {
             report: ScanReport::new(to),
+            to,
             nodes: BTreeMap::new(),
             seen: Seen::default(),
         }
@@ -528,11 +534,16 @@ impl Tally {
             }
         }
         if let (Some(facts), FromVersions::PerNode(nv)) = (pod.node, from) {
-            let (a, e) = self.nodes.entry(facts.name).or_insert_with_key(|name| {
+            let (a, v, e) = self.nodes.entry(facts.name).or_insert_with_key(|name| {
                 let node = nv.objects.get(name).unwrap_or(&Value::Null);
-                (Admission::new(node), Eviction::default())
+                (
+                    Admission::new(node),
+                    Volumes::default(),
+                    Eviction::default(),
+                )
             });
             a.count(facts.admission);
+            v.count(facts.volumes);
             e.count(facts.eviction);
         }
         match pod.containers {
@@ -548,9 +559,10 @@ impl Tally {
 
     fn finish(mut self, from: &FromVersions) -> Result<ScanReport> {
         if let FromVersions::PerNode(nv) = from {
-            for (name, (a, e)) in std::mem::take(&mut self.nodes) {
+            let to = self.to;
+            for (name, (a, v, e)) in std::mem::take(&mut self.nodes) {
                 if let Some(summary) = self.report.nodes.get_mut(&name) {
-                    summary.checks = vec![a.check(), e.check(nv.objects.get(&name))];
+                    summary.checks = vec![a.check(), v.check(to), e.check(nv.objects.get(&name))];
                 }
             }
         }
