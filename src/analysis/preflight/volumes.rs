@@ -1,7 +1,7 @@
-//! The `volumes` check: a pod with a volume the new kubelet cannot mount. The kubelet syncs a
-//! pod only once all its volumes are mounted (`SyncPod` → `WaitForAttachAndMount`: "Unable to
-//! attach or mount volumes … skipping pod"), so such a pod cannot start again on this node, and
-//! the kubelet no longer restarts its containers.
+//! The `volumes` check: a pod with a volume the new kubelet cannot mount. It cannot start again
+//! on this node (FailedMount), and the kubelet syncs a pod only once all its volumes are mounted
+//! (`SyncPod` → `WaitForAttachAndMount`: "Unable to attach or mount volumes … skipping pod"), so
+//! while one waits its containers are not restarted.
 
 use serde_json::Value;
 
@@ -41,7 +41,7 @@ pub(super) fn volumes(f: &Facts, to: KubeletVersion) -> Check {
 
 const VOLUMES: (&str, &str) = (
     "volumes",
-    "a pod whose volume the new kubelet cannot mount is not synced (\"Unable to attach or mount volumes\"): its containers are not restarted and it cannot start again here",
+    "a pod whose volume the new kubelet cannot mount cannot start again here (FailedMount), and is not synced while a volume waits (\"Unable to attach or mount volumes\"): its containers are not restarted",
 );
 
 /// The volumes check, one pod at a time (a cluster-wide scan streams pods).
