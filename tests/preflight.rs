@@ -213,3 +213,64 @@ async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
     let (_, c) = run("1.36", "true");
     assert_eq!(c["status"], "fail", "{c}");
 }
+
+/// A CPU manager checkpoint in the format before 1.18 (entries by container ID), for a container
+/// created over CRI: kubelet 1.18 migrates it (the runtime has that container) and
+/// `checkpoints` passes; an entry for a container the runtime does not have stops the new
+/// kubelet, and `checkpoints` fails naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_manager_checkpoint_by_container_id_needs_each_container() {
+    let ctrd = Containerd::start();
+    let files = ctrd.dir.join("node-files");
+    std::fs::create_dir_all(files.join("kubelet")).unwrap();
+    let mut cri = Cri::connect(&ctrd.endpoint()).await.unwrap();
+    let logs = ctrd.dir.join("pods");
+    let web = harness::TestContainer {
+        spec: serde_json::json!({"name": "web", "image": "busybox"}),
+        stored_hash: None,
+    };
+    let v117 = "1.17".parse().unwrap();
+    let pod = create_pod(&mut cri, &logs, "shop", "web-1", "uid-web", &[web], v117).await;
+    let id = &pod.container_ids[0];
+    let checkpoint = files.join("kubelet/cpu_manager_state");
+    let run = || {
+        let f = |rel: &str| files.join(rel).display().to_string();
+        let out = harness::kubehash(&[
+            "node",
+            "preflight",
+            "--to",
+            "1.18",
+            "--from",
+            "1.17",
+            "--cri",
+            &ctrd.endpoint(),
+            "--cgroup-root",
+            &f("cgroup"),
+            "--kubelet-root",
+            &f("kubelet"),
+            "-o",
+            "json",
+        ]);
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+        check(&report, "checkpoints").clone()
+    };
+    let write = |entries: Value| {
+        let cp = serde_json::json!({"policyName": "static", "defaultCpuSet": "0-3",
+                                    "entries": entries, "checksum": 1});
+        std::fs::write(&checkpoint, cp.to_string()).unwrap();
+    };
+    write(serde_json::json!({id.as_str(): "1"}));
+    let c = run();
+    assert_eq!(c["status"], "pass", "{c}");
+    write(serde_json::json!({id.as_str(): "1", "0123456789abcdef": "2"}));
+    let c = run();
+    assert_eq!(c["status"], "fail", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .ends_with("stops at an ID the runtime has no container of: 0123456789abcdef"),
+        "{c}"
+    );
+}

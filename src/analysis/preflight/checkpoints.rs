@@ -28,14 +28,32 @@ pub(super) fn checkpoints(f: &Facts, to: KubeletVersion) -> Check {
         match name.as_str() {
             "cpu_manager_state" if holds(FactId::CpuManagerCheckpointByPod, to) => {
                 // v1 (≤ 1.17): entries container ID → cpuset; v2: pod UID → container → cpuset.
-                let old = v["entries"]
+                // The new kubelet migrates v1 (`migrateV1CheckpointToV2Checkpoint`), looking
+                // each container ID up among the runtime's containers, and stops at one it
+                // does not find.
+                let by_id: Vec<&str> = v["entries"]
                     .as_object()
-                    .is_some_and(|e| e.values().any(Value::is_string));
-                if old {
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, cpus)| cpus.is_string())
+                    .map(|(id, _)| id.as_str())
+                    .collect();
+                let unknown: Vec<&str> = match &f.container_ids {
+                    Some(ids) => by_id.into_iter().filter(|id| !ids.contains(*id)).collect(),
+                    None => by_id,
+                };
+                if !unknown.is_empty() {
+                    let cpu = fact(FactId::CpuManagerCheckpointByPod);
                     fail.push(format!(
-                        "{name} keys entries by container ID, the format before 1.{} ({})",
-                        fact(FactId::CpuManagerCheckpointByPod).since,
-                        fact(FactId::CpuManagerCheckpointByPod).source
+                        "{name} keys entries by container ID, the format before 1.{} ({}); kubelet {to} migrates it, and stops at an ID the runtime has no container of: {}{}",
+                        cpu.since,
+                        cpu.source,
+                        unknown.join(", "),
+                        if f.container_ids.is_none() {
+                            " (the runtime's containers were not read)"
+                        } else {
+                            ""
+                        }
                     ));
                 }
             }
@@ -102,6 +120,18 @@ mod tests {
         f.put("kubelet/cpu_manager_state", old_cpu);
         assert_eq!(checkpoints(&f.facts(), v("1.18")).status, Status::Fail);
         assert_eq!(checkpoints(&f.facts(), v("1.17")).status, Status::Pass);
+        // The new kubelet migrates it while the runtime has every container it names.
+        let mut facts = f.facts();
+        facts.container_ids = Some(["3f1e…".to_string()].into());
+        assert_eq!(checkpoints(&facts, v("1.18")).status, Status::Pass);
+        facts.container_ids = Some(["9a7c…".to_string()].into());
+        let c = checkpoints(&facts, v("1.18"));
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.evidence
+                .ends_with("stops at an ID the runtime has no container of: 3f1e…"),
+            "{c:?}"
+        );
         f.put("kubelet/cpu_manager_state", new_cpu);
         assert_eq!(checkpoints(&f.facts(), v("1.30")).status, Status::Pass);
 

@@ -59,6 +59,8 @@ pub struct Facts {
     /// The CRI API version the runtime serves (`v1`, `v1alpha2`).
     pub cri_api: String,
     pub sandboxes: Vec<proto::PodSandboxStatus>,
+    /// The IDs of every container the runtime lists, in any state (`None`: not read).
+    pub container_ids: Option<std::collections::BTreeSet<String>>,
     /// This node's pods (API objects), when known.
     pub pods: Option<Vec<Value>>,
     /// This node's Node object, when known.
@@ -74,6 +76,8 @@ pub async fn runtime_facts(cri: &mut Cri, facts: &mut Facts) -> Result<()> {
     for s in cri.list_pod_sandboxes().await? {
         facts.sandboxes.push(cri.pod_sandbox_status(&s.id).await?);
     }
+    let containers = cri.list_containers().await?;
+    facts.container_ids = Some(containers.into_iter().map(|c| c.id).collect());
     Ok(())
 }
 
