@@ -1,12 +1,32 @@
-//! The `checkpoints` check: checkpoint files under the kubelet's root in a format the new
-//! kubelet does not read (CPU, device and DRA managers).
+//! The `checkpoints` check: checkpoint files under the kubelet's root that the new kubelet does
+//! not read (CPU, device and DRA managers), or whose policy is not the one it is configured
+//! with (CPU and memory managers).
 
 use serde_json::Value;
 
 use crate::kubelet::facts::{crosses, fact, holds, FactId};
 use crate::kubelet::version::KubeletVersion;
+use crate::source::kubelet_args::flag_in;
 
 use super::{check, Check, Facts, Status};
+
+/// The managers whose `restoreState` refuses a checkpoint written under another policy
+/// ("configured policy %q differs from state checkpoint policy %q"), stopping the kubelet: the
+/// checkpoint, the kubelet flag and config field that set the policy, and their default.
+const POLICIES: &[(&str, &str, &str, &str)] = &[
+    (
+        "cpu_manager_state",
+        "--cpu-manager-policy",
+        "cpuManagerPolicy",
+        "none",
+    ),
+    (
+        "memory_manager_state",
+        "--memory-manager-policy",
+        "memoryManagerPolicy",
+        "None",
+    ),
+];
 
 /// Checkpoints under the kubelet's root whose format the new kubelet does not read: the CPU and
 /// DRA managers refuse to start, the device manager starts empty.
@@ -25,6 +45,9 @@ pub(super) fn checkpoints(f: &Facts, to: KubeletVersion) -> Check {
                 continue;
             }
         };
+        if let Some(differs) = policy_differs(f, name, v) {
+            fail.push(differs);
+        }
         match name.as_str() {
             "cpu_manager_state" if holds(FactId::CpuManagerCheckpointByPod, to) => {
                 // v1 (≤ 1.17): entries container ID → cpuset; v2: pod UID → container → cpuset.
@@ -106,6 +129,27 @@ pub(super) fn checkpoints(f: &Facts, to: KubeletVersion) -> Check {
     c
 }
 
+/// Where checkpoint `name` holds a policy other than the one the kubelet is configured with (its
+/// flag over its config, else the kubelet's default): what the kubelet says as it stops. `None`
+/// when they agree, when `name` keeps no policy, or when neither flags nor a config were read.
+fn policy_differs(f: &Facts, name: &str, v: &Value) -> Option<String> {
+    let &(_, flag, field, default) = POLICIES.iter().find(|p| p.0 == name)?;
+    let saved = v.get("policyName")?.as_str()?;
+    let (configured, place) = match flag_in(&f.host.kubelet_flags, flag) {
+        Some((_, Some(value))) => (value, flag.to_string()),
+        _ => {
+            let config = f.host.kubelet_config.as_ref()?;
+            match config.get(field).and_then(Value::as_str) {
+                Some(value) => (value, format!("the kubelet config's {field}")),
+                None => (default, format!("the default, {field} unset")),
+            }
+        }
+    };
+    (configured != saved).then(|| {
+        format!("{name} was written under policy {saved:?}, and the kubelet is configured {configured:?} ({place}): it refuses to start (\"configured policy differs from state checkpoint policy\")")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +202,46 @@ mod tests {
         assert_eq!(checkpoints(&facts, v("1.32")).status, Status::Pass);
         h.put("kubelet/cpu_manager_state", "{not json");
         assert_eq!(checkpoints(&h.facts(), v("1.30")).status, Status::Fail);
+    }
+
+    #[test]
+    fn a_checkpoint_written_under_another_policy_stops_the_kubelet() {
+        let f = Files::new();
+        f.put(
+            "kubelet/cpu_manager_state",
+            r#"{"policyName":"static","defaultCpuSet":"0-3","entries":{},"checksum":1}"#,
+        );
+        f.put(
+            "kubelet/memory_manager_state",
+            r#"{"policyName":"None","machineState":{},"entries":{},"checksum":1}"#,
+        );
+        // No config and no flags read: nothing to compare with.
+        assert_eq!(checkpoints(&f.facts(), v("1.30")).status, Status::Pass);
+        f.put("kubelet/config.yaml", "cpuManagerPolicy: static\n");
+        assert_eq!(checkpoints(&f.facts(), v("1.30")).status, Status::Pass);
+        // The config's default ("none") against a static checkpoint.
+        f.put("kubelet/config.yaml", "{}\n");
+        let c = checkpoints(&f.facts(), v("1.30"));
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.evidence.starts_with("cpu_manager_state was written under policy \"static\", and the kubelet is configured \"none\" (the default, cpuManagerPolicy unset)"),
+            "{c:?}"
+        );
+        // A flag wins over the config, for each manager.
+        f.put(
+            "kubelet/kubeadm-flags.env",
+            "KUBELET_KUBEADM_ARGS=\"--cpu-manager-policy=static --memory-manager-policy=Static\"\n",
+        );
+        let c = checkpoints(&f.facts(), v("1.30"));
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.evidence.starts_with("memory_manager_state was written under policy \"None\", and the kubelet is configured \"Static\" (--memory-manager-policy)"),
+            "{c:?}"
+        );
+        f.put(
+            "kubelet/kubeadm-flags.env",
+            "KUBELET_KUBEADM_ARGS=\"--cpu-manager-policy=static\"\n",
+        );
+        assert_eq!(checkpoints(&f.facts(), v("1.30")).status, Status::Pass);
     }
 }
