@@ -25,6 +25,10 @@ pub enum FactId {
     CpuManagerCheckpointByPod,
     /// The device manager's checkpoint lists device IDs per NUMA node.
     DeviceCheckpointByNuma,
+    /// The device manager reads a checkpoint written before 1.20 too.
+    DeviceCheckpointV1Read,
+    /// The device manager no longer reads a checkpoint written before 1.20.
+    DeviceCheckpointV1Dropped,
     /// CRI v1alpha2 is no longer spoken: the runtime must serve runtime.v1.
     CriV1Alpha2Dropped,
     /// The legacy klog flags are removed: only `-v` and `--vmodule` remain.
@@ -74,6 +78,12 @@ pub const FACTS: &[Fact] = &[
         source: "pkg/kubelet/cm/devicemanager/checkpoint/checkpoint.go PodDevicesEntry (DevicesPerNUMA)",
     },
     Fact {
+        id: FactId::DeviceCheckpointV1Read,
+        since: 23,
+        what: "the device manager reads a checkpoint in the format before 1.20 when the current one does not parse",
+        source: "pkg/kubelet/cm/devicemanager/manager.go readCheckpoint (kubernetes#102882)",
+    },
+    Fact {
         id: FactId::DockershimRemoved,
         since: 24,
         what: "the dockershim and its flags (--network-plugin, --cni-*, --docker-endpoint, …) are removed",
@@ -102,6 +112,12 @@ pub const FACTS: &[Fact] = &[
         since: 29,
         what: "DisableCloudProviders is on by default: an in-tree --cloud-provider stops the kubelet unless the gate is set false",
         source: "pkg/kubelet/kubelet.go NewMainKubelet",
+    },
+    Fact {
+        id: FactId::DeviceCheckpointV1Dropped,
+        since: 30,
+        what: "the device manager no longer reads a checkpoint in the format before 1.20: it starts empty",
+        source: "pkg/kubelet/cm/devicemanager/manager.go readCheckpoint (kubernetes#123398)",
     },
     Fact {
         id: FactId::UnlimitedSwapRemoved,

@@ -80,17 +80,26 @@ pub(super) fn checkpoints(f: &Facts, to: KubeletVersion) -> Check {
                     ));
                 }
             }
+            // 1.20 – 1.22 and 1.30 + read only the NUMA format; 1.23 – 1.29 fall back to the old.
             "device-plugins/kubelet_internal_checkpoint"
-                if holds(FactId::DeviceCheckpointByNuma, to) =>
+                if holds(FactId::DeviceCheckpointByNuma, to)
+                    && (!holds(FactId::DeviceCheckpointV1Read, to)
+                        || holds(FactId::DeviceCheckpointV1Dropped, to)) =>
             {
                 let old = v
                     .pointer("/Data/PodDeviceEntries")
                     .and_then(Value::as_array)
                     .is_some_and(|e| e.iter().any(|d| d["DeviceIDs"].is_array()));
                 if old {
+                    let dropped = fact(FactId::DeviceCheckpointV1Dropped);
                     warn.push(format!(
-                        "{name} lists device IDs without NUMA nodes, the format before 1.{}: the device manager starts empty",
-                        fact(FactId::DeviceCheckpointByNuma).since
+                        "{name} lists device IDs without NUMA nodes, the format before 1.{}, which kubelet {to} does not read{}: the device manager starts empty",
+                        fact(FactId::DeviceCheckpointByNuma).since,
+                        if holds(FactId::DeviceCheckpointV1Dropped, to) {
+                            format!(" (1.{} – 1.{} did; {})", fact(FactId::DeviceCheckpointV1Read).since, dropped.since - 1, dropped.source)
+                        } else {
+                            String::new()
+                        }
                     ));
                 }
             }
@@ -187,6 +196,12 @@ mod tests {
             old_dev,
         );
         assert_eq!(checkpoints(&g.facts(), v("1.20")).status, Status::Warn);
+        // Read again by 1.23 – 1.29, no longer by 1.30.
+        assert_eq!(checkpoints(&g.facts(), v("1.23")).status, Status::Pass);
+        assert_eq!(checkpoints(&g.facts(), v("1.29")).status, Status::Pass);
+        let c = checkpoints(&g.facts(), v("1.30"));
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.evidence.contains("which kubelet 1.30 does not read (1.23 – 1.29 did; pkg/kubelet/cm/devicemanager/manager.go readCheckpoint (kubernetes#123398))"), "{c:?}");
         g.put(
             "kubelet/device-plugins/kubelet_internal_checkpoint",
             new_dev,
