@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::kubelet::facts::{fact, FactId, LOCKED_FEATURE_GATES, REMOVED_VOLUME_PLUGINS};
 use crate::kubelet::version::KubeletVersion;
 use crate::source::kubelet_args::feature_gate;
+use crate::source::pods::torn_down;
 
 use super::{check, pod_name, Check, Facts, Status};
 
@@ -55,14 +56,15 @@ impl Volumes {
     /// What upgrading kubelet `from` (when known) to `to` does to `pod`'s inline volumes, on its
     /// own: each one `to` cannot mount and `from` could, said with the pod's name. `gate` is
     /// `GitRepoVolumeDriver` as the kubelet is told it (`None`: not set, its default). `None`
-    /// for a pod that has ended.
+    /// for a pod the kubelet tears down ([`torn_down`]: it mounts nothing more for it); a pending
+    /// pod, which needs its volumes to start at all, is judged.
     pub fn judge(
         pod: &Value,
         from: Option<KubeletVersion>,
         to: KubeletVersion,
         gate: Option<bool>,
     ) -> Option<Vec<String>> {
-        if ended(pod) {
+        if torn_down(pod).is_some() {
             return None;
         }
         let vols = pod.pointer("/spec/volumes").and_then(Value::as_array);
@@ -105,16 +107,7 @@ impl Volumes {
     }
 }
 
-/// Pods the kubelet no longer runs (the other checks' `running` also skips pending pods, which
-/// need their volumes most).
-fn ended(pod: &Value) -> bool {
-    matches!(
-        pod.pointer("/status/phase").and_then(Value::as_str),
-        Some("Succeeded" | "Failed")
-    )
-}
-
-/// Why kubelet `v` cannot mount volume `v` (its plugin; `gate` as the kubelet is told
+/// Why kubelet `v` cannot mount volume `vol` (its plugin; `gate` as the kubelet is told
 /// `GitRepoVolumeDriver`), or `None` when it can. A field set to `null` is no field.
 fn unmountable(vol: &Value, v: KubeletVersion, gate: Option<bool>) -> Option<String> {
     let has = |field: &str| vol.get(field).is_some_and(|s| !s.is_null());
@@ -198,7 +191,7 @@ mod tests {
             check(vec![gluster.clone()], None, "1.30").status,
             Status::Fail
         );
-        // A null field is no field; a pod that has ended needs no volume.
+        // A null field is no field; a pod that has ended or is being deleted needs no volume.
         let nulled = pod(
             "n",
             json!({"volumes": [{"name": "data", "glusterfs": null, "emptyDir": {}}]}),
@@ -207,6 +200,9 @@ mod tests {
         let mut done = gluster.clone();
         done["status"]["phase"] = json!("Succeeded");
         assert_eq!(check(vec![done], None, "1.30").status, Status::Pass);
+        let mut deleting = gluster.clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-12-07T19:00:00Z");
+        assert_eq!(check(vec![deleting], None, "1.30").status, Status::Pass);
         // A pending pod needs its volumes to start at all.
         let mut pending = gluster;
         pending["status"]["phase"] = json!("Pending");
