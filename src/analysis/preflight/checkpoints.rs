@@ -28,12 +28,13 @@ const POLICIES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-/// Checkpoints under the kubelet's root whose format the new kubelet does not read: the CPU and
-/// DRA managers refuse to start, the device manager starts empty.
+/// Checkpoints under the kubelet's root that the new kubelet does not read (the CPU and DRA
+/// managers refuse to start, the device manager starts empty), or that hold a policy other than
+/// the configured one (the CPU and memory managers refuse to start).
 pub(super) fn checkpoints(f: &Facts, to: KubeletVersion) -> Check {
     let mut c = check(
         "checkpoints",
-        "a checkpoint the new kubelet cannot read stops it (CPU, DRA managers) or empties it (device manager: double allocation, rejected pods)",
+        "a checkpoint the new kubelet cannot read, or written under another policy, stops it (CPU, memory, DRA managers) or empties it (device manager: double allocation, rejected pods)",
     );
     let mut fail = Vec::new();
     let mut warn = Vec::new();
