@@ -9,28 +9,32 @@ use kubehash::runtime::cri::Cri;
 use serde_json::Value;
 
 fn preflight(ctrd: &Containerd, files: &std::path::Path) -> (Option<i32>, Value) {
-    let ep = ctrd.endpoint();
     let f = |rel: &str| files.join(rel).display().to_string();
-    let out = harness::kubehash(&[
-        "node",
-        "preflight",
-        "--to",
+    run_preflight(
+        ctrd,
         "1.31",
-        "--from",
-        "1.30",
-        "--cri",
-        &ep,
-        "--cgroup-root",
-        &f("cgroup"),
-        "--kubelet-root",
-        &f("kubelet"),
-        "--kubelet-config",
-        &f("kubelet/config.yaml"),
-        "--kubelet-flags",
-        &f("kubelet/kubeadm-flags.env"),
-        "-o",
-        "json",
-    ]);
+        &[
+            "--from",
+            "1.30",
+            "--cgroup-root",
+            &f("cgroup"),
+            "--kubelet-root",
+            &f("kubelet"),
+            "--kubelet-config",
+            &f("kubelet/config.yaml"),
+            "--kubelet-flags",
+            &f("kubelet/kubeadm-flags.env"),
+        ],
+    )
+}
+
+/// `kubehash node preflight --to TO --cri <ctrd> -o json`, then `args`: its exit status and its
+/// report.
+fn run_preflight(ctrd: &Containerd, to: &str, args: &[&str]) -> (Option<i32>, Value) {
+    let ep = ctrd.endpoint();
+    let mut all = vec!["node", "preflight", "--to", to, "--cri", &ep, "-o", "json"];
+    all.extend_from_slice(args);
+    let out = harness::kubehash(&all);
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
     (out.status.code(), v)
@@ -126,25 +130,19 @@ async fn admission_reads_the_node_from_the_api_server() {
                                "items": [pod("web", disk)]}),
         );
         let kubeconfig = api.kubeconfig(&ctrd.dir);
-        let out = harness::kubehash(&[
-            "node",
-            "preflight",
-            "--to",
+        let (_, report) = run_preflight(
+            &ctrd,
             "1.31",
-            "--cri",
-            &ctrd.endpoint(),
-            "--cluster",
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "--node-name",
-            "test-node",
-            "--cgroup-root",
-            &files.display().to_string(),
-            "-o",
-            "json",
-        ]);
-        let report: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+            &[
+                "--cluster",
+                "--kubeconfig",
+                &kubeconfig.display().to_string(),
+                "--node-name",
+                "test-node",
+                "--cgroup-root",
+                &files.display().to_string(),
+            ],
+        );
         let c = check(&report, "admission");
         assert_eq!(c["status"], status, "{c}");
         assert_eq!(check(&report, "eviction")["status"], "pass", "{report}");
@@ -176,28 +174,22 @@ async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
             format!("featureGates:\n  GitRepoVolumeDriver: {gate}\n"),
         )
         .unwrap();
-        let out = harness::kubehash(&[
-            "node",
-            "preflight",
-            "--to",
+        let (code, report) = run_preflight(
+            &ctrd,
             to,
-            "--cri",
-            &ctrd.endpoint(),
-            "--cluster",
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "--node-name",
-            "test-node",
-            "--cgroup-root",
-            &files.display().to_string(),
-            "--kubelet-config",
-            &config.display().to_string(),
-            "-o",
-            "json",
-        ]);
-        let report: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
-        (out.status.code(), check(&report, "volumes").clone())
+            &[
+                "--cluster",
+                "--kubeconfig",
+                &kubeconfig.display().to_string(),
+                "--node-name",
+                "test-node",
+                "--cgroup-root",
+                &files.display().to_string(),
+                "--kubelet-config",
+                &config.display().to_string(),
+            ],
+        );
+        (code, check(&report, "volumes").clone())
     };
     let (code, c) = run("1.33", "false");
     assert_eq!(c["status"], "fail", "{c}");
@@ -235,24 +227,18 @@ async fn a_cpu_manager_checkpoint_by_container_id_needs_each_container() {
     let checkpoint = files.join("kubelet/cpu_manager_state");
     let run = || {
         let f = |rel: &str| files.join(rel).display().to_string();
-        let out = harness::kubehash(&[
-            "node",
-            "preflight",
-            "--to",
+        let (_, report) = run_preflight(
+            &ctrd,
             "1.18",
-            "--from",
-            "1.17",
-            "--cri",
-            &ctrd.endpoint(),
-            "--cgroup-root",
-            &f("cgroup"),
-            "--kubelet-root",
-            &f("kubelet"),
-            "-o",
-            "json",
-        ]);
-        let report: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+            &[
+                "--from",
+                "1.17",
+                "--cgroup-root",
+                &f("cgroup"),
+                "--kubelet-root",
+                &f("kubelet"),
+            ],
+        );
         check(&report, "checkpoints").clone()
     };
     let write = |entries: Value| {
