@@ -62,10 +62,16 @@ pub(super) fn checkpoints(f: &Facts, to: KubeletVersion) -> Check {
                     .filter(|(_, cpus)| cpus.is_string())
                     .map(|(id, _)| id.as_str())
                     .collect();
-                let unknown: Vec<&str> = match &f.container_ids {
-                    Some(ids) => by_id.into_iter().filter(|id| !ids.contains(*id)).collect(),
-                    None => by_id,
-                };
+                // Said escaped: the keys are whatever the file holds, and the evidence is one line.
+                let unknown: Vec<String> = by_id
+                    .into_iter()
+                    .filter(|id| {
+                        f.container_ids
+                            .as_ref()
+                            .is_none_or(|ids| !ids.contains(*id))
+                    })
+                    .map(|id| id.escape_debug().to_string())
+                    .collect();
                 if !unknown.is_empty() {
                     let cpu = fact(FactId::CpuManagerCheckpointByPod);
                     fail.push(format!(
@@ -184,6 +190,18 @@ mod tests {
         assert!(
             c.evidence
                 .ends_with("stops at an ID the runtime has no container of: 3f1e…"),
+            "{c:?}"
+        );
+        // A key is said escaped: the evidence stays one line.
+        f.put(
+            "kubelet/cpu_manager_state",
+            r#"{"policyName":"static","defaultCpuSet":"0-3","entries":{"a\nb":"1"},"checksum":1}"#,
+        );
+        let mut facts = f.facts();
+        facts.container_ids = Some(Default::default());
+        let c = checkpoints(&facts, v("1.18"));
+        assert!(
+            c.evidence.ends_with("no container of: a\\nb") && !c.evidence.contains('\n'),
             "{c:?}"
         );
         f.put("kubelet/cpu_manager_state", new_cpu);
