@@ -253,7 +253,8 @@ pub enum NodeCommand {
     /// hash.
     Rollback(NodeRollbackArgs),
     /// Read-only: every other reason kubelet TO would kill or recreate this node's pods (cgroups,
-    /// admission, sandboxes, resize, checkpoints, refusing to start, eviction), one check each.
+    /// admission, sandboxes, resize, checkpoints, refusing to start, volumes it cannot mount,
+    /// eviction), one check each.
     ///
     /// Exit codes: 0 no check at or above --fail-on; 1 unusable input; 3 a check at or above it.
     Preflight(NodePreflightArgs),
