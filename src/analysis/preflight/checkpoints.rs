@@ -2,10 +2,13 @@
 //! not read (CPU, device and DRA managers), or whose policy is not the one it is configured
 //! with (CPU and memory managers).
 
+use std::collections::{BTreeSet, HashMap};
+
 use serde_json::Value;
 
 use crate::kubelet::facts::{crosses, fact, holds, FactId};
 use crate::kubelet::version::KubeletVersion;
+use crate::runtime::cri::proto;
 use crate::source::kubelet_args::flag_in;
 
 use super::{check, Check, Facts, Status};
@@ -145,6 +148,36 @@ pub(super) fn checkpoints(f: &Facts, to: KubeletVersion) -> Check {
     c
 }
 
+/// The containers the kubelet knows at start, whose IDs a pre-1.18 CPU checkpoint may name
+/// (`buildContainerMapAndRunningSetFromRuntime`): every container the runtime lists, in any
+/// state, whose sandbox it lists too, and of those with the same pod and name only the newest,
+/// as later kubelets keep one ID per pod and name (earlier ones keep every one: so this can only
+/// fail a checkpoint such a kubelet would read, never pass one a kubelet would not).
+pub(super) fn initial_containers(
+    sandboxes: &[proto::PodSandbox],
+    mut containers: Vec<proto::Container>,
+) -> BTreeSet<String> {
+    let uid: HashMap<&str, &str> = sandboxes
+        .iter()
+        .filter_map(|s| Some((s.id.as_str(), s.metadata.as_ref()?.uid.as_str())))
+        .collect();
+    // Oldest first, as the kubelet sorts them; a later one of the same pod and name wins.
+    containers.sort_by_key(|c| c.created_at);
+    let mut newest: HashMap<(&str, String), String> = HashMap::new();
+    for c in &containers {
+        let Some(pod) = uid.get(c.pod_sandbox_id.as_str()) else {
+            continue;
+        };
+        let name = c
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        newest.insert((pod, name), c.id.clone());
+    }
+    newest.into_values().collect()
+}
+
 /// Where checkpoint `name` holds a policy other than the one the kubelet is configured with (its
 /// flag over its config, else the kubelet's default): what the kubelet says as it stops. `None`
 /// when they agree, when `name` keeps no policy, or when neither flags nor a config were read.
@@ -236,6 +269,40 @@ mod tests {
         assert_eq!(checkpoints(&facts, v("1.32")).status, Status::Pass);
         h.put("kubelet/cpu_manager_state", "{not json");
         assert_eq!(checkpoints(&h.facts(), v("1.30")).status, Status::Fail);
+    }
+
+    #[test]
+    fn the_kubelet_knows_each_pods_newest_container_of_a_name_in_a_listed_sandbox() {
+        let sandbox = |id: &str, uid: &str| proto::PodSandbox {
+            id: id.into(),
+            metadata: Some(proto::PodSandboxMetadata {
+                uid: uid.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let container = |id: &str, sandbox: &str, name: &str, created_at: i64| proto::Container {
+            id: id.into(),
+            pod_sandbox_id: sandbox.into(),
+            metadata: Some(proto::ContainerMetadata {
+                name: name.into(),
+                attempt: 0,
+            }),
+            created_at,
+            ..Default::default()
+        };
+        let known = initial_containers(
+            &[sandbox("s1", "u1"), sandbox("s2", "u1")],
+            vec![
+                container("new", "s2", "web", 20),
+                container("old", "s1", "web", 10),
+                container("side", "s1", "log", 10),
+                container("orphan", "gone", "web", 30),
+            ],
+        );
+        // The same pod's older "web" is replaced by its newer one, whatever its sandbox; a
+        // container whose sandbox the runtime does not list is not known.
+        assert_eq!(known, ["new", "side"].map(String::from).into());
     }
 
     #[test]

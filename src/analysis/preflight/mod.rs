@@ -59,7 +59,8 @@ pub struct Facts {
     /// The CRI API version the runtime serves (`v1`, `v1alpha2`).
     pub cri_api: String,
     pub sandboxes: Vec<proto::PodSandboxStatus>,
-    /// The IDs of every container the runtime lists, in any state (`None`: not read).
+    /// The IDs of the containers the kubelet finds at start (each pod's newest of a name, in a
+    /// sandbox the runtime lists; `None`: not read).
     pub container_ids: Option<std::collections::BTreeSet<String>>,
     /// This node's pods (API objects), when known.
     pub pods: Option<Vec<Value>>,
@@ -73,11 +74,12 @@ pub struct Facts {
 pub async fn runtime_facts(cri: &mut Cri, facts: &mut Facts) -> Result<()> {
     facts.runtime_driver = cri.cgroup_driver().await?;
     facts.cri_api = cri.runtime_version().runtime_api_version.clone();
-    for s in cri.list_pod_sandboxes().await? {
+    let sandboxes = cri.list_pod_sandboxes().await?;
+    for s in &sandboxes {
         facts.sandboxes.push(cri.pod_sandbox_status(&s.id).await?);
     }
     let containers = cri.list_containers().await?;
-    facts.container_ids = Some(containers.into_iter().map(|c| c.id).collect());
+    facts.container_ids = Some(checkpoints::initial_containers(&sandboxes, containers));
     Ok(())
 }
 
