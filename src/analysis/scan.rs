@@ -413,7 +413,7 @@ fn scan_with(
     // A bad input is the error to report; the report fails only on its temporary file.
     read?;
     failed?;
-    let mut report = report.finish(&judge.from)?;
+    let mut report = report.finish(&judge.from, judge.to)?;
     report.source = source_name;
     Ok(report)
 }
@@ -476,7 +476,7 @@ impl PodJudge {
                 let admission =
                     Admission::judge(labels.unwrap_or(&serde_json::Map::new()), &object);
                 // The kubelet's GitRepoVolumeDriver is not in the Node object: its default.
-                let from = nv.nodes.get(name).and_then(|v| v.as_ref().ok()).copied();
+                let from = self.from.for_node(name).ok();
                 node = Some(NodeFacts {
                     name: name.clone(),
                     admission,
@@ -508,7 +508,6 @@ impl PodJudge {
 /// The report, built one judged pod at a time in input order.
 struct Tally {
     report: ScanReport,
-    to: KubeletVersion,
     /// Per node, the preflight checks pods and Node objects decide (with --nodes/--cluster).
     nodes: BTreeMap<String, (Admission, Volumes, Eviction)>,
     /// The digest of each UID's first listing.
@@ -519,7 +518,6 @@ impl Tally {
     fn new(to: KubeletVersion) -> Self {
         Tally {
             report: ScanReport::new(to),
-            to,
             nodes: BTreeMap::new(),
             seen: Seen::default(),
         }
@@ -557,9 +555,8 @@ impl Tally {
         Ok(())
     }
 
-    fn finish(mut self, from: &FromVersions) -> Result<ScanReport> {
+    fn finish(mut self, from: &FromVersions, to: KubeletVersion) -> Result<ScanReport> {
         if let FromVersions::PerNode(nv) = from {
-            let to = self.to;
             for (name, (a, v, e)) in std::mem::take(&mut self.nodes) {
                 if let Some(summary) = self.report.nodes.get_mut(&name) {
                     summary.checks = vec![a.check(), v.check(to), e.check(nv.objects.get(&name))];
