@@ -120,13 +120,18 @@ fn unmountable(vol: &Value, v: KubeletVersion, gate: Option<bool>) -> Option<Str
             r.field, r.since
         ));
     }
+    // Most volumes are not gitRepo: the gate's lock is looked up only for one that is (a
+    // cluster-wide scan asks this for every volume of every pod, twice).
+    if !has("gitRepo") {
+        return None;
+    }
     let git = fact(FactId::GitRepoVolumeOff);
     let locked = LOCKED_FEATURE_GATES
         .iter()
         .find(|l| l.name == GIT_REPO_GATE)
         .filter(|l| v.minor() >= l.since);
     let git_off = v.minor() >= git.since && (locked.is_some() || gate != Some(true));
-    (has("gitRepo") && git_off).then(|| {
+    git_off.then(|| {
         let why = match locked {
             Some(l) => format!("locked false from 1.{}", l.since),
             None => format!("false by default from 1.{}", git.since),
