@@ -1,4 +1,5 @@
-//! Pods and nodes from a live API server (kube-rs), for scans of a running cluster.
+//! Pods, nodes, and claims with their persistent volumes from a live API server (kube-rs), for
+//! scans of a running cluster.
 //!
 //! Configuration is the standard one: `--kubeconfig`, else `$KUBECONFIG` / `~/.kube/config`, else
 //! the in-cluster service account. Pods are listed in pages (`limit` + `continue`) and handed over
@@ -21,6 +22,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::source::claims::Claims;
 use crate::source::nodes::NodeVersions;
 
 /// A connection to an API server.
@@ -47,12 +49,16 @@ fn pods_resource() -> ApiResource {
     }
 }
 
-fn nodes_resource() -> ApiResource {
+fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
-        kind: "Node".into(),
-        plural: "nodes".into(),
+        kind: kind.into(),
+        plural: plural.into(),
         ..pods_resource()
     }
+}
+
+fn nodes_resource() -> ApiResource {
+    resource("Node", "nodes")
 }
 
 /// What a list produced.
@@ -288,6 +294,49 @@ impl Cluster {
         .await
         .map_err(|e| self.error("listing nodes", e))?;
         Ok(nv)
+    }
+
+    /// The persistent volumes with one of `sources` and the claims bound to them (claims of
+    /// `namespace` only, when given), read in pages. `Err(why)` when they could not be read (the
+    /// credentials may not list them, say): they serve one check, so the caller goes on without
+    /// them and says so.
+    pub async fn claims(
+        &self,
+        namespace: Option<&str>,
+        sources: &[&'static str],
+    ) -> std::result::Result<Claims, String> {
+        let mut claims = Claims::new(sources);
+        let volumes: Api<DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &resource("PersistentVolume", "persistentvolumes"),
+        );
+        let pvcs = resource("PersistentVolumeClaim", "persistentvolumeclaims");
+        let bound: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &pvcs),
+            None => Api::all_with(self.client.clone(), &pvcs),
+        };
+        let lp = ListParams::default().limit(PAGE_SIZE);
+        let read = self
+            .list_pages(&volumes, &lp, &mut |pv| claims.add_volume(&pv))
+            .await
+            .map_err(|e| ("listing persistentvolumes", e));
+        let read = match read {
+            Ok(_) => self
+                .list_pages(&bound, &lp, &mut |pvc| claims.add_claim(&pvc))
+                .await
+                .map_err(|e| ("listing persistentvolumeclaims", e)),
+            Err(e) => Err(e),
+        };
+        match read {
+            Ok(_) => Ok(claims),
+            Err((what, kube::Error::Api(s))) => {
+                Err(format!("{what}: {} {} ({})", s.code, s.reason, s.message))
+            }
+            Err((what, e)) => Err(format!(
+                "{what}: cannot reach the API server: {}",
+                crate::error::causes(&e)
+            )),
+        }
     }
 
     /// Calls `each` for every pod (optionally restricted by a field selector such as

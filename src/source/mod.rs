@@ -17,7 +17,8 @@ pub mod names; // label and annotation keys, label values, as the API server che
 pub mod selector; // label selectors on pods read from files
 pub mod pods; // pod splitting, container slots, states, workloads
 pub mod nodes; // node name → kubelet version
-pub mod cluster; // the API server: kubeconfig, pods, nodes
+pub mod claims; // the persistent volume behind a claim, as the kubelet finds it
+pub mod cluster; // the API server: kubeconfig, pods, nodes, claims and persistent volumes
 pub mod host; // the node's cgroups, kubelet checkpoints, config and flags (read only)
 pub mod kubelet_args; // the kubelet's flags as pflag reads them, and its feature gates
 pub mod kubelet_binary; // a kubelet binary's version, and whether a process is a kubelet

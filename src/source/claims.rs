@@ -1,0 +1,228 @@
+//! The persistent volume behind a pod's claim, found as the kubelet's volume manager finds it
+//! (`desired_state_of_world_populator.go`: `getPVCExtractPV`, then `getPVSpec`): the claim must be
+//! `Bound`, not being deleted, and name its volume in `spec.volumeName`, and that volume's
+//! `spec.claimRef.uid` must be the claim's UID. Only volumes with a source asked about are kept (a cluster may have many),
+//! and of claims only their binding.
+//!
+//! ```
+//! use kubehash::source::claims::Claims;
+//! use serde_json::json;
+//!
+//! let mut claims = Claims::new(&["rbd", "cephfs"]);
+//! claims.add_volume(&json!({"metadata": {"name": "pv-1"},
+//!     "spec": {"rbd": {"image": "i"}, "claimRef": {"uid": "u-1"}}}));
+//! claims.add_claim(&json!({"metadata": {"namespace": "db", "name": "data", "uid": "u-1"},
+//!     "spec": {"volumeName": "pv-1"}, "status": {"phase": "Bound"}}));
+//! let bound = claims.bound("db", "data", None).unwrap();
+//! assert_eq!((bound.volume.as_str(), bound.source), ("pv-1", "rbd"));
+//! ```
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::source::input::for_each_placed_object;
+
+/// Bound claims and the volumes behind them, for the volume sources asked about.
+#[derive(Debug, Clone, Default)]
+pub struct Claims {
+    /// The volume source fields (`rbd`, `cephfs`, …) whose volumes are kept.
+    sources: Vec<&'static str>,
+    /// Volume name → (its source field, `spec.claimRef.uid`).
+    volumes: HashMap<String, (&'static str, String)>,
+    /// (namespace, claim name) → the claim's binding.
+    claims: HashMap<(String, String), Binding>,
+}
+
+#[derive(Debug, Clone)]
+struct Binding {
+    uid: String,
+    volume: String,
+    /// The UID of the claim's controller (an ephemeral volume's claim is its pod's).
+    controller: Option<String>,
+}
+
+/// A claim's volume, as the kubelet would mount it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    /// The PersistentVolume's name.
+    pub volume: String,
+    /// Its source field (one of those asked about).
+    pub source: &'static str,
+}
+
+impl Claims {
+    /// Keeps the volumes whose spec sets one of `sources`.
+    pub fn new(sources: &[&'static str]) -> Self {
+        Claims {
+            sources: sources.to_vec(),
+            ..Claims::default()
+        }
+    }
+
+    /// A PersistentVolume object; kept only when its spec sets a source asked about (a field
+    /// set to `null` is no field).
+    pub fn add_volume(&mut self, pv: &Value) {
+        let Some(name) = pv.pointer("/metadata/name").and_then(Value::as_str) else {
+            return;
+        };
+        let spec = pv.get("spec");
+        let set = |f: &&str| spec.and_then(|s| s.get(*f)).is_some_and(|v| !v.is_null());
+        let Some(source) = self.sources.iter().copied().find(set) else {
+            return;
+        };
+        let claim_uid = text(pv, "/spec/claimRef/uid");
+        self.volumes.insert(name.to_string(), (source, claim_uid));
+    }
+
+    /// A PersistentVolumeClaim object; kept when it is bound to a volume (by name: the volume
+    /// may come later). A claim being deleted is not: no kubelet mounts it ("PVC is being
+    /// deleted").
+    pub fn add_claim(&mut self, pvc: &Value) {
+        let volume = text(pvc, "/spec/volumeName");
+        let deleted = pvc
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null());
+        if volume.is_empty() || text(pvc, "/status/phase") != "Bound" || deleted {
+            return;
+        }
+        let controller = pvc
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
+            .map(|o| text(o, "/uid"));
+        let key = (
+            text(pvc, "/metadata/namespace"),
+            text(pvc, "/metadata/name"),
+        );
+        let binding = Binding {
+            uid: text(pvc, "/metadata/uid"),
+            volume,
+            controller,
+        };
+        self.claims.insert(key, binding);
+    }
+
+    /// The volume claim `name` in `namespace` mounts, when it has a source asked about. With
+    /// `controller`, the claim must be controlled by that UID (`ephemeral.VolumeIsForPod`).
+    pub fn bound(&self, namespace: &str, name: &str, controller: Option<&str>) -> Option<Bound> {
+        let b = self
+            .claims
+            .get(&(namespace.to_string(), name.to_string()))?;
+        if controller.is_some_and(|c| b.controller.as_deref() != Some(c)) {
+            return None;
+        }
+        let (source, claim_uid) = self.volumes.get(&b.volume)?;
+        // getPVSpec: "the PV's claimRef … does not match the claim" unless the UIDs are equal.
+        (*claim_uid == b.uid).then(|| Bound {
+            volume: b.volume.clone(),
+            source,
+        })
+    }
+
+    /// The PersistentVolumes and PersistentVolumeClaims of a file, a directory of them or `-`
+    /// (`kubectl get pv,pvc -A -o json`: a List, or the objects one after the other). Any other
+    /// object is refused, with where it is: a pods file given here by mistake would otherwise
+    /// pass the check unread.
+    pub fn from_path(path: &Path, sources: &[&'static str]) -> Result<Claims> {
+        let mut claims = Claims::new(sources);
+        let mut other = None;
+        for_each_placed_object(path, |source, n, object| {
+            match object.get("kind").and_then(Value::as_str) {
+                Some("PersistentVolume") => claims.add_volume(&object),
+                Some("PersistentVolumeClaim") => claims.add_claim(&object),
+                kind if other.is_none() => {
+                    let kind =
+                        kind.map_or("an object without a kind".to_string(), |k| format!("a {k}"));
+                    other = Some(format!(
+                        "object {n} of {source} is {kind}, not a PersistentVolume or PersistentVolumeClaim"
+                    ));
+                }
+                _ => {}
+            }
+        })?;
+        match other {
+            Some(reason) => Err(Error::Input {
+                source_name: format!("--claims {}", path.display()),
+                reason,
+            }),
+            None => Ok(claims),
+        }
+    }
+
+    /// How many volumes with a source asked about were kept.
+    pub fn volumes(&self) -> usize {
+        self.volumes.len()
+    }
+}
+
+fn text(v: &Value, pointer: &str) -> String {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pv(name: &str, source: &str, claim_uid: &str) -> Value {
+        json!({"metadata": {"name": name},
+               "spec": {source: {"x": 1}, "claimRef": {"uid": claim_uid}}})
+    }
+
+    fn pvc(ns: &str, name: &str, uid: &str, volume: &str, phase: &str) -> Value {
+        json!({"metadata": {"namespace": ns, "name": name, "uid": uid},
+               "spec": {"volumeName": volume}, "status": {"phase": phase}})
+    }
+
+    #[test]
+    fn a_claim_mounts_the_volume_that_names_it_back() {
+        let mut c = Claims::new(&["rbd"]);
+        // Claims may come before their volumes.
+        c.add_claim(&pvc("a", "data", "u1", "pv1", "Bound"));
+        c.add_claim(&pvc("a", "other", "u2", "pv1", "Bound"));
+        c.add_claim(&pvc("a", "pending", "u3", "pv3", "Pending"));
+        c.add_claim(&pvc("a", "unnamed", "u4", "", "Bound"));
+        let mut deleted = pvc("a", "deleted", "u6", "pv6", "Bound");
+        deleted["metadata"]["deletionTimestamp"] = json!("2026-12-07T00:00:00Z");
+        c.add_claim(&deleted);
+        c.add_volume(&pv("pv1", "rbd", "u1"));
+        c.add_volume(&pv("pv3", "rbd", "u3"));
+        c.add_volume(&pv("pv6", "rbd", "u6"));
+        c.add_volume(&pv("csi", "csi", "u5"));
+        c.add_volume(&json!({"metadata": {"name": "nulled"}, "spec": {"rbd": null}}));
+        assert_eq!(c.volumes(), 3);
+        let want = Some(Bound {
+            volume: "pv1".into(),
+            source: "rbd",
+        });
+        assert_eq!(c.bound("a", "data", None), want);
+        // Not in another namespace; not for a claim the volume's claimRef does not name; not
+        // for a claim that is not bound.
+        assert_eq!(c.bound("b", "data", None), None);
+        assert_eq!(c.bound("a", "other", None), None);
+        assert_eq!(c.bound("a", "pending", None), None);
+        assert_eq!(c.bound("a", "unnamed", None), None);
+        assert_eq!(c.bound("a", "deleted", None), None);
+    }
+
+    #[test]
+    fn an_ephemeral_claim_is_its_pods_only() {
+        let mut c = Claims::new(&["cephfs"]);
+        let mut claim = pvc("a", "web-0-scratch", "u1", "pv1", "Bound");
+        claim["metadata"]["ownerReferences"] =
+            json!([{"uid": "other", "controller": false}, {"uid": "pod-uid", "controller": true}]);
+        c.add_claim(&claim);
+        c.add_volume(&pv("pv1", "cephfs", "u1"));
+        assert!(c.bound("a", "web-0-scratch", Some("pod-uid")).is_some());
+        assert_eq!(c.bound("a", "web-0-scratch", Some("other")), None);
+        assert!(c.bound("a", "web-0-scratch", None).is_some());
+    }
+}
