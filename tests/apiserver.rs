@@ -107,10 +107,22 @@ fn node_list() -> String {
     json!({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"48213"},"items":example("nodes.json")}).to_string()
 }
 
-/// The normal answers: paged pods, all nodes.
+/// An empty list of `kind` (PersistentVolumeList, …), as the API server sends one.
+fn empty_list(kind: &str) -> String {
+    json!({"kind":kind,"apiVersion":"v1","metadata":{"resourceVersion":"48213"},"items":[]})
+        .to_string()
+}
+
+/// The normal answers: paged pods, all nodes, no claims or persistent volumes.
 fn normal(target: &str) -> (u16, String) {
     if target.starts_with("/api/v1/nodes") {
         return (200, node_list());
+    }
+    if target.starts_with("/api/v1/persistentvolumes") {
+        return (200, empty_list("PersistentVolumeList"));
+    }
+    if target.starts_with("/api/v1/persistentvolumeclaims") {
+        return (200, empty_list("PersistentVolumeClaimList"));
     }
     if target.starts_with("/api/v1/pods") {
         let page = target
@@ -226,6 +238,123 @@ fn unauthorized_and_forbidden_say_what_to_check() {
     assert!(
         err.contains("kubehash needs get/list on pods and nodes"),
         "{err}"
+    );
+}
+
+/// Claims and their persistent volumes are read for each node's volumes check, as the kubelet
+/// finds them (bound claim → `spec.volumeName` → the volume whose `claimRef.uid` is the claim's):
+/// a pod on the 1.27 node whose claim is bound to an in-tree rbd volume fails it going to 1.31,
+/// where the rbd plugin is gone. When the credentials may not list persistent volumes (403, with
+/// the Status RBAC answers), the scan goes on, says so on stderr, and the check says it read
+/// inline volumes only.
+#[test]
+fn claims_persistent_volumes_are_checked_when_they_can_be_read() {
+    let uid = "6f1c2b7e-4c1d-4f0a-9b1e-2d8c5a7e3f10";
+    let pv = format!("pvc-{uid}");
+    let mut pods = example("pods.json");
+    let postgres = pods
+        .iter_mut()
+        .find(|p| p["metadata"]["name"] == "postgres-0")
+        .unwrap();
+    postgres["spec"]["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-postgres-0"}}));
+    let pod_list = json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"48213"},"items":pods}).to_string();
+    let claims = json!({"kind":"PersistentVolumeClaimList","apiVersion":"v1","metadata":{"resourceVersion":"48213"},"items":[
+        {"metadata":{"name":"data-postgres-0","namespace":"data","uid":uid},
+         "spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"10Gi"}},"storageClassName":"","volumeMode":"Filesystem","volumeName":pv},
+         "status":{"phase":"Bound","accessModes":["ReadWriteOnce"],"capacity":{"storage":"10Gi"}}}]}).to_string();
+    let volumes = json!({"kind":"PersistentVolumeList","apiVersion":"v1","metadata":{"resourceVersion":"48213"},"items":[
+        {"metadata":{"name":pv},
+         "spec":{"capacity":{"storage":"10Gi"},"accessModes":["ReadWriteOnce"],"persistentVolumeReclaimPolicy":"Retain","volumeMode":"Filesystem",
+                 "rbd":{"monitors":["10.0.0.1:6789"],"image":"pg","pool":"rbd","user":"admin","secretRef":{"name":"ceph-secret"},"fsType":"ext4"},
+                 "claimRef":{"kind":"PersistentVolumeClaim","namespace":"data","name":"data-postgres-0","uid":uid,"apiVersion":"v1"}},
+         "status":{"phase":"Bound"}}]}).to_string();
+    let answers = move |forbid: bool| {
+        let (pod_list, claims, volumes) = (pod_list.clone(), claims.clone(), volumes.clone());
+        move |t: &str, _| {
+            if t.starts_with("/api/v1/persistentvolumes") {
+                if forbid {
+                    return (403, fixture("status-403-persistentvolumes.json"));
+                }
+                return (200, volumes.clone());
+            }
+            // All namespaces, or one (`-n`).
+            let path = t.split('?').next().unwrap_or("");
+            if path.ends_with("/persistentvolumeclaims") {
+                return (200, claims.clone());
+            }
+            if path.ends_with("/pods") {
+                return (200, pod_list.clone());
+            }
+            normal(t)
+        }
+    };
+    let volumes_check = |out: &Output, node: &str| -> Value {
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let checks = v["nodes"][node]["checks"].as_array().unwrap().clone();
+        checks.into_iter().find(|c| c["name"] == "volumes").unwrap()
+    };
+
+    let server = serve(Box::new(answers(false)));
+    let out = scan(&server.url, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let c = volumes_check(&out, "node-c");
+    assert_eq!(c["status"], "fail", "{c}");
+    assert_eq!(
+        c["evidence"],
+        format!("data/postgres-0: volume \"data\" is claim \"data-postgres-0\", bound to persistent volume \"{pv}\" (rbd), whose plugin no kubelet has from 1.31 (\"no volume plugin matched\")")
+    );
+    let c = volumes_check(&out, "node-a");
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("(inline volumes and the persistent volumes of bound claims)"),
+        "{c}"
+    );
+    assert!(
+        !text(&out.stderr).contains("volumes"),
+        "{}",
+        text(&out.stderr)
+    );
+    let reqs = server.requests.lock().unwrap().clone();
+    assert!(
+        reqs.iter()
+            .any(|r| r.starts_with("/api/v1/persistentvolumeclaims?")),
+        "{reqs:?}"
+    );
+
+    // Forbidden: the scan goes on without them, and says so.
+    let server = serve(Box::new(answers(true)));
+    let out = scan(&server.url, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let c = volumes_check(&out, "node-c");
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("(inline volumes; persistent volumes behind claims are not)"),
+        "{c}"
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("kubehash: volumes: persistent volumes not read (listing persistentvolumes: 403 Forbidden (persistentvolumes is forbidden: User \"system:serviceaccount:kube-system:kubehash\" cannot list resource \"persistentvolumes\" in API group \"\" at the cluster scope)); only inline volumes are checked\n"),
+        "{err}"
+    );
+
+    // With -n, only that namespace's claims are listed.
+    let server = serve(Box::new(answers(false)));
+    let out = scan(&server.url, &["-n", "data"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let reqs = server.requests.lock().unwrap().clone();
+    assert!(
+        reqs.iter()
+            .any(|r| r.starts_with("/api/v1/namespaces/data/persistentvolumeclaims?")),
+        "{reqs:?}"
     );
 }
 

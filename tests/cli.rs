@@ -1189,6 +1189,141 @@ fn scan_runs_admission_volumes_and_eviction_per_node() {
     );
 }
 
+/// `--claims` (`kubectl get pv,pvc -A -o json`) gives a file scan the volume behind each claim:
+/// a pod on a 1.30 node whose bound claim's volume is in-tree rbd fails `volumes` going to 1.31;
+/// the same pod passes when its claim is bound to a CSI volume, or when the claims are not given
+/// (the check then says it read inline volumes only). A claims file holding anything else is
+/// refused whole, exit 1, one line naming the object.
+#[test]
+fn claims_give_a_file_scan_the_volumes_behind_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = dir.path().join("nodes.json");
+    std::fs::write(
+        &nodes,
+        serde_json::json!({"kind": "Node", "metadata": {"name": "a"},
+            "status": {"nodeInfo": {"kubeletVersion": "v1.30.4"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let pods = dir.path().join("pods.json");
+    std::fs::write(
+        &pods,
+        serde_json::json!({"kind": "Pod", "metadata": {"namespace": "db", "name": "pg-0", "uid": "pg-0"},
+            "spec": {"nodeName": "a", "containers": [{"name": "c", "image": "i"}],
+                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-pg-0"}}]},
+            "status": {"phase": "Running"}})
+        .to_string(),
+    )
+    .unwrap();
+    let claims_file = |source: serde_json::Value| {
+        let path = dir.path().join("claims.yaml");
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-1"},
+             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "csi": null, "rbd": null,
+                      "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "db", "name": "data-pg-0", "uid": "c-1"}},
+             "status": {"phase": "Bound"}},
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"namespace": "db", "name": "data-pg-0", "uid": "c-1"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-1"}, "status": {"phase": "Bound"}}]});
+        let mut list = list;
+        let spec = &mut list["items"][0]["spec"];
+        for (k, v) in source.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        // YAML, as `kubectl get -o yaml` writes it, read by the same reader as pods.
+        std::fs::write(&path, serde_yaml_ng::to_string(&list).unwrap()).unwrap();
+        path.display().to_string()
+    };
+    let (n, p) = (nodes.display().to_string(), pods.display().to_string());
+    let volumes = |extra: &[&str]| {
+        let mut args = vec![
+            "scan", "--to", "1.31", "-i", &p, "--nodes", &n, "-o", "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = kubehash(&args, b"");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["nodes"]["a"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "volumes")
+            .unwrap()
+            .clone()
+    };
+    let rbd = claims_file(serde_json::json!({"rbd": {"monitors": ["m"], "image": "pg"}}));
+    let c = volumes(&["--claims", &rbd]);
+    assert_eq!(c["status"], "fail", "{c}");
+    assert_eq!(
+        c["evidence"],
+        "db/pg-0: volume \"data\" is claim \"data-pg-0\", bound to persistent volume \"pv-1\" (rbd), whose plugin no kubelet has from 1.31 (\"no volume plugin matched\")"
+    );
+    let csi = claims_file(
+        serde_json::json!({"csi": {"driver": "rbd.csi.ceph.com", "volumeHandle": "h"}}),
+    );
+    let c = volumes(&["--claims", &csi]);
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("(inline volumes and the persistent volumes of bound claims)"),
+        "{c}"
+    );
+    let c = volumes(&[]);
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("persistent volumes behind claims are not"),
+        "{c}"
+    );
+
+    // The pods file given as the claims: refused, naming the object; nothing on stdout.
+    let out = kubehash(
+        &[
+            "scan", "--to", "1.31", "-i", &p, "--nodes", &n, "--claims", &p,
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        text(&out.stderr),
+        format!("kubehash: --claims {p}: object 1 of {p} is a Pod, not a PersistentVolume or PersistentVolumeClaim\n")
+    );
+    // Not JSON or YAML: one line, exit 1.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"kind\": \"PersistentVolume\",").unwrap();
+    let b = bad.display().to_string();
+    let out = kubehash(
+        &[
+            "scan", "--to", "1.31", "-i", &p, "--nodes", &n, "--claims", &b,
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr).lines().count(),
+        1,
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stderr).contains(&b), "{}", text(&out.stderr));
+    // Only with pods from a file (with --cluster they come from the API server).
+    let out = kubehash(
+        &["scan", "--to", "1.31", "--cluster", "--claims", &rbd],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr)
+            .contains("the argument '--cluster' cannot be used with '--claims <PATH>'"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// Machine output names what it is: `apiVersion` and `kind` first, in JSON and YAML alike.
 #[test]
 fn json_and_yaml_reports_carry_api_version_and_kind() {

@@ -152,7 +152,9 @@ async fn admission_reads_the_node_from_the_api_server() {
 /// A pod with a `gitRepo` volume, listed by the test API server on a node whose kubelet is 1.32:
 /// kubelet 1.33 has the plugin off, so `volumes` fails (exit 3 with `--fail-on fail`) and names
 /// the pod; with the kubelet's config turning `GitRepoVolumeDriver` on it passes, and at 1.36,
-/// where the gate is locked off, it fails again.
+/// where the gate is locked off, it fails again. The API server enforces the agent's RBAC, which
+/// grants no reads of persistent volumes: the check says it read inline volumes only. With pods
+/// from a file and `--claims`, a claim's in-tree cephfs volume fails it going to 1.31.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
     let ctrd = Containerd::start();
@@ -204,6 +206,65 @@ async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
     assert_eq!(c["status"], "pass", "{c}");
     let (_, c) = run("1.36", "true");
     assert_eq!(c["status"], "fail", "{c}");
+    // These credentials (the agent's RBAC) may not list persistent volumes: refused with 403,
+    // the check goes on with inline volumes and says so.
+    let (_, c) = run("1.33", "true");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .ends_with("(inline volumes; persistent volumes behind claims are not), none with a volume kubelet 1.33 cannot mount"),
+        "{c}"
+    );
+    let refused = api.refused.lock().unwrap().clone();
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.starts_with("GET /api/v1/persistentvolumes?")),
+        "{refused:?}"
+    );
+
+    // Pods from a file, and `--claims` beside them: the claim's in-tree cephfs volume is judged.
+    let pods = ctrd.dir.join("pods.json");
+    std::fs::write(
+        &pods,
+        serde_json::json!({"kind": "Pod", "metadata": {"namespace": "docs", "name": "site", "uid": "site"},
+            "spec": {"nodeName": "test-node", "containers": [{"name": "c", "image": "i"}],
+                     "volumes": [{"name": "www", "persistentVolumeClaim": {"claimName": "www"}}]},
+            "status": {"phase": "Running"}})
+        .to_string(),
+    )
+    .unwrap();
+    let claims = ctrd.dir.join("claims.json");
+    std::fs::write(
+        &claims,
+        serde_json::json!({"kind": "List", "items": [
+            {"kind": "PersistentVolumeClaim", "metadata": {"namespace": "docs", "name": "www", "uid": "w"},
+             "spec": {"volumeName": "pv-www"}, "status": {"phase": "Bound"}},
+            {"kind": "PersistentVolume", "metadata": {"name": "pv-www"},
+             "spec": {"cephfs": {"monitors": ["m"]}, "claimRef": {"uid": "w"}}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let (code, report) = run_preflight(
+        &ctrd,
+        "1.31",
+        &[
+            "--from",
+            "1.30",
+            "-i",
+            &pods.display().to_string(),
+            "--claims",
+            &claims.display().to_string(),
+            "--node-name",
+            "test-node",
+            "--cgroup-root",
+            &files.display().to_string(),
+        ],
+    );
+    let c = check(&report, "volumes");
+    assert_eq!(code, Some(3), "{c}");
+    assert_eq!(c["evidence"], "docs/site: volume \"www\" is claim \"www\", bound to persistent volume \"pv-www\" (cephfs), whose plugin no kubelet has from 1.31 (\"no volume plugin matched\")");
 }
 
 /// A CPU manager checkpoint in the format before 1.18 (entries by container ID), for a container

@@ -37,6 +37,7 @@ use crate::kubelet::diff::why_changed;
 use crate::kubelet::hash::hash_container;
 use crate::kubelet::sink::format_hash;
 use crate::kubelet::version::KubeletVersion;
+use crate::source::claims::Claims;
 use crate::source::manifests::Manifests;
 use crate::source::nodes::NodeVersions;
 use crate::source::parallel::{for_each_placed_object_on_cores, Input};
@@ -329,6 +330,9 @@ pub struct ScanSetup {
     /// Which pod objects to scan (`-n`, `-l` on files); every one when `None`.
     pub keep: Option<PodFilter>,
     pub threads: Threads,
+    /// The persistent volumes behind claims, for the volumes check (with per-node versions);
+    /// `None`: not read.
+    pub claims: Option<Claims>,
 }
 
 impl ScanSetup {
@@ -339,6 +343,7 @@ impl ScanSetup {
             manifests,
             keep: None,
             threads: Threads::default(),
+            claims: None,
         }
     }
 }
@@ -401,8 +406,9 @@ fn scan_with(
         to: setup.to,
         manifests: setup.manifests,
         digests: RandomState::new(),
+        claims: setup.claims,
     };
-    let mut report = Tally::new(setup.to);
+    let mut report = Tally::new(setup.to, judge.claims.is_some());
     let mut failed = Ok(());
     let read = drive(&judge, setup.threads.workers(), &mut |judged| {
         count();
@@ -426,6 +432,7 @@ struct PodJudge {
     manifests: Manifests,
     /// Keys for each pod's [`Listing`].
     digests: RandomState,
+    claims: Option<Claims>,
 }
 
 /// One pod object, assessed on its own.
@@ -480,7 +487,7 @@ impl PodJudge {
                 node = Some(NodeFacts {
                     name: name.clone(),
                     admission,
-                    volumes: Volumes::judge(&object, from, self.to, None),
+                    volumes: Volumes::judge(&object, from, self.to, None, self.claims.as_ref()),
                     eviction: Eviction::judge(&object),
                 });
             }
@@ -512,14 +519,17 @@ struct Tally {
     nodes: BTreeMap<String, (Admission, Volumes, Eviction)>,
     /// The digest of each UID's first listing.
     seen: Seen,
+    /// Whether the persistent volumes behind claims were read.
+    claims: bool,
 }
 
 impl Tally {
-    fn new(to: KubeletVersion) -> Self {
+    fn new(to: KubeletVersion, claims: bool) -> Self {
         Tally {
             report: ScanReport::new(to),
             nodes: BTreeMap::new(),
             seen: Seen::default(),
+            claims,
         }
     }
 
@@ -532,11 +542,12 @@ impl Tally {
             }
         }
         if let (Some(facts), FromVersions::PerNode(nv)) = (pod.node, from) {
+            let claims = self.claims;
             let (a, v, e) = self.nodes.entry(facts.name).or_insert_with_key(|name| {
                 let node = nv.objects.get(name).unwrap_or(&Value::Null);
                 (
                     Admission::new(node),
-                    Volumes::default(),
+                    Volumes::new(claims),
                     Eviction::default(),
                 )
             });

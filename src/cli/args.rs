@@ -400,6 +400,15 @@ pub struct PodSource {
     /// a cluster-wide scan without --from or --nodes, node versions too).
     #[arg(long)]
     pub cluster: bool,
+    /// PersistentVolumes and PersistentVolumeClaims (`kubectl get pv,pvc -A -o json`), so that
+    /// the volumes check (scan with --nodes, node plan, node preflight) judges the volume behind
+    /// each claim of the pods read from --pods (with --cluster they are read from the API server).
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with_all = ["cluster", "kubeconfig", "context"]
+    )]
+    pub claims: Option<PathBuf>,
     /// Kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster); implies --cluster.
     #[arg(long, value_name = "PATH", conflicts_with = "pods")]
     pub kubeconfig: Option<PathBuf>,

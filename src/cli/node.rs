@@ -67,7 +67,7 @@ pub fn print_plan(
 ) -> Result<ExitStatus> {
     let rt = runtime()?;
     let (mut cri, running) = rt.block_on(runtime_pods(endpoint))?;
-    let mut inputs = rt.block_on(node_pods::read(source, Some(&running)))?;
+    let mut inputs = rt.block_on(node_pods::read(source, Some(&running), true))?;
     let mut pods = std::mem::take(&mut inputs.index);
     let from = from.or(inputs.version);
     if let Some(f) = from {
@@ -130,6 +130,7 @@ async fn preflight(
         host,
         inputs.pods.clone(),
         inputs.node.clone(),
+        inputs.claims.clone(),
         to,
         from,
     )
@@ -145,7 +146,11 @@ fn run_preflight(a: NodePreflightArgs) -> Result<ExitStatus> {
     let to = version_flag("--to", &a.to)?;
     let rt = runtime()?;
     // The checks read the pods scheduled here, not the index: it keeps no spec.
-    let inputs = rt.block_on(node_pods::read(&a.source, Some(&RuntimePods::default())))?;
+    let inputs = rt.block_on(node_pods::read(
+        &a.source,
+        Some(&RuntimePods::default()),
+        true,
+    ))?;
     let from = optional_version("--from", a.from.as_deref())?.or(inputs.version);
     let checks = rt.block_on(async {
         let mut cri = Cri::connect(&a.cri).await?;
@@ -173,7 +178,7 @@ fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
     let restart = restart_command(&a.restart_containerd)?;
     let mut guard = a.kubelet.guard()?;
     let (mut cri, running) = rt.block_on(runtime_pods(&a.plan.cri))?;
-    let inputs = rt.block_on(node_pods::read(&a.plan.source, Some(&running)))?;
+    let inputs = rt.block_on(node_pods::read(&a.plan.source, Some(&running), false))?;
     let (mut pods, node_version) = (inputs.index, inputs.version);
     let node = node_pods::node_name(&a.plan.source);
     let from = node_pods::old_kubelet(a.plan.from.as_deref(), node_version)?;
@@ -270,7 +275,9 @@ fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
     let specs = match r.source.given() {
         true => Some(rt.block_on(async {
             let (mut cri, running) = runtime_pods(&a.cri).await?;
-            let mut pods = node_pods::read(&r.source, Some(&running)).await?.index;
+            let mut pods = node_pods::read(&r.source, Some(&running), false)
+                .await?
+                .index;
             let manifests = node_pods::manifests(&r.source, None)?;
             let node = node_pods::node_name(&r.source);
             Ok::<_, anyhow::Error>(

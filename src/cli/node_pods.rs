@@ -4,10 +4,11 @@
 use anyhow::{Context, Result};
 
 use crate::analysis::plan::{PodIndex, RuntimePods};
-use crate::analysis::preflight::running;
+use crate::analysis::preflight::{removed_sources, running};
 use crate::cli::args::PodSource;
 use crate::cli::support::optional_version;
 use crate::kubelet::version::KubeletVersion;
+use crate::source::claims::Claims;
 use crate::source::cluster::Cluster;
 use crate::source::host::HostPaths;
 use crate::source::manifests::Manifests;
@@ -24,17 +25,27 @@ pub struct NodeInputs {
     pub pods: Option<Vec<serde_json::Value>>,
     /// This node's Node object (with `--cluster`).
     pub node: Option<serde_json::Value>,
+    /// The persistent volumes behind claims, for the volumes check (with `--cluster`, when the
+    /// credentials may list them).
+    pub claims: Option<Claims>,
 }
 
 /// This node's pods, from a file or from the API server (filtered to this node), and with
 /// `--cluster` the Node object and the kubelet version it reports (the old kubelet's, before the
 /// swap). Pods that cannot be used are said on stderr. With `runtime`, the index keeps only the
-/// specs of the pods it names (a pods file may hold a whole cluster's).
-pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<NodeInputs> {
+/// specs of the pods it names (a pods file may hold a whole cluster's). With `claims` (for the
+/// preflight checks), the persistent volumes behind claims too: from `--claims`, or with
+/// `--cluster` from the API server.
+pub async fn read(
+    source: &PodSource,
+    runtime: Option<&RuntimePods>,
+    claims: bool,
+) -> Result<NodeInputs> {
     let mut index = PodIndex::default();
     let mut objects = Vec::new();
     let mut node_object = None;
     let mut version = None;
+    let mut claim_volumes = None;
     let name = node_name(source);
     // Only the pod objects the preflight checks may read are kept (a pods file may hold a whole
     // cluster's): this node's, and those scheduled nowhere that may run (a file of pods written
@@ -62,6 +73,9 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
             index.problems.push(e.0);
         }
     };
+    if let (true, Some(path)) = (claims, &source.claims) {
+        claim_volumes = Some(Claims::from_path(path, &removed_sources())?);
+    }
     match &source.pods {
         // Parsed on every core (a directory's small files on this thread), handed on in input
         // order; a directory's files one after the other, each named as itself.
@@ -94,6 +108,9 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
                 None => None,
             };
             node_object = Some(reported);
+            if claims {
+                claim_volumes = read_claims(&cluster, None).await;
+            }
         }
         None => {}
     }
@@ -106,7 +123,21 @@ pub async fn read(source: &PodSource, runtime: Option<&RuntimePods>) -> Result<N
         version,
         pods,
         node: node_object,
+        claims: claim_volumes,
     })
+}
+
+/// The persistent volumes behind claims (of `namespace`, else every one) with a plugin some
+/// kubelet lost, for the volumes check; `None`, said on stderr, when they could not be read
+/// (the credentials may not list them, say).
+pub async fn read_claims(cluster: &Cluster, namespace: Option<&str>) -> Option<Claims> {
+    match cluster.claims(namespace, &removed_sources()).await {
+        Ok(claims) => Some(claims),
+        Err(why) => {
+            say!("kubehash: volumes: persistent volumes not read ({why}); only inline volumes are checked");
+            None
+        }
+    }
 }
 
 /// The old kubelet F of the proof rule: `--from`, else the version the Node reports.
@@ -188,6 +219,7 @@ mod tests {
         let source = PodSource {
             pods: Some(file),
             cluster: false,
+            claims: None,
             kubeconfig: None,
             context: None,
             node_name: Some("a".into()),
@@ -195,7 +227,7 @@ mod tests {
         };
         let rt = crate::cli::support::runtime().unwrap();
         let inputs = rt
-            .block_on(read(&source, Some(&RuntimePods::default())))
+            .block_on(read(&source, Some(&RuntimePods::default()), false))
             .unwrap();
         let kept: Vec<&str> = inputs
             .pods

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use anyhow::{bail, Context, Result};
 
+use crate::analysis::preflight::removed_sources;
 use crate::analysis::scan::{scan_input, scan_source, FromVersions, ScanSetup};
 use crate::cli::args::ScanArgs;
 use crate::cli::exit::ExitStatus;
@@ -15,6 +16,7 @@ use crate::cli::support::{
     no_pods_found, optional_version, print, runtime, version_flag, warn_upgrade, SHOWN_ON_STDERR,
 };
 use crate::kubelet::version::KubeletVersion;
+use crate::source::claims::Claims;
 use crate::source::cluster::Cluster;
 use crate::source::names::namespace_name;
 use crate::source::nodes::NodeVersions;
@@ -73,7 +75,11 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             Some(ctx) => format!("API server {} (context {ctx})", cluster.url()),
             None => format!("API server {}", cluster.url()),
         };
-        let setup = ScanSetup::new(to, from, manifests);
+        let mut setup = ScanSetup::new(to, from, manifests);
+        // Only the per-node checks read them.
+        if matches!(setup.from, FromVersions::PerNode(_)) {
+            setup.claims = rt.block_on(node_pods::read_claims(&cluster, ns));
+        }
         scan_source(setup, progress, scanned, |each| {
             rt.block_on(cluster.for_each_pod_in(ns, sel, None, each))
                 .map(|_| ())
@@ -99,6 +105,9 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         };
         let mut setup = ScanSetup::new(to, from, manifests);
         setup.keep = Some(Box::new(wanted));
+        if let Some(path) = &args.source.claims {
+            setup.claims = Some(Claims::from_path(path, &removed_sources())?);
+        }
         scan_input(
             setup,
             progress,

@@ -229,7 +229,7 @@ async fn plan_shim(a: &ShimArgs, to: KubeletVersion) -> Result<Planned> {
     let mut cri = Cri::connect(&a.runtime_endpoint).await?;
     let containers = cri.list_containers().await?;
     // Only the specs of the pods these containers belong to are kept.
-    let inputs = node_pods::read(&a.source, Some(&RuntimePods::of(&containers))).await?;
+    let inputs = node_pods::read(&a.source, Some(&RuntimePods::of(&containers)), false).await?;
     let (mut pods, node_version) = (inputs.index, inputs.version);
     let from = node_pods::old_kubelet(a.from.as_deref(), node_version)?;
     let manifests = node_pods::manifests(&a.source, None)?;

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::{proto, Cri};
+use crate::source::claims::Claims;
 use crate::source::host::{Host, HostPaths};
 
 mod admission;
@@ -24,7 +25,7 @@ mod volumes;
 
 pub use admission::{Admission, PodAdmission};
 pub use eviction::Eviction;
-pub use volumes::Volumes;
+pub use volumes::{removed_sources, Volumes};
 
 /// A check's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -64,6 +65,8 @@ pub struct Facts {
     pub container_ids: Option<std::collections::BTreeSet<String>>,
     /// This node's pods (API objects), when known.
     pub pods: Option<Vec<Value>>,
+    /// The persistent volumes behind claims (those with a removed plugin), when read.
+    pub claims: Option<Claims>,
     /// This node's Node object, when known.
     pub node: Option<Value>,
     /// The running kubelet's pid and command line (after the program name), when one is seen.
@@ -83,13 +86,15 @@ pub async fn runtime_facts(cri: &mut Cri, facts: &mut Facts) -> Result<()> {
     Ok(())
 }
 
-/// The checks for this node: its files (`host`), its runtime over CRI, and its pods and Node
-/// object where known. Problems reading the files are returned beside the checks.
+/// The checks for this node: its files (`host`), its runtime over CRI, and its pods, Node
+/// object and claims' persistent volumes where known. Problems reading the files are returned
+/// beside the checks.
 pub async fn check_node(
     cri: &mut Cri,
     host: &HostPaths,
     pods: Option<Vec<Value>>,
     node: Option<Value>,
+    claims: Option<Claims>,
     to: KubeletVersion,
     from: Option<KubeletVersion>,
 ) -> Result<(Vec<Check>, Vec<String>)> {
@@ -101,6 +106,7 @@ pub async fn check_node(
         host,
         pods,
         node,
+        claims,
         running_kubelet: crate::source::kubelet_binary::kubelet_command_line(),
         ..Facts::default()
     };

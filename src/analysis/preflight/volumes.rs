@@ -1,12 +1,13 @@
-//! The `volumes` check: a pod with a volume the new kubelet cannot mount. It cannot start again
-//! on this node (FailedMount), and the kubelet syncs a pod only once all its volumes are mounted
-//! (`SyncPod` → `WaitForAttachAndMount`: "Unable to attach or mount volumes … skipping pod"), so
-//! while one waits its containers are not restarted.
+//! The `volumes` check: a pod with a volume the new kubelet cannot mount, inline or behind a
+//! claim. It cannot start again on this node (FailedMount), and the kubelet syncs a pod only once
+//! all its volumes are mounted (`SyncPod` → `WaitForAttachAndMount`: "Unable to attach or mount
+//! volumes … skipping pod"), so while one waits its containers are not restarted.
 
 use serde_json::Value;
 
 use crate::kubelet::facts::{fact, FactId, LOCKED_FEATURE_GATES, REMOVED_VOLUME_PLUGINS};
 use crate::kubelet::version::KubeletVersion;
+use crate::source::claims::{Bound, Claims};
 use crate::source::kubelet_args::feature_gate;
 use crate::source::pods::torn_down;
 
@@ -15,9 +16,9 @@ use super::{check, pod_name, Check, Facts, Status};
 /// The gate that keeps the `gitRepo` plugin on from 1.33 until it is locked off (1.36).
 const GIT_REPO_GATE: &str = "GitRepoVolumeDriver";
 
-/// Pods on this node with an inline volume kubelet `to` cannot mount and kubelet `from` could
-/// (with `from` unknown, every such volume): a removed in-tree plugin, or `gitRepo` with its
-/// plugin off. Persistent volumes behind claims are not read.
+/// Pods on this node with a volume kubelet `to` cannot mount and kubelet `from` could (with
+/// `from` unknown, every such volume): a removed in-tree plugin, inline or behind a claim (when
+/// the claims were read), or `gitRepo` with its plugin off.
 pub(super) fn volumes(f: &Facts, to: KubeletVersion) -> Check {
     let Some(pods) = &f.pods else {
         let mut c = check(VOLUMES.0, VOLUMES.1);
@@ -33,9 +34,9 @@ pub(super) fn volumes(f: &Facts, to: KubeletVersion) -> Check {
         f.host.kubelet_config.as_ref(),
         GIT_REPO_GATE,
     );
-    let mut tally = Volumes::default();
+    let mut tally = Volumes::new(f.claims.is_some());
     for p in pods {
-        tally.count(Volumes::judge(p, f.from, to, gate));
+        tally.count(Volumes::judge(p, f.from, to, gate, f.claims.as_ref()));
     }
     tally.check(to)
 }
@@ -45,24 +46,42 @@ const VOLUMES: (&str, &str) = (
     "a pod whose volume the new kubelet cannot mount cannot start again here (FailedMount), and is not synced while a volume waits (\"Unable to attach or mount volumes\"): its containers are not restarted",
 );
 
+/// The volume sources whose plugins kubelets lost: what the persistent volumes are read for.
+pub fn removed_sources() -> Vec<&'static str> {
+    REMOVED_VOLUME_PLUGINS.iter().map(|r| r.field).collect()
+}
+
 /// The volumes check, one pod at a time (a cluster-wide scan streams pods).
 #[derive(Debug, Clone, Default)]
 pub struct Volumes {
     pods: usize,
     lost: Vec<String>,
+    /// Whether the persistent volumes behind claims were read.
+    claims: bool,
 }
 
 impl Volumes {
-    /// What upgrading kubelet `from` (when known) to `to` does to `pod`'s inline volumes, on its
-    /// own: each one `to` cannot mount and `from` could, said with the pod's name. `gate` is
-    /// `GitRepoVolumeDriver` as the kubelet is told it (`None`: not set, its default). `None`
-    /// for a pod the kubelet tears down ([`torn_down`]: it mounts nothing more for it); a pending
+    /// A check that says whether the persistent volumes behind claims were read (`claims`).
+    pub fn new(claims: bool) -> Self {
+        Volumes {
+            claims,
+            ..Volumes::default()
+        }
+    }
+
+    /// What upgrading kubelet `from` (when known) to `to` does to `pod`'s volumes, on its own:
+    /// each one `to` cannot mount and `from` could, said with the pod's name. Inline volumes are
+    /// judged by their source; a claim's (`persistentVolumeClaim`, or an `ephemeral` volume's
+    /// claim `<pod>-<volume>`) by its persistent volume's, when `claims` were read. `gate` is
+    /// `GitRepoVolumeDriver` as the kubelet is told it (`None`: not set, its default). `None` for
+    /// a pod the kubelet tears down ([`torn_down`]: it mounts nothing more for it); a pending
     /// pod, which needs its volumes to start at all, is judged.
     pub fn judge(
         pod: &Value,
         from: Option<KubeletVersion>,
         to: KubeletVersion,
         gate: Option<bool>,
+        claims: Option<&Claims>,
     ) -> Option<Vec<String>> {
         if torn_down(pod).is_some() {
             return None;
@@ -71,9 +90,12 @@ impl Volumes {
         let lost = vols
             .into_iter()
             .flatten()
-            .filter(|v| from.is_none_or(|from| unmountable(v, from, gate).is_none()))
             .filter_map(|v| {
-                let plugin = unmountable(v, to, gate)?;
+                let source = Source::of(v, pod, claims);
+                if from.is_some_and(|from| source.unmountable(from, gate).is_some()) {
+                    return None;
+                }
+                let plugin = source.unmountable(to, gate)?;
                 let name = v["name"].as_str().unwrap_or("");
                 Some(format!("{}: volume {name:?} {plugin}", pod_name(pod)))
             })
@@ -92,9 +114,14 @@ impl Volumes {
     pub fn check(&self, to: KubeletVersion) -> Check {
         let mut c = check(VOLUMES.0, VOLUMES.1);
         c.evidence = format!(
-            "{} {} read (inline volumes; persistent volumes behind claims are not), none with a volume kubelet {to} cannot mount",
+            "{} {} read ({}), none with a volume kubelet {to} cannot mount",
             self.pods,
-            if self.pods == 1 { "pod" } else { "pods" }
+            if self.pods == 1 { "pod" } else { "pods" },
+            if self.claims {
+                "inline volumes and the persistent volumes of bound claims"
+            } else {
+                "inline volumes; persistent volumes behind claims are not"
+            },
         );
         if !self.lost.is_empty() {
             c.set(
@@ -107,18 +134,84 @@ impl Volumes {
     }
 }
 
-/// Why kubelet `v` cannot mount volume `vol` (its plugin; `gate` as the kubelet is told
+/// What a pod's volume mounts, as far as the plugins go.
+enum Source<'a> {
+    /// Its own source (a claim's whose volume was not read, or has no source asked about).
+    Inline(&'a Value),
+    /// A claim's persistent volume.
+    Claim { claim: String, bound: Bound },
+}
+
+impl<'a> Source<'a> {
+    fn of(vol: &'a Value, pod: &Value, claims: Option<&Claims>) -> Source<'a> {
+        let bound = claims.and_then(|claims| {
+            let namespace = pod
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default");
+            let present = |f: &str| vol.get(f).is_some_and(|s| !s.is_null());
+            if let Some(claim) = vol
+                .pointer("/persistentVolumeClaim/claimName")
+                .and_then(Value::as_str)
+            {
+                let bound = claims.bound(namespace, claim, None)?;
+                return Some((claim.to_string(), bound));
+            }
+            // ephemeral.VolumeClaimName: `<pod>-<volume>`, and the claim must be the pod's.
+            if present("ephemeral") {
+                let pod_field = |k: &str| {
+                    pod.pointer(&format!("/metadata/{k}"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                };
+                let claim = format!("{}-{}", pod_field("name"), vol["name"].as_str()?);
+                let bound = claims.bound(namespace, &claim, Some(pod_field("uid")))?;
+                return Some((claim, bound));
+            }
+            None
+        });
+        match bound {
+            Some((claim, bound)) => Source::Claim { claim, bound },
+            None => Source::Inline(vol),
+        }
+    }
+
+    /// Why kubelet `v` cannot mount it (`gate` as the kubelet is told `GitRepoVolumeDriver`), or
+    /// `None` when it can.
+    fn unmountable(&self, v: KubeletVersion, gate: Option<bool>) -> Option<String> {
+        match self {
+            Source::Inline(vol) => unmountable(vol, v, gate),
+            Source::Claim { claim, bound } => removed(bound.source, v).map(|why| {
+                format!(
+                    "is claim {claim:?}, bound to persistent volume {:?} ({}), {why}",
+                    bound.volume, bound.source
+                )
+            }),
+        }
+    }
+}
+
+/// Whether no kubelet `v` has the plugin of volume source `field`: why, or `None`.
+fn removed(field: &str, v: KubeletVersion) -> Option<String> {
+    let r = REMOVED_VOLUME_PLUGINS
+        .iter()
+        .find(|r| r.field == field && v.minor() >= r.since)?;
+    Some(format!(
+        "whose plugin no kubelet has from 1.{} (\"no volume plugin matched\")",
+        r.since
+    ))
+}
+
+/// Why kubelet `v` cannot mount inline volume `vol` (its plugin; `gate` as the kubelet is told
 /// `GitRepoVolumeDriver`), or `None` when it can. A field set to `null` is no field.
 fn unmountable(vol: &Value, v: KubeletVersion, gate: Option<bool>) -> Option<String> {
     let has = |field: &str| vol.get(field).is_some_and(|s| !s.is_null());
-    if let Some(r) = REMOVED_VOLUME_PLUGINS
+    if let Some(why) = REMOVED_VOLUME_PLUGINS
         .iter()
-        .find(|r| has(r.field) && v.minor() >= r.since)
+        .filter(|r| has(r.field))
+        .find_map(|r| removed(r.field, v).map(|why| format!("is {}, {why}", r.field)))
     {
-        return Some(format!(
-            "is {}, whose plugin no kubelet has from 1.{} (\"no volume plugin matched\")",
-            r.field, r.since
-        ));
+        return Some(why);
     }
     // Most volumes are not gitRepo: the gate's lock is looked up only for one that is (a
     // cluster-wide scan asks this for every volume of every pod, twice).
@@ -247,5 +340,74 @@ mod tests {
 
         // No pods known: unknown.
         assert_eq!(volumes(&f.facts(), v("1.36")).status, Status::Unknown);
+    }
+
+    #[test]
+    fn a_claims_persistent_volume_is_judged_by_its_source() {
+        let f = Files::new();
+        let mut claims = Claims::new(&removed_sources());
+        let bound = |ns: &str, name: &str, uid: &str, pv: &str| {
+            json!({"metadata": {"namespace": ns, "name": name, "uid": uid},
+                   "spec": {"volumeName": pv}, "status": {"phase": "Bound"}})
+        };
+        claims.add_claim(&bound("ns", "data", "c1", "pv-rbd"));
+        claims.add_claim(&bound("ns", "fast", "c2", "pv-csi"));
+        let mut eph = bound("ns", "db-scratch", "c3", "pv-ceph");
+        eph["metadata"]["ownerReferences"] = json!([{"uid": "db", "controller": true}]);
+        claims.add_claim(&eph);
+        claims.add_volume(&json!({"metadata": {"name": "pv-rbd"},
+            "spec": {"rbd": {"image": "i"}, "claimRef": {"uid": "c1"}}}));
+        claims.add_volume(&json!({"metadata": {"name": "pv-csi"},
+            "spec": {"csi": {"driver": "rbd.csi.ceph.com"}, "claimRef": {"uid": "c2"}}}));
+        claims.add_volume(&json!({"metadata": {"name": "pv-ceph"},
+            "spec": {"cephfs": {"path": "/"}, "claimRef": {"uid": "c3"}}}));
+        let db = pod(
+            "db",
+            json!({"volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                {"name": "fast", "persistentVolumeClaim": {"claimName": "fast"}},
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]}),
+        );
+        let run = |claims: Option<Claims>, from: &str, to: &str| {
+            let mut facts = with_pods(&f, vec![db.clone()], Some(from));
+            facts.claims = claims;
+            volumes(&facts, v(to))
+        };
+        let c = run(Some(claims.clone()), "1.30", "1.31");
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert_eq!(
+            c.evidence,
+            "ns/db: volume \"data\" is claim \"data\", bound to persistent volume \"pv-rbd\" (rbd), \
+             whose plugin no kubelet has from 1.31 (\"no volume plugin matched\"); \
+             ns/db: volume \"scratch\" is claim \"db-scratch\", bound to persistent volume \"pv-ceph\" (cephfs), \
+             whose plugin no kubelet has from 1.31 (\"no volume plugin matched\")"
+        );
+        // Before the plugins went, or already gone before the upgrade: nothing crosses.
+        assert_eq!(
+            run(Some(claims.clone()), "1.29", "1.30").status,
+            Status::Pass
+        );
+        let c = run(Some(claims.clone()), "1.31", "1.32");
+        assert_eq!(c.status, Status::Pass, "{c:?}");
+        assert!(
+            c.evidence
+                .contains("(inline volumes and the persistent volumes of bound claims)"),
+            "{c:?}"
+        );
+        // Claims not read: the check says so, and passes what it cannot see.
+        let c = run(None, "1.30", "1.31");
+        assert_eq!(c.status, Status::Pass, "{c:?}");
+        assert!(
+            c.evidence
+                .contains("persistent volumes behind claims are not"),
+            "{c:?}"
+        );
+        // An ephemeral claim another pod controls is not this pod's volume.
+        let mut other = db.clone();
+        other["metadata"]["uid"] = json!("someone-else");
+        let mut facts = with_pods(&f, vec![other], Some("1.30"));
+        facts.claims = Some(claims);
+        let c = volumes(&facts, v("1.31"));
+        assert!(!c.evidence.contains("scratch"), "{c:?}");
     }
 }
