@@ -260,7 +260,24 @@ fn rbac_attributes_of_the_agents_requests() {
         harness::rbac::attributes("POST", "/api/v1/namespaces/default/events"),
         g(Some("default"), "events", "create")
     );
+    assert_eq!(
+        harness::rbac::attributes("GET", "/api/v1/namespaces/db/persistentvolumeclaims/data"),
+        g(Some("db"), "persistentvolumeclaims", "get")
+    );
+    assert_eq!(
+        harness::rbac::attributes("GET", "/api/v1/persistentvolumes/pv-1"),
+        g(None, "persistentvolumes", "get")
+    );
     let grants = harness::rbac::agent_grants();
+    // Claims and their volumes one by one, never a list of them.
+    assert!(harness::rbac::allowed(
+        &grants,
+        &g(Some("db"), "persistentvolumeclaims", "get").unwrap()
+    ));
+    assert!(!harness::rbac::allowed(
+        &grants,
+        &g(None, "persistentvolumes", "list").unwrap()
+    ));
     assert!(harness::rbac::allowed(
         &grants,
         &g(Some("default"), "events", "create").unwrap()

@@ -152,9 +152,10 @@ async fn admission_reads_the_node_from_the_api_server() {
 /// A pod with a `gitRepo` volume, listed by the test API server on a node whose kubelet is 1.32:
 /// kubelet 1.33 has the plugin off, so `volumes` fails (exit 3 with `--fail-on fail`) and names
 /// the pod; with the kubelet's config turning `GitRepoVolumeDriver` on it passes, and at 1.36,
-/// where the gate is locked off, it fails again. The API server enforces the agent's RBAC, which
-/// grants no reads of persistent volumes: the check says it read inline volumes only. With pods
-/// from a file and `--claims`, a claim's in-tree cephfs volume fails it going to 1.31.
+/// where the gate is locked off, it fails again. The pod's claim is bound to an in-tree rbd
+/// volume, got from the API server (which enforces the agent's RBAC) as the kubelet gets it: it
+/// fails the check going from 1.30 to 1.31, not from 1.32 on. With pods from a file and
+/// `--claims`, a claim's in-tree cephfs volume fails it going to 1.31.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
     let ctrd = Containerd::start();
@@ -166,9 +167,18 @@ async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
         serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
             "items": [{"kind": "Pod", "metadata": {"namespace": "docs", "name": "site", "uid": "site"},
                 "spec": {"nodeName": "test-node", "containers": [{"name": "c", "image": "i"}],
-                         "volumes": [{"name": "src", "gitRepo": {"repository": "https://example.com/r.git"}}]},
+                         "volumes": [{"name": "src", "gitRepo": {"repository": "https://example.com/r.git"}},
+                                     {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]},
                 "status": {"phase": "Running"}}]}),
     );
+    api.objects.lock().unwrap().extend([
+        serde_json::json!({"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+            "metadata": {"namespace": "docs", "name": "data", "uid": "claim-uid"},
+            "spec": {"volumeName": "pv-data"}, "status": {"phase": "Bound"}}),
+        serde_json::json!({"kind": "PersistentVolume", "apiVersion": "v1", "metadata": {"name": "pv-data"},
+            "spec": {"rbd": {"monitors": ["m"], "image": "site"},
+                     "claimRef": {"namespace": "docs", "name": "data", "uid": "claim-uid"}}}),
+    ]);
     let kubeconfig = api.kubeconfig(&ctrd.dir);
     let run = |to: &str, gate: &str| {
         std::fs::write(
@@ -206,23 +216,30 @@ async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
     assert_eq!(c["status"], "pass", "{c}");
     let (_, c) = run("1.36", "true");
     assert_eq!(c["status"], "fail", "{c}");
-    // These credentials (the agent's RBAC) may not list persistent volumes: refused with 403,
-    // the check goes on with inline volumes and says so.
-    let (_, c) = run("1.33", "true");
-    assert!(
-        c["evidence"]
-            .as_str()
-            .unwrap()
-            .ends_with("(inline volumes; persistent volumes behind claims are not), none with a volume kubelet 1.33 cannot mount"),
-        "{c}"
+    // The claim and its volume, got as the kubelet gets them (the agent's RBAC allows exactly
+    // that): the rbd volume the old kubelet mounted is one kubelet 1.31 cannot.
+    std::fs::write(&config, "").unwrap();
+    let (code, report) = run_preflight(
+        &ctrd,
+        "1.31",
+        &[
+            "--from",
+            "1.30",
+            "--cluster",
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--node-name",
+            "test-node",
+            "--cgroup-root",
+            &files.display().to_string(),
+            "--kubelet-config",
+            &config.display().to_string(),
+        ],
     );
-    let refused = api.refused.lock().unwrap().clone();
-    assert!(
-        refused
-            .iter()
-            .any(|r| r.starts_with("GET /api/v1/persistentvolumes?")),
-        "{refused:?}"
-    );
+    let c = check(&report, "volumes");
+    assert_eq!(code, Some(3), "{c}");
+    assert_eq!(c["evidence"], "docs/site: volume \"data\" is claim \"data\", bound to persistent volume \"pv-data\" (rbd), whose plugin no kubelet has from 1.31 (\"no volume plugin matched\")");
+    assert_eq!(*api.refused.lock().unwrap(), Vec::<String>::new());
 
     // Pods from a file, and `--claims` beside them: the claim's in-tree cephfs volume is judged.
     let pods = ctrd.dir.join("pods.json");

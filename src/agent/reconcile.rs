@@ -47,6 +47,7 @@ use crate::analysis::audit::{
     compare, how_they_ended, plan_of, report_document, snapshot, Audited, Fate, Snapshot, Tally,
 };
 use crate::analysis::plan::{node_specs, plan_node, PodIndex, Verdict};
+use crate::analysis::preflight::removed_sources;
 use crate::error::Result;
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::apply::{apply, Target};
@@ -662,6 +663,14 @@ impl Agent {
         for p in &pods_json {
             pods.add_pod(p.clone());
         }
+        // The claims these pods mount and their volumes, got one by one as the kubelet gets them.
+        let claims = match self.cluster.claims_of(&pods_json, &removed_sources()).await {
+            Ok(claims) => Some(claims),
+            Err(why) => {
+                warn!(%why, "persistent volumes not read: the volumes check reads inline volumes only");
+                None
+            }
+        };
         let mut cri = Cri::connect(&self.cfg.cri).await?;
         let node_object = self.watched_node();
         let (checks, _) = crate::analysis::preflight::check_node(
@@ -669,9 +678,7 @@ impl Agent {
             &self.cfg.host,
             Some(pods_json),
             node_object,
-            // deploy/rbac.yaml grants no reads of claims or persistent volumes: the volumes
-            // check says they were not read.
-            None,
+            claims,
             to,
             from,
         )

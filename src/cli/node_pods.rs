@@ -109,7 +109,7 @@ pub async fn read(
             };
             node_object = Some(reported);
             if claims {
-                claim_volumes = read_claims(&cluster, None).await;
+                claim_volumes = said(cluster.claims_of(&objects, &removed_sources()).await);
             }
         }
         None => {}
@@ -131,7 +131,12 @@ pub async fn read(
 /// kubelet lost, for the volumes check; `None`, said on stderr, when they could not be read
 /// (the credentials may not list them, say).
 pub async fn read_claims(cluster: &Cluster, namespace: Option<&str>) -> Option<Claims> {
-    match cluster.claims(namespace, &removed_sources()).await {
+    said(cluster.claims(namespace, &removed_sources()).await)
+}
+
+/// The claims read, or `None` with why said on stderr.
+fn said(read: std::result::Result<Claims, String>) -> Option<Claims> {
+    match read {
         Ok(claims) => Some(claims),
         Err(why) => {
             say!("kubehash: volumes: persistent volumes not read ({why}); only inline volumes are checked");

@@ -107,6 +107,11 @@ impl Claims {
         self.claims.insert(key, binding);
     }
 
+    /// The volume a claim mounts, when it has a source asked about.
+    pub fn bound_to(&self, claim: &ClaimRef) -> Option<Bound> {
+        self.bound(&claim.namespace, &claim.name, claim.controller.as_deref())
+    }
+
     /// The volume claim `name` in `namespace` mounts, when it has a source asked about. With
     /// `controller`, the claim must be controlled by that UID (`ephemeral.VolumeIsForPod`).
     pub fn bound(&self, namespace: &str, name: &str, controller: Option<&str>) -> Option<Bound> {
@@ -160,6 +165,45 @@ impl Claims {
     }
 }
 
+/// A claim a pod's volume mounts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClaimRef {
+    pub namespace: String,
+    pub name: String,
+    /// For an ephemeral volume's claim: the UID that must control it (the pod's).
+    pub controller: Option<String>,
+}
+
+/// The claim volume `vol` of `pod` mounts: `persistentVolumeClaim.claimName`, or for an
+/// `ephemeral` volume the claim `<pod>-<volume>` its pod controls (`ephemeral.VolumeClaimName`,
+/// `VolumeIsForPod`); in the pod's namespace. `None` for any other volume.
+pub fn claim_of(pod: &Value, vol: &Value) -> Option<ClaimRef> {
+    let namespace = pod
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    if let Some(name) = vol
+        .pointer("/persistentVolumeClaim/claimName")
+        .and_then(Value::as_str)
+    {
+        return Some(ClaimRef {
+            namespace,
+            name: name.to_string(),
+            controller: None,
+        });
+    }
+    if vol.get("ephemeral").is_some_and(|e| !e.is_null()) {
+        let name = format!("{}-{}", text(pod, "/metadata/name"), vol["name"].as_str()?);
+        return Some(ClaimRef {
+            namespace,
+            name,
+            controller: Some(text(pod, "/metadata/uid")),
+        });
+    }
+    None
+}
+
 fn text(v: &Value, pointer: &str) -> String {
     v.pointer(pointer)
         .and_then(Value::as_str)
@@ -211,6 +255,28 @@ mod tests {
         assert_eq!(c.bound("a", "pending", None), None);
         assert_eq!(c.bound("a", "unnamed", None), None);
         assert_eq!(c.bound("a", "deleted", None), None);
+    }
+
+    #[test]
+    fn which_claim_a_volume_mounts() {
+        let pod = json!({"metadata": {"namespace": "a", "name": "web-0", "uid": "p"}});
+        let pvc = json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}});
+        let eph = json!({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}});
+        let claim = |ns: &str, name: &str, controller: Option<&str>| ClaimRef {
+            namespace: ns.into(),
+            name: name.into(),
+            controller: controller.map(str::to_string),
+        };
+        assert_eq!(claim_of(&pod, &pvc), Some(claim("a", "data-web-0", None)));
+        assert_eq!(
+            claim_of(&pod, &eph),
+            Some(claim("a", "web-0-scratch", Some("p")))
+        );
+        let nulled = json!({"name": "scratch", "ephemeral": null, "emptyDir": {}});
+        assert_eq!(claim_of(&pod, &nulled), None);
+        // The API server defaults a pod's namespace.
+        let bare = json!({"metadata": {"name": "web-0"}});
+        assert_eq!(claim_of(&bare, &pvc).unwrap().namespace, "default");
     }
 
     #[test]

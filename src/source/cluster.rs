@@ -22,7 +22,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::source::claims::Claims;
+use crate::source::claims::{claim_of, Claims};
 use crate::source::nodes::NodeVersions;
 
 /// A connection to an API server.
@@ -329,14 +329,55 @@ impl Cluster {
         };
         match read {
             Ok(_) => Ok(claims),
-            Err((what, kube::Error::Api(s))) => {
-                Err(format!("{what}: {} {} ({})", s.code, s.reason, s.message))
-            }
-            Err((what, e)) => Err(format!(
-                "{what}: cannot reach the API server: {}",
-                crate::error::causes(&e)
-            )),
+            Err((what, e)) => Err(failed(what, e)),
         }
+    }
+
+    /// The claims `pods` mount and the persistent volumes (with one of `sources`) bound to them,
+    /// read one at a time as the kubelet reads them (get the claim, then its volume): what one
+    /// node needs, with `get` alone. A claim or volume that does not exist is left out (no
+    /// kubelet mounts it); `Err(why)` when one could not be read.
+    pub async fn claims_of(
+        &self,
+        pods: &[Value],
+        sources: &[&'static str],
+    ) -> std::result::Result<Claims, String> {
+        let mut claims = Claims::new(sources);
+        let pvcs = resource("PersistentVolumeClaim", "persistentvolumeclaims");
+        let volumes: Api<DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &resource("PersistentVolume", "persistentvolumes"),
+        );
+        let wanted: std::collections::BTreeSet<(String, String)> = pods
+            .iter()
+            .flat_map(|pod| {
+                let vols = pod.pointer("/spec/volumes").and_then(Value::as_array);
+                vols.into_iter().flatten().filter_map(|v| claim_of(pod, v))
+            })
+            .map(|c| (c.namespace, c.name))
+            .collect();
+        let mut read = HashSet::new();
+        for (namespace, name) in wanted {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &namespace, &pvcs);
+            let what = format!("getting persistentvolumeclaim {namespace}/{name}");
+            let Some(pvc) = get_value(&api, &name, &what).await? else {
+                continue;
+            };
+            claims.add_claim(&pvc);
+            let volume = pvc
+                .pointer("/spec/volumeName")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if volume.is_empty() || !read.insert(volume.to_string()) {
+                continue;
+            }
+            let what = format!("getting persistentvolume {volume}");
+            if let Some(pv) = get_value(&volumes, volume, &what).await? {
+                claims.add_volume(&pv);
+            }
+        }
+        Ok(claims)
     }
 
     /// Calls `each` for every pod (optionally restricted by a field selector such as
@@ -448,5 +489,31 @@ impl Cluster {
                 other => return other,
             }
         }
+    }
+}
+
+/// One object as JSON, `None` when it does not exist; an error as one line saying `what` failed.
+async fn get_value(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+) -> std::result::Result<Option<Value>, String> {
+    match api.get_opt(name).await.map_err(|e| failed(what, e))? {
+        None => Ok(None),
+        Some(o) => serde_json::to_value(&o)
+            .map(Some)
+            .map_err(|e| format!("{what}: {e}")),
+    }
+}
+
+/// A request that failed, as one line: `what`, then the API server's status or why it could
+/// not be reached.
+fn failed(what: &str, e: kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{what}: {} {} ({})", s.code, s.reason, s.message),
+        other => format!(
+            "{what}: cannot reach the API server: {}",
+            crate::error::causes(&other)
+        ),
     }
 }

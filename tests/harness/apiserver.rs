@@ -1,6 +1,6 @@
 //! An API server for the agent's tests, over real HTTP on loopback (no kube-apiserver runs on
 //! these machines): it answers with kube-apiserver-shaped Node, PodList, watch and Event
-//! responses, enforces deploy/rbac.yaml as RBAC would (403 otherwise), and lets the test change
+//! responses, and gets of the PersistentVolumeClaims and PersistentVolumes a test gives it, enforces deploy/rbac.yaml as RBAC would (403 otherwise), and lets the test change
 //! the Node (target annotation, the kubelet version and heartbeat the kubelet posts) and cut the
 //! Events endpoint off (an API outage).
 
@@ -33,6 +33,8 @@ pub struct TestApi {
     pub used: Arc<Mutex<BTreeSet<rbac::Grant>>>,
     pub refused: Arc<Mutex<Vec<String>>>,
     pub watch_requests: Arc<Mutex<Vec<String>>>,
+    /// PersistentVolumeClaims and PersistentVolumes, answered to a get by name (404 otherwise).
+    pub objects: Arc<Mutex<Vec<Value>>>,
 }
 
 /// Now, as the kubelet writes heartbeats.
@@ -56,6 +58,8 @@ impl TestApi {
         let used: Arc<Mutex<BTreeSet<rbac::Grant>>> = Arc::default();
         let refused: Arc<Mutex<Vec<String>>> = Arc::default();
         let watch_requests: Arc<Mutex<Vec<String>>> = Arc::default();
+        let objects: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let objs = objects.clone();
         let grants = rbac::agent_grants();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -77,7 +81,7 @@ impl TestApi {
                 r.lock().unwrap().push(format!("{method} {target}"));
                 return (403, rbac::forbidden(&want));
             }
-            u.lock().unwrap().insert(want);
+            u.lock().unwrap().insert(want.clone());
             let node_json = || {
                 let s = n.lock().unwrap().clone();
                 let annotations = match &s.target {
@@ -107,6 +111,10 @@ impl TestApi {
                 && target.contains("spec.nodeName%3Dtest-node")
             {
                 (200, pods.clone())
+            } else if let (true, Some(found)) =
+                (method == "GET", named_object(&objs, &want, target))
+            {
+                (200, found.to_string())
             } else if method == "POST" && target.starts_with("/api/v1/namespaces/default/events") {
                 if down.load(Ordering::SeqCst) {
                     return (503, r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503}"#.into());
@@ -163,6 +171,7 @@ impl TestApi {
             used,
             refused,
             watch_requests,
+            objects,
         }
     }
 
@@ -202,4 +211,29 @@ impl TestApi {
             .find(|e| e["reason"] == reason)
             .cloned()
     }
+}
+
+/// The claim or volume a get of `target` asks for (`want`: its RBAC attributes; the name is the
+/// path's last part), among `objects`.
+fn named_object(objects: &Mutex<Vec<Value>>, want: &rbac::Grant, target: &str) -> Option<Value> {
+    let (namespace, _, resource, verb) = want;
+    let kind = match resource.as_str() {
+        "persistentvolumeclaims" => "PersistentVolumeClaim",
+        "persistentvolumes" => "PersistentVolume",
+        _ => return None,
+    };
+    if verb != "get" {
+        return None;
+    }
+    let name = target.split('?').next()?.rsplit('/').next()?.to_string();
+    objects
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|o| {
+            o["kind"] == kind
+                && o["metadata"]["name"] == name.as_str()
+                && o["metadata"]["namespace"].as_str() == namespace.as_deref()
+        })
+        .cloned()
 }

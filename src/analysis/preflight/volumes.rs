@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::kubelet::facts::{fact, FactId, LOCKED_FEATURE_GATES, REMOVED_VOLUME_PLUGINS};
 use crate::kubelet::version::KubeletVersion;
-use crate::source::claims::{Bound, Claims};
+use crate::source::claims::{claim_of, Bound, Claims};
 use crate::source::kubelet_args::feature_gate;
 use crate::source::pods::torn_down;
 
@@ -145,30 +145,9 @@ enum Source<'a> {
 impl<'a> Source<'a> {
     fn of(vol: &'a Value, pod: &Value, claims: Option<&Claims>) -> Source<'a> {
         let bound = claims.and_then(|claims| {
-            let namespace = pod
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("default");
-            let present = |f: &str| vol.get(f).is_some_and(|s| !s.is_null());
-            if let Some(claim) = vol
-                .pointer("/persistentVolumeClaim/claimName")
-                .and_then(Value::as_str)
-            {
-                let bound = claims.bound(namespace, claim, None)?;
-                return Some((claim.to_string(), bound));
-            }
-            // ephemeral.VolumeClaimName: `<pod>-<volume>`, and the claim must be the pod's.
-            if present("ephemeral") {
-                let pod_field = |k: &str| {
-                    pod.pointer(&format!("/metadata/{k}"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                };
-                let claim = format!("{}-{}", pod_field("name"), vol["name"].as_str()?);
-                let bound = claims.bound(namespace, &claim, Some(pod_field("uid")))?;
-                return Some((claim, bound));
-            }
-            None
+            let claim = claim_of(pod, vol)?;
+            let bound = claims.bound_to(&claim)?;
+            Some((claim.name, bound))
         });
         match bound {
             Some((claim, bound)) => Source::Claim { claim, bound },
