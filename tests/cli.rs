@@ -128,6 +128,11 @@ fn bad_input_gets_one_clear_line() {
         (&["matrix", "-i", "-", "--versions", "1.30,1.31"], br#"{"kind":"PodList","items":[]}"#, "kubehash: no pods found in stdin"),
         (&["hash"], br#"{"kind":"PodList","items":[]}"#, "kubehash: stdin: no container in it (no input, or an empty list)"),
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "-n", ""], b"", "kubehash: --namespace \"\" names no namespace: it is empty"),
+        // --claims serves the volumes check alone: refused where it would do nothing, before
+        // anything is read or written.
+        (&["node", "apply", "--to", "1.31", "-i", PODS, "--claims", PODS, "--cri", "/nonexistent.sock"], b"", "kubehash: --claims is read by the volumes check (scan, node plan, node preflight); node apply does not run it"),
+        (&["node", "rollback", "--journal", "/nonexistent.jsonl", "-i", PODS, "--claims", PODS], b"", "kubehash: --claims is read by the volumes check (scan, node plan, node preflight); node rollback does not run it"),
+        (&["shim", "--runtime-endpoint", "/nonexistent.sock", "--listen", "/nonexistent/shim.sock", "-i", PODS, "--claims", PODS, "--to", "1.31"], b"", "kubehash: --claims is read by the volumes check (scan, node plan, node preflight); the shim does not run it"),
         // scan --cri reports the whole node: the cluster scan's filters are refused, not ignored.
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--cri", "/nonexistent.sock", "-n", "shop"], b"", "kubehash: the argument '--cri <ENDPOINT>' cannot be used with '--namespace <NAMESPACE>'"),
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--cri", "/nonexistent.sock", "--only", "restart"], b"", "kubehash: the argument '--cri <ENDPOINT>' cannot be used with '--only <VERDICT,…>'"),

@@ -15,7 +15,7 @@ use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
 use crate::cli::output::{Checks, Format, NodePlan, Preflight};
 use crate::cli::support::{
-    init_logs, optional_version, print, runtime, version_flag, warn_upgrade,
+    init_logs, no_claims, optional_version, print, runtime, version_flag, warn_upgrade,
 };
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::apply::{apply, Target};
@@ -171,6 +171,7 @@ fn run_preflight(a: NodePreflightArgs) -> Result<ExitStatus> {
 }
 
 fn run_apply(a: NodeApplyArgs) -> Result<ExitStatus> {
+    no_claims(&a.plan.source, "node apply")?;
     init_logs(a.log_format);
     let to = version_flag("--to", &a.plan.to)?;
     let rt = runtime()?;
@@ -266,6 +267,7 @@ fn run_verify(a: NodeJournalArgs) -> Result<ExitStatus> {
 }
 
 fn run_rollback(r: NodeRollbackArgs) -> Result<ExitStatus> {
+    no_claims(&r.source, "node rollback")?;
     let a = &r.journal;
     init_logs(a.log_format);
     let restart = restart_command(&r.restart_containerd)?;

@@ -14,7 +14,7 @@ use crate::cli::exit::ExitStatus;
 use crate::cli::node_pods;
 use crate::cli::output::{write_shim_status, ShimStatus};
 use crate::cli::support::{
-    healthz_flag, init_logs, optional_version, runtime, stdout, stop_requested,
+    healthz_flag, init_logs, no_claims, optional_version, runtime, stdout, stop_requested,
 };
 use crate::kubelet::version::KubeletVersion;
 use crate::rewrite::audit_record;
@@ -58,6 +58,7 @@ fn check(a: &ShimArgs) -> Result<u32> {
 }
 
 pub fn run(a: ShimArgs) -> Result<ExitStatus> {
+    no_claims(&a.source, "the shim")?;
     init_logs(a.log_format);
     let rt = runtime()?;
     let existing = ShimState::load(&a.state)?;

@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, IsTerminal, StdoutLock, Write};
 
 use anyhow::{Context, Result};
 
-use crate::cli::args::LogFormat;
+use crate::cli::args::{LogFormat, PodSource};
 use crate::cli::output::{emit, Format, Render};
 use crate::kubelet::version::KubeletVersion;
 
@@ -97,6 +97,17 @@ pub fn warn_upgrade(from: KubeletVersion, to: KubeletVersion) {
 /// A `--to`/`--from`-style flag's version, with the flag named in the error.
 pub fn version_flag(flag: &str, value: &str) -> Result<KubeletVersion> {
     value.parse().with_context(|| flag.to_string())
+}
+
+/// Refuses `--claims` for `command`, which does not run the volumes check: a flag that would do
+/// nothing is refused, not ignored.
+pub fn no_claims(source: &PodSource, command: &str) -> Result<()> {
+    if source.claims.is_some() {
+        anyhow::bail!(
+            "--claims is read by the volumes check (scan, node plan, node preflight); {command} does not run it"
+        );
+    }
+    Ok(())
 }
 
 /// An optional version flag.
