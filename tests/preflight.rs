@@ -154,7 +154,8 @@ async fn admission_reads_the_node_from_the_api_server() {
 /// the pod; with the kubelet's config turning `GitRepoVolumeDriver` on it passes, and at 1.36,
 /// where the gate is locked off, it fails again. The pod's claim is bound to an in-tree rbd
 /// volume, got from the API server (which enforces the agent's RBAC) as the kubelet gets it: it
-/// fails the check going from 1.30 to 1.31, not from 1.32 on. With pods from a file and
+/// fails the check going from 1.30 to 1.31, not from 1.32 on (a claim that does not exist, 404,
+/// is one no kubelet mounts, and is left out). With pods from a file and
 /// `--claims`, a claim's in-tree cephfs volume fails it going to 1.31.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
@@ -168,7 +169,8 @@ async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
             "items": [{"kind": "Pod", "metadata": {"namespace": "docs", "name": "site", "uid": "site"},
                 "spec": {"nodeName": "test-node", "containers": [{"name": "c", "image": "i"}],
                          "volumes": [{"name": "src", "gitRepo": {"repository": "https://example.com/r.git"}},
-                                     {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]},
+                                     {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                                     {"name": "gone", "persistentVolumeClaim": {"claimName": "gone"}}]},
                 "status": {"phase": "Running"}}]}),
     );
     api.objects.lock().unwrap().extend([
