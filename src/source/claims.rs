@@ -34,6 +34,8 @@ pub struct Claims {
     volumes: HashMap<String, (&'static str, String)>,
     /// (namespace, claim name) → the claim's binding.
     claims: HashMap<(String, String), Binding>,
+    /// Every volume has been added: a claim bound to any other is not kept.
+    volumes_complete: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -77,8 +79,15 @@ impl Claims {
         self.volumes.insert(name.to_string(), (source, claim_uid));
     }
 
+    /// Says every volume has been added (a cluster's, listed before its claims): from now on a
+    /// claim is kept only when bound to one of those kept, so that a cluster's many claims cost
+    /// nothing.
+    pub fn volumes_complete(&mut self) {
+        self.volumes_complete = true;
+    }
+
     /// A PersistentVolumeClaim object; kept when it is bound to a volume (by name: the volume
-    /// may come later). A claim being deleted is not: no kubelet mounts it ("PVC is being
+    /// may come later, unless [`Claims::volumes_complete`] said otherwise). A claim being deleted is not: no kubelet mounts it ("PVC is being
     /// deleted").
     pub fn add_claim(&mut self, pvc: &Value) {
         let volume = text(pvc, "/spec/volumeName");
@@ -86,6 +95,9 @@ impl Claims {
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|t| !t.is_null());
         if volume.is_empty() || text(pvc, "/status/phase") != "Bound" || deleted {
+            return;
+        }
+        if self.volumes_complete && !self.volumes.contains_key(&volume) {
             return;
         }
         let controller = pvc
@@ -162,6 +174,11 @@ impl Claims {
     /// How many volumes with a source asked about were kept.
     pub fn volumes(&self) -> usize {
         self.volumes.len()
+    }
+
+    /// How many bound claims were kept.
+    pub fn claims(&self) -> usize {
+        self.claims.len()
     }
 }
 
@@ -255,6 +272,18 @@ mod tests {
         assert_eq!(c.bound("a", "pending", None), None);
         assert_eq!(c.bound("a", "unnamed", None), None);
         assert_eq!(c.bound("a", "deleted", None), None);
+    }
+
+    #[test]
+    fn once_the_volumes_are_in_only_claims_bound_to_them_are_kept() {
+        let mut c = Claims::new(&["rbd"]);
+        c.add_volume(&pv("pv1", "rbd", "u1"));
+        c.add_volume(&pv("pv2", "csi", "u2"));
+        c.volumes_complete();
+        c.add_claim(&pvc("a", "data", "u1", "pv1", "Bound"));
+        c.add_claim(&pvc("a", "fast", "u2", "pv2", "Bound"));
+        assert_eq!(c.claims(), 1);
+        assert!(c.bound("a", "data", None).is_some());
     }
 
     #[test]

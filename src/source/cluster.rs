@@ -320,6 +320,7 @@ impl Cluster {
             .list_pages(&volumes, &lp, &mut |pv| claims.add_volume(&pv))
             .await
             .map_err(|e| ("listing persistentvolumes", e));
+        claims.volumes_complete();
         let read = match read {
             Ok(_) => self
                 .list_pages(&bound, &lp, &mut |pvc| claims.add_claim(&pvc))
