@@ -182,30 +182,31 @@ async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
                      "claimRef": {"namespace": "docs", "name": "data", "uid": "claim-uid"}}}),
     ]);
     let kubeconfig = api.kubeconfig(&ctrd.dir);
-    let run = |to: &str, gate: &str| {
-        std::fs::write(
-            &config,
-            format!("featureGates:\n  GitRepoVolumeDriver: {gate}\n"),
-        )
-        .unwrap();
-        let (code, report) = run_preflight(
-            &ctrd,
-            to,
-            &[
-                "--cluster",
-                "--kubeconfig",
-                &kubeconfig.display().to_string(),
-                "--node-name",
-                "test-node",
-                "--cgroup-root",
-                &files.display().to_string(),
-                "--kubelet-config",
-                &config.display().to_string(),
-            ],
+    // The kubelet's config holds `config`; `extra` flags besides.
+    let run = |to: &str, config_text: &str, extra: &[&str]| {
+        std::fs::write(&config, config_text).unwrap();
+        let (kc, cg, cf) = (
+            kubeconfig.display().to_string(),
+            files.display().to_string(),
+            config.display().to_string(),
         );
+        let mut args = vec![
+            "--cluster",
+            "--kubeconfig",
+            &kc,
+            "--node-name",
+            "test-node",
+            "--cgroup-root",
+            &cg,
+            "--kubelet-config",
+            &cf,
+        ];
+        args.extend_from_slice(extra);
+        let (code, report) = run_preflight(&ctrd, to, &args);
         (code, check(&report, "volumes").clone())
     };
-    let (code, c) = run("1.33", "false");
+    let gate = |on: bool| format!("featureGates:\n  GitRepoVolumeDriver: {on}\n");
+    let (code, c) = run("1.33", &gate(false), &[]);
     assert_eq!(c["status"], "fail", "{c}");
     assert_eq!(code, Some(3), "{c}");
     let evidence = c["evidence"].as_str().unwrap();
@@ -214,31 +215,13 @@ async fn a_volume_the_new_kubelet_cannot_mount_fails_volumes() {
             .starts_with("docs/site: volume \"src\" is gitRepo, whose plugin kubelet 1.33 has off"),
         "{c}"
     );
-    let (_, c) = run("1.33", "true");
+    let (_, c) = run("1.33", &gate(true), &[]);
     assert_eq!(c["status"], "pass", "{c}");
-    let (_, c) = run("1.36", "true");
+    let (_, c) = run("1.36", &gate(true), &[]);
     assert_eq!(c["status"], "fail", "{c}");
     // The claim and its volume, got as the kubelet gets them (the agent's RBAC allows exactly
     // that): the rbd volume the old kubelet mounted is one kubelet 1.31 cannot.
-    std::fs::write(&config, "").unwrap();
-    let (code, report) = run_preflight(
-        &ctrd,
-        "1.31",
-        &[
-            "--from",
-            "1.30",
-            "--cluster",
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "--node-name",
-            "test-node",
-            "--cgroup-root",
-            &files.display().to_string(),
-            "--kubelet-config",
-            &config.display().to_string(),
-        ],
-    );
-    let c = check(&report, "volumes");
+    let (code, c) = run("1.31", "", &["--from", "1.30"]);
     assert_eq!(code, Some(3), "{c}");
     assert_eq!(c["evidence"], "docs/site: volume \"data\" is claim \"data\", bound to persistent volume \"pv-data\" (rbd), whose plugin no kubelet has from 1.31 (\"no volume plugin matched\")");
     assert_eq!(*api.refused.lock().unwrap(), Vec::<String>::new());
