@@ -1284,6 +1284,35 @@ fn claims_give_a_file_scan_the_volumes_behind_them() {
         "{c}"
     );
 
+    // A cluster without claims: kubectl writes an empty List, which is no error.
+    let empty = dir.path().join("empty.json");
+    std::fs::write(
+        &empty,
+        r#"{"apiVersion":"v1","kind":"List","items":[],"metadata":{"resourceVersion":""}}"#,
+    )
+    .unwrap();
+    let c = volumes(&["--claims", &empty.display().to_string()]);
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("(inline volumes and the persistent volumes of bound claims)"),
+        "{c}"
+    );
+    // Both from stdin: refused before either is read.
+    let out = kubehash(
+        &[
+            "scan", "--to", "1.31", "-i", "-", "--nodes", &n, "--claims", "-",
+        ],
+        b"{}",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "kubehash: --claims - and --pods - cannot both read stdin: give one of them a file\n"
+    );
+
     // The pods file given as the claims: refused, naming the object; nothing on stdout.
     let out = kubehash(
         &[

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use crate::analysis::plan::{PodIndex, RuntimePods};
 use crate::analysis::preflight::{removed_sources, running};
 use crate::cli::args::PodSource;
-use crate::cli::support::optional_version;
+use crate::cli::support::{claims_file, optional_version};
 use crate::kubelet::version::KubeletVersion;
 use crate::source::claims::Claims;
 use crate::source::cluster::Cluster;
@@ -73,7 +73,7 @@ pub async fn read(
             index.problems.push(e.0);
         }
     };
-    if let (true, Some(path)) = (claims, &source.claims) {
+    if let (true, Some(path)) = (claims, claims_file(source)?) {
         claim_volumes = Some(Claims::from_path(path, &removed_sources())?);
     }
     match &source.pods {

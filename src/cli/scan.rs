@@ -13,7 +13,8 @@ use crate::cli::node::print_plan;
 use crate::cli::node_pods;
 use crate::cli::output::{ScanRows, ScanView};
 use crate::cli::support::{
-    no_pods_found, optional_version, print, runtime, version_flag, warn_upgrade, SHOWN_ON_STDERR,
+    claims_file, no_pods_found, optional_version, print, runtime, version_flag, warn_upgrade,
+    SHOWN_ON_STDERR,
 };
 use crate::kubelet::version::KubeletVersion;
 use crate::source::claims::Claims;
@@ -105,7 +106,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         };
         let mut setup = ScanSetup::new(to, from, manifests);
         setup.keep = Some(Box::new(wanted));
-        if let Some(path) = &args.source.claims {
+        if let Some(path) = claims_file(&args.source)? {
             setup.claims = Some(Claims::from_path(path, &removed_sources())?);
         }
         scan_input(

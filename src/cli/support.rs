@@ -110,6 +110,15 @@ pub fn no_claims(source: &PodSource, command: &str) -> Result<()> {
     Ok(())
 }
 
+/// The `--claims` file, if given; refused when it and `--pods` would both read stdin.
+pub fn claims_file(source: &PodSource) -> Result<Option<&std::path::Path>> {
+    let stdin = |p: Option<&std::path::PathBuf>| p.is_some_and(|p| p.as_os_str() == "-");
+    if stdin(source.claims.as_ref()) && stdin(source.pods.as_ref()) {
+        anyhow::bail!("--claims - and --pods - cannot both read stdin: give one of them a file");
+    }
+    Ok(source.claims.as_deref())
+}
+
 /// An optional version flag.
 pub fn optional_version(flag: &str, value: Option<&str>) -> Result<Option<KubeletVersion>> {
     value.map(|v| version_flag(flag, v)).transpose()

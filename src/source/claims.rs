@@ -23,7 +23,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::source::input::for_each_placed_object;
+use crate::source::input::count_placed_objects;
 
 /// Bound claims and the volumes behind them, for the volume sources asked about.
 #[derive(Debug, Clone, Default)]
@@ -148,7 +148,8 @@ impl Claims {
     pub fn from_path(path: &Path, sources: &[&'static str]) -> Result<Claims> {
         let mut claims = Claims::new(sources);
         let mut other = None;
-        for_each_placed_object(path, |source, n, object| {
+        // A cluster without any is an empty List, as kubectl writes it.
+        count_placed_objects(path, |source, n, object| {
             match object.get("kind").and_then(Value::as_str) {
                 Some("PersistentVolume") => claims.add_volume(&object),
                 Some("PersistentVolumeClaim") => claims.add_claim(&object),

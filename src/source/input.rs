@@ -55,7 +55,19 @@ pub fn for_each_item(path: &Path, mut each: impl FnMut(Item<&Value>)) -> Result<
 /// Every object in `path` with where it is: its file and its number there (from 1), a
 /// directory's files one after the other, each named as itself; `stdin` for `-`. An input
 /// without a single object is an error.
-pub fn for_each_placed_object(path: &Path, mut each: impl FnMut(&str, usize, Value)) -> Result<()> {
+pub fn for_each_placed_object(path: &Path, each: impl FnMut(&str, usize, Value)) -> Result<()> {
+    if count_placed_objects(path, each)? == 0 {
+        return Err(no_input(&Input::Path(path).name()));
+    }
+    Ok(())
+}
+
+/// [`for_each_placed_object`], and how many there were: none is no error here (an empty list
+/// of something other than pods may be all there is).
+pub fn count_placed_objects(
+    path: &Path,
+    mut each: impl FnMut(&str, usize, Value),
+) -> Result<usize> {
     let mut objects = 0usize;
     for_each_file(&Input::Path(path), 0, |file, _| {
         let source = file.name();
@@ -67,10 +79,7 @@ pub fn for_each_placed_object(path: &Path, mut each: impl FnMut(&str, usize, Val
         objects += n;
         Ok(())
     })?;
-    if objects == 0 {
-        return Err(no_input(&Input::Path(path).name()));
-    }
-    Ok(())
+    Ok(objects)
 }
 
 /// [`for_each_item`] over a stream (JSON, or YAML if its first byte says so).
