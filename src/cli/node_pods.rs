@@ -25,8 +25,8 @@ pub struct NodeInputs {
     pub pods: Option<Vec<serde_json::Value>>,
     /// This node's Node object (with `--cluster`).
     pub node: Option<serde_json::Value>,
-    /// The persistent volumes behind claims, for the volumes check (with `--cluster`, when the
-    /// credentials may list them).
+    /// The persistent volumes behind claims, for the volumes check: from `--claims`, or with
+    /// `--cluster` got claim by claim, when the credentials may read them.
     pub claims: Option<Claims>,
 }
 
