@@ -150,11 +150,7 @@ impl Cluster {
                 "{what}: 403 Forbidden ({}): kubehash needs get/list on pods and nodes",
                 s.message
             ),
-            kube::Error::Api(s) => format!("{what}: {} {} ({})", s.code, s.reason, s.message),
-            other => format!(
-                "{what}: cannot reach the API server: {}",
-                crate::error::causes(other)
-            ),
+            _ => failed(what, e),
         };
         Error::Cluster {
             url: self.url.clone(),
