@@ -127,15 +127,8 @@ pub async fn read(
     })
 }
 
-/// The persistent volumes behind claims (of `namespace`, else every one) with a plugin some
-/// kubelet lost, for the volumes check; `None`, said on stderr, when they could not be read
-/// (the credentials may not list them, say).
-pub async fn read_claims(cluster: &Cluster, namespace: Option<&str>) -> Option<Claims> {
-    said(cluster.claims(namespace, &removed_sources()).await)
-}
-
 /// The claims read, or `None` with why said on stderr.
-fn said(read: std::result::Result<Claims, String>) -> Option<Claims> {
+pub fn said(read: std::result::Result<Claims, String>) -> Option<Claims> {
     match read {
         Ok(claims) => Some(claims),
         Err(why) => {

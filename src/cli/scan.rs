@@ -79,7 +79,8 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
         let mut setup = ScanSetup::new(to, from, manifests);
         // Only the per-node checks read them.
         if matches!(setup.from, FromVersions::PerNode(_)) {
-            setup.claims = rt.block_on(node_pods::read_claims(&cluster, ns));
+            // Listed, a whole cluster's (or a namespace's); None, said, when they cannot be.
+            setup.claims = node_pods::said(rt.block_on(cluster.claims(ns, &removed_sources())));
         }
         scan_source(setup, progress, scanned, |each| {
             rt.block_on(cluster.for_each_pod_in(ns, sel, None, each))

@@ -173,12 +173,14 @@ impl Claims {
     }
 
     /// How many volumes with a source asked about were kept.
-    pub fn volumes(&self) -> usize {
+    #[cfg(test)]
+    fn volumes(&self) -> usize {
         self.volumes.len()
     }
 
     /// How many bound claims were kept.
-    pub fn claims(&self) -> usize {
+    #[cfg(test)]
+    fn claims(&self) -> usize {
         self.claims.len()
     }
 }
