@@ -5,8 +5,9 @@
 //! the in-cluster service account. Pods are listed in pages (`limit` + `continue`) and handed over
 //! one at a time, so a large cluster scans in bounded memory. When a continue token expires
 //! (410 Gone, reason Expired) the list starts again from the beginning and pods already handed
-//! over (by UID) are skipped, so nothing is counted twice. Server errors (5xx, 429) are retried a
-//! few times; 401 and 403 are reported at once with what to check.
+//! over (by UID) are skipped, so nothing is counted twice. Server errors are retried a
+//! few times, for a page of a list and a get alike (429, 503 and 504 by the kube client itself);
+//! 401 and 403 are reported at once with what to check.
 //!
 //! Pods are read as raw JSON (`DynamicObject`), not as k8s-openapi's typed `Pod`: typed structs
 //! drop fields newer than the crate's API version, and those fields change the hashes of the
@@ -36,7 +37,7 @@ pub struct Cluster {
 pub const PAGE_SIZE: u32 = 500;
 /// How often to start a list again after its continue token expired.
 const MAX_RESTARTS: usize = 3;
-/// How often to retry a page after a server error.
+/// How often to retry a request after a server error.
 const MAX_RETRIES: usize = 3;
 
 fn pods_resource() -> ApiResource {
@@ -161,8 +162,7 @@ impl Cluster {
     /// One Node object, as JSON.
     pub async fn node(&self, name: &str) -> Result<Value> {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodes_resource());
-        let node = api
-            .get(name)
+        let node = retrying(&mut 0, || api.get(name))
             .await
             .map_err(|e| self.error(&format!("getting node {name}"), e))?;
         serde_json::to_value(&node).map_err(|e| Error::Cluster {
@@ -473,18 +473,33 @@ impl Cluster {
         lp: &ListParams,
         stats: &mut ListStats,
     ) -> std::result::Result<kube::api::ObjectList<DynamicObject>, kube::Error> {
-        let mut attempt = 0;
-        loop {
-            match api.list(lp).await {
-                Err(kube::Error::Api(s))
-                    if (s.code >= 500 || s.code == 429) && attempt < MAX_RETRIES =>
-                {
-                    attempt += 1;
-                    stats.retries += 1;
-                    tokio::time::sleep(Duration::from_millis(200 * attempt as u64)).await;
-                }
-                other => return other,
+        retrying(&mut stats.retries, || api.list(lp)).await
+    }
+}
+
+/// `request`, tried again after a server error (5xx) up to [`MAX_RETRIES`] times, a little later
+/// each time; `retries` counts the tries again. Not after 429, 503 or 504: the kube client has
+/// already retried those (its default `RetryPolicy::server_retry`, honouring `Retry-After`), and
+/// trying its whole round again would multiply the wait.
+async fn retrying<T, F, Fut>(
+    retries: &mut u64,
+    mut request: F,
+) -> std::result::Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, kube::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match request().await {
+            Err(kube::Error::Api(s))
+                if s.code >= 500 && !matches!(s.code, 503 | 504) && attempt < MAX_RETRIES =>
+            {
+                attempt += 1;
+                *retries += 1;
+                tokio::time::sleep(Duration::from_millis(200 * attempt as u64)).await;
             }
+            other => return other,
         }
     }
 }
@@ -495,7 +510,8 @@ async fn get_value(
     name: &str,
     what: &str,
 ) -> std::result::Result<Option<Value>, String> {
-    match api.get_opt(name).await.map_err(|e| failed(what, e))? {
+    let found = retrying(&mut 0, || api.get_opt(name)).await;
+    match found.map_err(|e| failed(what, e))? {
         None => Ok(None),
         Some(o) => serde_json::to_value(&o)
             .map(Some)

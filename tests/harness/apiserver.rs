@@ -35,6 +35,9 @@ pub struct TestApi {
     pub watch_requests: Arc<Mutex<Vec<String>>>,
     /// PersistentVolumeClaims and PersistentVolumes, answered to a get by name (404 otherwise).
     pub objects: Arc<Mutex<Vec<Value>>>,
+    /// Request paths answered once with 500 (a server error the kube client does not retry by
+    /// itself, as it does 503), then served: each is removed when it is hit.
+    pub flaky: Arc<Mutex<Vec<String>>>,
 }
 
 /// Now, as the kubelet writes heartbeats.
@@ -60,6 +63,8 @@ impl TestApi {
         let watch_requests: Arc<Mutex<Vec<String>>> = Arc::default();
         let objects: Arc<Mutex<Vec<Value>>> = Arc::default();
         let objs = objects.clone();
+        let flaky: Arc<Mutex<Vec<String>>> = Arc::default();
+        let once = flaky.clone();
         let grants = rbac::agent_grants();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -82,6 +87,14 @@ impl TestApi {
                 return (403, rbac::forbidden(&want));
             }
             u.lock().unwrap().insert(want.clone());
+            let path = target.split('?').next().unwrap_or(target);
+            {
+                let mut once = once.lock().unwrap();
+                if let Some(i) = once.iter().position(|p| p == path) {
+                    once.remove(i);
+                    return (500, r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"InternalError","code":500}"#.into());
+                }
+            }
             let node_json = || {
                 let s = n.lock().unwrap().clone();
                 let annotations = match &s.target {
@@ -172,6 +185,7 @@ impl TestApi {
             refused,
             watch_requests,
             objects,
+            flaky,
         }
     }
 
