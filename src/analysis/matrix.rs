@@ -1,5 +1,8 @@
-//! The restart matrix: for a set of containers and every pair of kubelet versions (A, B), how many
-//! containers an in-place upgrade A → B would recreate (their hashes differ).
+//! The restart matrix: for a set of pods and every pair of kubelet versions (A, B), how many of
+//! their containers an in-place upgrade A → B would restart, by `scan`'s rules: a running
+//! container whose hash differs is restarted, one that does not run is not (whatever its hash),
+//! and a running static pod's are recreated with it by any other minor. How many hashes differ,
+//! running or not, is counted too.
 //!
 //! Each container is hashed once for all versions; pairs are then compared. Containers that
 //! cannot be hashed are counted apart. An input is read on every core ([`matrix_input`]): the
@@ -20,10 +23,34 @@ use crate::error::{Error, Result};
 use crate::kubelet::hash::hash_container;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::parallel::{for_each_placed_object_on_cores, Input};
-use crate::source::pods::pod_containers;
+use crate::source::pods::{pod_containers, PodContainer};
 use crate::source::pool::BATCH;
 
-/// Changed-container counts for every ordered pair of versions.
+/// What a kubelet does with a container whose hash changes, by `scan`'s rules
+/// ([`crate::analysis::scan::Scanner::assess_pod`]), the same for every pair of versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fate {
+    /// Restarted when its hash differs.
+    Runs,
+    /// Not restarted, whatever its hash: its pod has finished, is pending or being deleted, or it
+    /// is an init or ephemeral container, or its status says it is not running.
+    NotRunning,
+    /// A running container of a static pod: recreated with its pod by a kubelet of another minor,
+    /// which derives the pod's UID anew.
+    Recreated,
+}
+
+impl Fate {
+    pub fn of(c: &PodContainer) -> Fate {
+        match (&c.not_running, &c.static_uid) {
+            (Some(_), _) => Fate::NotRunning,
+            (None, Some(_)) => Fate::Recreated,
+            (None, None) => Fate::Runs,
+        }
+    }
+}
+
+/// Restart counts for every ordered pair of versions.
 #[derive(Debug, Clone, Serialize)]
 pub struct RestartMatrix {
     pub versions: Vec<String>,
@@ -31,8 +58,16 @@ pub struct RestartMatrix {
     pub containers: u64,
     /// Containers that could not be hashed (bad specs); not in the counts.
     pub errors: u64,
-    /// `changed[i][j]`: containers whose hash differs between `versions[i]` and `versions[j]`.
+    /// `changed[i][j]`: containers whose hash differs between `versions[i]` and `versions[j]`,
+    /// running or not.
     pub changed: Vec<Vec<u64>>,
+    /// `restarted[i][j]`: the running containers (not of a static pod) whose hash differs: the
+    /// ones kubelet `versions[j]` restarts where `versions[i]` ran.
+    pub restarted: Vec<Vec<u64>>,
+    /// Containers of static pods that run: recreated by every upgrade between two versions.
+    pub recreated: u64,
+    /// Containers that do not run: no upgrade restarts them.
+    pub not_running: u64,
     #[serde(skip)]
     hasher: MatrixHasher,
 }
@@ -74,35 +109,64 @@ impl RestartMatrix {
             containers: 0,
             errors: 0,
             changed: vec![vec![0; versions.len()]; versions.len()],
+            restarted: vec![vec![0; versions.len()]; versions.len()],
+            recreated: 0,
+            not_running: 0,
             hasher: MatrixHasher::new(versions),
         }
     }
 
-    /// Adds one container spec.
-    pub fn add(&mut self, container: &Value) {
+    /// Adds one container spec, of `fate`.
+    pub fn add(&mut self, container: &Value, fate: Fate) {
         let hashes = self.hasher.hashes(container);
-        self.count(hashes.as_deref());
+        self.count(hashes.as_deref(), fate);
     }
 
-    /// Counts one container by its hashes ([`MatrixHasher::hashes`]; `None`: not hashed).
-    pub fn count(&mut self, hashes: Option<&[u32]>) {
+    /// Counts one container of `fate` by its hashes ([`MatrixHasher::hashes`]; `None`: not
+    /// hashed).
+    pub fn count(&mut self, hashes: Option<&[u32]>, fate: Fate) {
         let Some(h) = hashes else {
             self.errors += 1;
             return;
         };
         self.containers += 1;
+        match fate {
+            Fate::Runs => {}
+            Fate::NotRunning => self.not_running += 1,
+            Fate::Recreated => self.recreated += 1,
+        }
         for i in 0..h.len() {
             for j in 0..h.len() {
                 if h[i] != h[j] {
                     self.changed[i][j] += 1;
+                    if fate == Fate::Runs {
+                        self.restarted[i][j] += 1;
+                    }
                 }
             }
         }
     }
 
+    /// Upgrading `versions[i]` → `versions[j]`.
+    pub fn step(&self, i: usize, j: usize) -> Step {
+        let (restart, recreated) = match i == j {
+            true => (0, 0),
+            false => (self.restarted[i][j], self.recreated),
+        };
+        Step {
+            from: self.versions[i].clone(),
+            to: self.versions[j].clone(),
+            restart,
+            recreated,
+            kept: self.containers - self.not_running - restart - recreated,
+            not_running: self.not_running,
+            hash_changed: self.changed[i][j],
+        }
+    }
+
     /// The rows people usually want: each step to the next listed version, then the first to
-    /// the last. `(from, to, changed)`.
-    pub fn steps(&self) -> Vec<(String, String, u64)> {
+    /// the last.
+    pub fn steps(&self) -> Vec<Step> {
         let n = self.versions.len();
         let mut out: Vec<(usize, usize)> = (1..n).map(|i| (i - 1, i)).collect();
         if n > 2 {
@@ -111,15 +175,25 @@ impl RestartMatrix {
         let mut seen = HashSet::new();
         out.into_iter()
             .filter(|p| seen.insert(*p))
-            .map(|(i, j)| {
-                (
-                    self.versions[i].clone(),
-                    self.versions[j].clone(),
-                    self.changed[i][j],
-                )
-            })
+            .map(|(i, j)| self.step(i, j))
             .collect()
     }
+}
+
+/// One upgrade's counts, as `scan --from FROM --to TO` counts the same pods.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Step {
+    pub from: String,
+    pub to: String,
+    /// Running containers whose hash differs.
+    pub restart: u64,
+    /// Running containers of static pods.
+    pub recreated: u64,
+    /// Running containers whose hash is the same.
+    pub kept: u64,
+    pub not_running: u64,
+    /// Containers whose hash differs, running or not.
+    pub hash_changed: u64,
 }
 
 /// The matrix of every container of the pods in `input`, read and hashed on `workers` threads
@@ -144,13 +218,13 @@ pub fn matrix_input(
             let hashed = pod_containers(pod)
                 .map(|cs| {
                     cs.iter()
-                        .map(|c| hasher.hashes(&c.json))
+                        .map(|c| (hasher.hashes(&c.json), Fate::of(c)))
                         .collect::<Vec<_>>()
                 })
                 .map_err(|p| p.at(&source, n));
             let listing = listing.map(|l| {
                 let mut l = match &hashed {
-                    Ok(hashes) => l.came_to(keys, hashes),
+                    Ok(counted) => l.came_to(keys, counted),
                     Err(p) => l.came_to(keys, &p.0),
                 };
                 l.placed(&source, n);
@@ -164,7 +238,9 @@ pub fn matrix_input(
             (Some(Again::Alike), _) => None,
             (Some(Again::Otherwise(why)), _) => Some(why),
             (_, Ok(containers)) => {
-                containers.iter().for_each(|h| m.count(h.as_deref()));
+                containers
+                    .iter()
+                    .for_each(|(h, fate)| m.count(h.as_deref(), *fate));
                 None
             }
             (_, Err(e)) => Some(e.0),
@@ -194,14 +270,69 @@ mod tests {
     fn epoch_boundaries_change_everything() {
         let vs = parse_version_set("1.15,1.16,1.30,1.31").unwrap();
         let mut m = RestartMatrix::new(&vs);
-        m.add(&json!({"name":"a","image":"b"}));
-        m.add(&json!({"name":"a","image":"b"}));
-        m.add(&json!({"name":"a","tty":"x"}));
+        m.add(&json!({"name":"a","image":"b"}), Fate::Runs);
+        m.add(&json!({"name":"a","image":"b"}), Fate::Runs);
+        m.add(&json!({"name":"a","tty":"x"}), Fate::Runs);
         assert_eq!((m.containers, m.errors), (2, 1));
         let steps = m.steps();
-        assert_eq!(steps[0], ("1.15".into(), "1.16".into(), 2));
-        assert_eq!(steps[2], ("1.30".into(), "1.31".into(), 2));
-        assert_eq!(steps[3], ("1.15".into(), "1.31".into(), 2));
+        let counts = |s: &Step| (s.from.clone(), s.to.clone(), s.restart, s.kept);
+        assert_eq!(counts(&steps[0]), ("1.15".into(), "1.16".into(), 2, 0));
+        assert_eq!(counts(&steps[2]), ("1.30".into(), "1.31".into(), 2, 0));
+        assert_eq!(counts(&steps[3]), ("1.15".into(), "1.31".into(), 2, 0));
+    }
+
+    /// A container that does not run is not restarted and a static pod's is recreated, whatever
+    /// their hashes; both still count among the hashes that change.
+    #[test]
+    fn only_running_containers_restart_and_static_pods_are_recreated() {
+        let vs = parse_version_set("1.30,1.31").unwrap();
+        let mut m = RestartMatrix::new(&vs);
+        for fate in [Fate::Runs, Fate::NotRunning, Fate::Recreated] {
+            m.add(&json!({"name":"a","image":"b"}), fate);
+        }
+        let s = m.step(0, 1);
+        assert_eq!(
+            (
+                s.restart,
+                s.recreated,
+                s.kept,
+                s.not_running,
+                s.hash_changed
+            ),
+            (1, 1, 0, 1, 3)
+        );
+        // No upgrade, nothing restarted or recreated.
+        let s = m.step(1, 1);
+        assert_eq!(
+            (s.restart, s.recreated, s.kept, s.not_running),
+            (0, 0, 2, 1)
+        );
+    }
+
+    /// Every pair of the matrix counts what `scan --from A --to B` counts of the same pods.
+    #[test]
+    fn every_pair_is_what_scan_counts() {
+        use crate::analysis::scan::{scan_input, FromVersions, ScanSetup};
+        use crate::source::manifests::Manifests;
+        let pods = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/pods.json");
+        let input = Input::Path(pods.as_ref());
+        let vs = parse_version_set("1.15,1.16,1.26..1.31,1.37").unwrap();
+        let (m, _) = matrix_input(&input, &vs, 0).unwrap();
+        for (i, from) in vs.iter().enumerate() {
+            for (j, to) in vs.iter().enumerate() {
+                let setup = ScanSetup::new(*to, FromVersions::Fixed(*from), Manifests::none());
+                let t = scan_input(setup, |_| {}, "pods".into(), &input)
+                    .unwrap()
+                    .total;
+                let s = m.step(i, j);
+                assert_eq!(
+                    (s.restart, s.recreated, s.kept, s.not_running),
+                    (t.restart, t.recreated, t.kept, t.not_running),
+                    "{from} → {to}"
+                );
+                assert_eq!((m.containers, t.error), (t.containers, 0));
+            }
+        }
     }
 
     /// On every core, the matrix and the problems are the ones a single thread finds.

@@ -1,4 +1,4 @@
-//! `matrix`'s report: how many containers each kubelet version would restart.
+//! `matrix`'s report: how many containers each upgrade between kubelet versions would restart.
 
 use std::io::{self, Write};
 
@@ -10,15 +10,18 @@ use super::table::write_columns;
 use super::{to_value, Render};
 
 impl Render for RestartMatrix {
-    /// The matrix, and every ordered pair labelled: `{"from","to","restarted"}`.
+    /// The matrices, and every ordered pair labelled as `scan` counts it: `{"from","to",
+    /// "restarted","recreated","kept","not_running","hash_changed"}`.
     fn document(&self) -> Value {
         let mut doc = to_value(self);
         let mut pairs = Vec::new();
-        for (i, from) in self.versions.iter().enumerate() {
-            for (j, to) in self.versions.iter().enumerate() {
-                if i != j {
-                    pairs.push(json!({"from": from, "to": to, "restarted": self.changed[i][j]}));
-                }
+        let n = self.versions.len();
+        for (i, j) in (0..n).flat_map(|i| (0..n).map(move |j| (i, j))) {
+            if i != j {
+                let s = self.step(i, j);
+                pairs.push(json!({"from": s.from, "to": s.to, "restarted": s.restart,
+                    "recreated": s.recreated, "kept": s.kept, "not_running": s.not_running,
+                    "hash_changed": s.hash_changed}));
             }
         }
         if let Value::Object(m) = &mut doc {
@@ -34,22 +37,26 @@ impl Render for RestartMatrix {
     }
 }
 
-/// The matrix as upgrade steps: one row per step between consecutive versions.
+/// The matrix as upgrade steps, one row per step between consecutive versions, with `scan`'s
+/// columns.
 fn write_matrix_table(m: &RestartMatrix, out: &mut dyn Write) -> io::Result<()> {
-    let mut rows = vec![["UPGRADE", "RESTARTED", "OF", "PERCENT"]
-        .map(String::from)
-        .to_vec()];
-    for (a, b, n) in m.steps() {
-        let pct = if m.containers == 0 {
-            0.0
-        } else {
-            100.0 * n as f64 / m.containers as f64
-        };
+    let head = [
+        "UPGRADE",
+        "CONTAINERS",
+        "RESTART",
+        "RECREATED",
+        "KEPT",
+        "NOT-RUNNING",
+    ];
+    let mut rows = vec![head.map(String::from).to_vec()];
+    for s in m.steps() {
         rows.push(vec![
-            format!("{a} → {b}"),
-            n.to_string(),
+            format!("{} → {}", s.from, s.to),
             m.containers.to_string(),
-            format!("{pct:.1}%"),
+            s.restart.to_string(),
+            s.recreated.to_string(),
+            s.kept.to_string(),
+            s.not_running.to_string(),
         ]);
     }
     write_columns(&rows, out)?;
