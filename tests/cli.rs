@@ -420,7 +420,7 @@ fn matrix_of_the_example_cluster() {
     // What `scan --from 1.30 --to 1.31` says of the same pods: 15 restart, the static pod's
     // container is recreated, 8 do not run.
     assert!(
-        s.contains("1.30 → 1.31  24          15       1          0     8"),
+        s.contains("1.30 → 1.31  24          15       1          0     8            24"),
         "{s}"
     );
 }

@@ -38,7 +38,8 @@ impl Render for RestartMatrix {
 }
 
 /// The matrix as upgrade steps, one row per step between consecutive versions, with `scan`'s
-/// columns.
+/// columns, then how many hashes change, running or not (a pod written by hand, with no node and
+/// no status, does not run).
 fn write_matrix_table(m: &RestartMatrix, out: &mut dyn Write) -> io::Result<()> {
     let head = [
         "UPGRADE",
@@ -47,6 +48,7 @@ fn write_matrix_table(m: &RestartMatrix, out: &mut dyn Write) -> io::Result<()> 
         "RECREATED",
         "KEPT",
         "NOT-RUNNING",
+        "HASH-CHANGED",
     ];
     let mut rows = vec![head.map(String::from).to_vec()];
     for s in m.steps() {
@@ -57,6 +59,7 @@ fn write_matrix_table(m: &RestartMatrix, out: &mut dyn Write) -> io::Result<()> 
             s.recreated.to_string(),
             s.kept.to_string(),
             s.not_running.to_string(),
+            s.hash_changed.to_string(),
         ]);
     }
     write_columns(&rows, out)?;
