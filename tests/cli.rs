@@ -140,6 +140,10 @@ fn bad_input_gets_one_clear_line() {
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--nodes", NODES], b"", "kubehash: the argument '--from <VERSION>' cannot be used with '--nodes <PATH>'"),
         (&["matrix", "-i", PODS, "--versions", "1.30"], b"", "kubehash: --versions \"1.30\" names one kubelet version"),
         (&["matrix", "-i", PODS, "--versions", "1.30,v1.30.2"], b"", "names one kubelet version"),
+        // -n and -l are checked before anything is read, and a filter nothing passes is named.
+        (&["matrix", "-i", PODS, "--versions", "1.30,1.31", "-l", "app in ("], b"", "kubehash: --selector: \"app in (\": found the end"),
+        (&["matrix", "-i", PODS, "--versions", "1.30,1.31", "-n", "Shop"], b"", "kubehash: --namespace \"Shop\" names no namespace"),
+        (&["matrix", "-i", PODS, "--versions", "1.30,1.31", "-n", "shop", "-l", "app=db"], b"", "kubehash: no pods found in testdata/cluster/pods.json in namespace \"shop\" matching \"app=db\""),
         // An agent that could never act, or would act without pause, does not start.
         (&["agent", "--node-name", "n", "--annotation", "kubehash.dev/target/version"], b"", "kubehash: --annotation \"kubehash.dev/target/version\" is not an annotation key"),
         (&["agent", "--node-name", "n", "--annotation", "Kubehash.dev/v"], b"", "is not a DNS subdomain"),
@@ -1498,6 +1502,55 @@ fn scan_first_screen_on_the_bundled_example() {
         s.contains("Next:\n  15 of the 15 restarts are only the hash format changing"),
         "{s}"
     );
+}
+
+/// `matrix -n`/`-l` narrow the pods as scan's do, and each pair counts what scan counts.
+#[test]
+fn matrix_narrows_pods_as_scan_does() {
+    for filter in [
+        &["-n", "shop"][..],
+        &["-l", "app in (web,postgres)"],
+        &["-n", "data", "-l", "app"],
+    ] {
+        let mut args = vec![
+            "matrix",
+            "-i",
+            PODS,
+            "--versions",
+            "1.29,1.31",
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(filter);
+        let out = kubehash(&args, b"");
+        assert!(out.status.success(), "{filter:?}: {}", text(&out.stderr));
+        let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut args = vec![
+            "scan", "-i", PODS, "--from", "1.29", "--to", "1.31", "-o", "json",
+        ];
+        args.extend_from_slice(filter);
+        let out = kubehash(&args, b"");
+        let scan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let t = &scan["total"];
+        let pair = &m["pairs"][0];
+        assert_eq!(
+            (
+                &pair["restarted"],
+                &pair["recreated"],
+                &pair["kept"],
+                &pair["not_running"]
+            ),
+            (
+                &t["restart"],
+                &t["recreated"],
+                &t["kept"],
+                &t["not_running"]
+            ),
+            "{filter:?}"
+        );
+        assert!(m["containers"].as_u64().unwrap() < 24, "{filter:?}: {m}");
+        assert_eq!(m["containers"], t["containers"], "{filter:?}");
+    }
 }
 
 /// `matrix` labels its pairs.

@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::analysis::cache::Memo;
 use crate::analysis::listings::{Again, Listing, Seen};
 use crate::analysis::runs::a_temporary_file;
+use crate::analysis::scan::PodFilter;
 use crate::analysis::spill::Spill;
 use crate::error::{Error, Result};
 use crate::kubelet::hash::hash_container;
@@ -196,14 +197,15 @@ pub struct Step {
     pub hash_changed: u64,
 }
 
-/// The matrix of every container of the pods in `input`, read and hashed on `workers` threads
-/// (none: all on this thread), and why each object that is not a pod was not counted, in input
-/// order (on disk past a size: a file may hold any number of them). A pod listed twice counts
-/// once ([`crate::analysis::listings`]).
+/// The matrix of every container of the pods in `input` (those `keep` keeps, when given), read
+/// and hashed on `workers` threads (none: all on this thread), and why each object that is not a
+/// pod was not counted, in input order (on disk past a size: a file may hold any number of
+/// them). A pod listed twice counts once ([`crate::analysis::listings`]).
 pub fn matrix_input(
     input: &Input,
     versions: &[KubeletVersion],
     workers: usize,
+    keep: Option<&PodFilter>,
 ) -> Result<(RestartMatrix, Spill<String>)> {
     let mut m = RestartMatrix::new(versions);
     let mut problems = Spill::default();
@@ -214,6 +216,10 @@ pub fn matrix_input(
         let (mut hasher, source) = (MatrixHasher::new(versions), source.to_string());
         let keys = &keys;
         move |n, pod: Value| {
+            // As scan does: the object is dropped before anything is made of it.
+            if keep.is_some_and(|keep| !keep(&pod)) {
+                return (None, Ok(Vec::new()));
+            }
             let listing = Listing::of(&pod);
             let hashed = pod_containers(pod)
                 .map(|cs| {
@@ -317,7 +323,7 @@ mod tests {
         let pods = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/cluster/pods.json");
         let input = Input::Path(pods.as_ref());
         let vs = parse_version_set("1.15,1.16,1.26..1.31,1.37").unwrap();
-        let (m, _) = matrix_input(&input, &vs, 0).unwrap();
+        let (m, _) = matrix_input(&input, &vs, 0, None).unwrap();
         for (i, from) in vs.iter().enumerate() {
             for (j, to) in vs.iter().enumerate() {
                 let setup = ScanSetup::new(*to, FromVersions::Fixed(*from), Manifests::none());
@@ -353,9 +359,9 @@ mod tests {
             bytes: many.as_bytes(),
         };
         let vs = parse_version_set("1.15,1.16,1.27..1.31").unwrap();
-        let one = matrix_input(&input, &vs, 0).unwrap();
+        let one = matrix_input(&input, &vs, 0, None).unwrap();
         for workers in [1, 3] {
-            let on_cores = matrix_input(&input, &vs, workers).unwrap();
+            let on_cores = matrix_input(&input, &vs, workers, None).unwrap();
             assert_eq!(on_cores.0.changed, one.0.changed);
             assert_eq!(
                 (on_cores.0.containers, on_cores.0.errors),

@@ -642,6 +642,17 @@ pub struct MatrixArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     pub output: Format,
+
+    /// Only pods in this namespace.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Pods in every namespace (the default; for kubectl habits).
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    /// Only pods whose labels match, as kubectl's `-l` (`app=web,tier!=db,canary`,
+    /// `env in (prod,stage)`).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
 }
 
 #[derive(clap::Args)]

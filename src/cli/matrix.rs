@@ -5,13 +5,14 @@ use anyhow::{bail, Context, Result};
 use crate::analysis::matrix::matrix_input;
 use crate::cli::args::MatrixArgs;
 use crate::cli::exit::ExitStatus;
-use crate::cli::support::{no_pods_found, print};
+use crate::cli::support::{no_pods_found, print, PodsWanted};
 use crate::kubelet::version::parse_version_set;
 use crate::source::parallel::Input;
 use crate::source::pool::cores;
 
 pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
     let versions = parse_version_set(&args.versions).context("--versions")?;
+    let wanted = PodsWanted::checked(args.namespace.as_deref(), args.selector.as_deref())?;
     if versions.len() < 2 {
         bail!(
             "--versions {:?} names one kubelet version; the matrix compares upgrades between \
@@ -19,11 +20,11 @@ pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
             args.versions
         );
     }
-    let (m, problems) = matrix_input(&Input::Path(&args.pods), &versions, cores())?;
+    let input = Input::Path(&args.pods);
+    let (m, problems) = matrix_input(&input, &versions, cores(), wanted.filter().as_ref())?;
     if m.containers == 0 && m.errors == 0 {
         // As scan says it: a table of zeros would read as "nothing restarts".
-        let source = Input::Path(&args.pods).name();
-        return Err(no_pods_found(&source, &problems, "counted"));
+        return Err(no_pods_found(&input.name(), &problems, "counted", &wanted));
     }
     print(args.output, &m)?;
     for p in problems.iter() {

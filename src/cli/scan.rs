@@ -14,26 +14,19 @@ use crate::cli::node_pods;
 use crate::cli::output::{ScanRows, ScanView};
 use crate::cli::support::{
     claims_file, no_pods_found, optional_version, print, runtime, version_flag, warn_upgrade,
-    SHOWN_ON_STDERR,
+    PodsWanted, SHOWN_ON_STDERR,
 };
 use crate::kubelet::version::KubeletVersion;
 use crate::source::claims::Claims;
 use crate::source::cluster::Cluster;
-use crate::source::names::namespace_name;
 use crate::source::nodes::NodeVersions;
 use crate::source::parallel::Input;
-use crate::source::selector::Selector;
 
 pub fn run(args: ScanArgs) -> Result<ExitStatus> {
     let to = version_flag("--to", &args.to)?;
     let fixed_from = optional_version("--from", args.from.as_deref())?;
     // Checked here, before any file or server is read; the API server checks it the same way.
-    let selector = Selector::parse(args.selector.as_deref().unwrap_or(""))?;
-    if let Some(ns) = &args.namespace {
-        if let Err(why) = namespace_name(ns) {
-            bail!("--namespace {ns:?} names no namespace: {why}");
-        }
-    }
+    let wanted = PodsWanted::checked(args.namespace.as_deref(), args.selector.as_deref())?;
     if let Some(endpoint) = &args.cri {
         return print_plan(
             endpoint,
@@ -98,15 +91,8 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             .pods
             .as_deref()
             .context("--pods PATH or --cluster is needed")?;
-        let namespace = args.namespace.clone();
-        let wanted = move |pod: &serde_json::Value| {
-            selector.matches(pod)
-                && namespace.as_deref().is_none_or(|ns| {
-                    pod.pointer("/metadata/namespace").and_then(|n| n.as_str()) == Some(ns)
-                })
-        };
         let mut setup = ScanSetup::new(to, from, manifests);
-        setup.keep = Some(Box::new(wanted));
+        setup.keep = wanted.filter();
         if let Some(path) = claims_file(&args.source)? {
             setup.claims = Some(Claims::from_path(path, &removed_sources())?);
         }
@@ -124,7 +110,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             Some(p) => p.display().to_string(),
             None => "the cluster".to_string(),
         };
-        return Err(no_pods_found(&source, &report.problems, "scanned"));
+        return Err(no_pods_found(&source, &report.problems, "scanned", &wanted));
     }
     let view = ScanView {
         report: &report,

@@ -138,6 +138,7 @@ pub fn no_pods_found(
     source: &str,
     problems: &crate::analysis::spill::Spill<String>,
     left: &str,
+    filter: &PodsWanted,
 ) -> anyhow::Error {
     let first = problems.iter().next().transpose();
     let why = match first {
@@ -149,5 +150,57 @@ pub fn no_pods_found(
         Ok(Some(p)) => format!(" ({} objects not {left}, the first: {p})", problems.len()),
         Ok(None) => String::new(),
     };
-    anyhow::anyhow!("no pods found in {source}{why}")
+    anyhow::anyhow!("no pods found in {source}{}{why}", filter.said())
+}
+
+/// `-n` and `-l` as given: which pods a file's pods are narrowed to.
+#[derive(Debug, Clone, Default)]
+pub struct PodsWanted {
+    pub namespace: Option<String>,
+    pub selector: Option<String>,
+    parsed: crate::source::selector::Selector,
+}
+
+impl PodsWanted {
+    /// The namespace and the selector checked as the API server checks them, before anything
+    /// is read.
+    pub fn checked(namespace: Option<&str>, selector: Option<&str>) -> Result<PodsWanted> {
+        let parsed = crate::source::selector::Selector::parse(selector.unwrap_or(""))?;
+        if let Some(ns) = namespace {
+            if let Err(why) = crate::source::names::namespace_name(ns) {
+                anyhow::bail!("--namespace {ns:?} names no namespace: {why}");
+            }
+        }
+        Ok(PodsWanted {
+            namespace: namespace.map(str::to_string),
+            selector: selector.map(str::to_string),
+            parsed,
+        })
+    }
+
+    /// The filter, `None` when every pod is wanted.
+    pub fn filter(&self) -> Option<crate::analysis::scan::PodFilter> {
+        if self.namespace.is_none() && self.selector.is_none() {
+            return None;
+        }
+        let (selector, namespace) = (self.parsed.clone(), self.namespace.clone());
+        Some(Box::new(move |pod: &serde_json::Value| {
+            selector.matches(pod)
+                && namespace.as_deref().is_none_or(|ns| {
+                    pod.pointer("/metadata/namespace").and_then(|n| n.as_str()) == Some(ns)
+                })
+        }))
+    }
+
+    /// What narrowed the pods, for a message: ` in namespace "shop" matching "app=web"`.
+    fn said(&self) -> String {
+        let mut out = String::new();
+        if let Some(ns) = &self.namespace {
+            out += &format!(" in namespace {ns:?}");
+        }
+        if let Some(sel) = &self.selector {
+            out += &format!(" matching {sel:?}");
+        }
+        out
+    }
 }
