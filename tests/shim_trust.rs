@@ -429,7 +429,8 @@ async fn a_collision_the_runtime_contradicts_is_never_translated() {
 ///     would have restarted the container with it. The manifest is what runs: a static pod's
 ///     container is translated only where its manifest and mirror pod agree and the runtime's
 ///     record does not contradict either (nor what the manifest sets for the whole pod, such as
-///     its `runAsUser`). A pinned pod whose manifest is unchanged is translated.
+///     its `runAsUser`). A pinned pod whose manifest is unchanged is translated. A saved state
+///     loaded while the runtime is down is checked so once it answers, before the shim serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
     let ctrd = Containerd::start();
@@ -521,5 +522,46 @@ async fn a_pinned_manifest_edited_behind_its_mirror_pod_is_never_translated() {
             ids[2]
         )),
         "{log}"
+    );
+
+    // The same state loaded while the runtime is down (the node starting, containerd
+    // restarting): the shim does not serve until the runtime answers, then checks the saved
+    // translations against the records and the manifests before showing any.
+    let mut ctrd = ctrd;
+    ctrd.stop();
+    let dir = ctrd.dir.clone();
+    let (sock, endpoint) = (dir.join("shim.sock"), ctrd.endpoint());
+    let listen = format!("unix://{}", sock.display());
+    let state = dir.join("shim-state.json").display().to_string();
+    let shim_args = [
+        &["shim", "--listen", &listen, "--runtime-endpoint", &endpoint][..],
+        &["--state", &state],
+        &loading,
+    ]
+    .concat();
+    let shim = std::process::Command::new(env!("CARGO_BIN_EXE_kubehash"))
+        .args(&shim_args)
+        .stderr(std::fs::File::create(dir.join("shim.log")).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let log = || std::fs::read_to_string(dir.join("shim.log")).unwrap();
+    assert!(!sock.exists(), "{}", log());
+    assert!(log().contains("the runtime does not answer"), "{}", log());
+    ctrd.start_again();
+    harness::wait_for_socket(&sock, log);
+    let mut now = Vec::new();
+    for id in &ids {
+        now.push(listed_hash(&listen, id).await);
+    }
+    stop_shim(shim, &dir);
+    assert_eq!(now, expected, "never masked: {}", log());
+    assert!(
+        log().contains(&format!(
+            "not translating container {}: its static pod's manifest does not prove it",
+            ids[0]
+        )),
+        "{}",
+        log()
     );
 }

@@ -110,12 +110,26 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
                 }
             }
             // A saved plan is proven again under today's rule; what fails is passed through.
-            // What the runtime recorded is asked where the runtime answers now, and a static
-            // pod's container is proved against its manifest too (the kubelet runs the file);
-            // where the runtime does not answer, the saved translations stand on the hashes
-            // that proved them.
+            // What the runtime recorded is asked too, and a static pod's container is proved
+            // against its manifest (the kubelet runs the file), before any translation is
+            // shown: where the runtime does not answer yet (the node starting, containerd
+            // restarting), the shim waits for it before serving. The kubelet can do nothing
+            // without the runtime meanwhile, so nothing is lost by the wait.
             let mut dropped = s.recheck();
-            if let Ok(mut cri) = rt.block_on(Cri::connect(&a.runtime_endpoint)) {
+            let answered = match s.translations.is_empty() {
+                true => None,
+                false => match rt.block_on(Cri::connect(&a.runtime_endpoint)) {
+                    Ok(cri) => Some(cri),
+                    Err(e) => {
+                        say!("kubehash: shim state: the runtime does not answer ({e}); its saved translations are checked against the runtime's records and the manifests before any is shown, so the shim serves once the runtime answers");
+                        match rt.block_on(runtime_answering(&a.runtime_endpoint)) {
+                            Some(cri) => Some(cri),
+                            None => return Ok(ExitStatus::Success),
+                        }
+                    }
+                },
+            };
+            if let Some(mut cri) = answered {
                 dropped.extend(rt.block_on(s.recheck_with_the_runtime(&mut cri)));
                 let manifests = node_pods::manifests(&a.source, None)?;
                 let node = node_pods::node_name(&a.source);
@@ -214,6 +228,23 @@ pub fn run(a: ShimArgs) -> Result<ExitStatus> {
         }
     })?;
     Ok(ExitStatus::Success)
+}
+
+/// The runtime at `endpoint` once it answers (tried every 200 ms), or `None` when the shim is
+/// told to stop first.
+async fn runtime_answering(endpoint: &str) -> Option<Cri> {
+    let answering = async {
+        loop {
+            match Cri::connect(endpoint).await {
+                Ok(cri) => return cri,
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+            }
+        }
+    };
+    tokio::select! {
+        cri = answering => Some(cri),
+        () = stop_requested() => None,
+    }
 }
 
 /// A plan made: the shim's state, the plan it came from, the old kubelet it was made for, and

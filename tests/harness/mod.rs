@@ -443,6 +443,11 @@ state = "{d}/state"
         self.spawn();
     }
 
+    /// Starts containerd again after [`Containerd::stop`], on the same root and socket.
+    pub fn start_again(&mut self) {
+        self.spawn();
+    }
+
     /// The PID of a container's task as runc sees it.
     pub fn task_pid(&self, id: &str) -> Option<u32> {
         let out = Command::new("runc")
