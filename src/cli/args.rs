@@ -604,16 +604,8 @@ pub struct ScanArgs {
     /// `will-restart`, `unprovable`, `recreated` or `killed` verdict.
     #[arg(long)]
     pub fail_on_restart: bool,
-    /// Only pods in this namespace (server-side with --cluster).
-    #[arg(short = 'n', long, value_name = "NAMESPACE")]
-    pub namespace: Option<String>,
-    /// Pods in every namespace (the default; for kubectl habits).
-    #[arg(short = 'A', long, conflicts_with = "namespace")]
-    pub all_namespaces: bool,
-    /// Only pods whose labels match, as kubectl's `-l` (`app=web,tier!=db,canary`,
-    /// `env in (prod,stage)`; server-side with --cluster).
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
-    pub selector: Option<String>,
+    #[command(flatten)]
+    pub narrow: Narrowing,
     /// List only containers with these verdicts in the table (restart, will-restart,
     /// unprovable, recreated, not-running, kept, error).
     #[arg(
@@ -643,14 +635,21 @@ pub struct MatrixArgs {
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     pub output: Format,
 
-    /// Only pods in this namespace.
+    #[command(flatten)]
+    pub narrow: Narrowing,
+}
+
+/// `-n`, `-A` and `-l`: which pods `scan` and `matrix` read.
+#[derive(clap::Args)]
+pub struct Narrowing {
+    /// Only pods in this namespace (asked of the API server with scan --cluster).
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// Pods in every namespace (the default; for kubectl habits).
     #[arg(short = 'A', long, conflicts_with = "namespace")]
     pub all_namespaces: bool,
     /// Only pods whose labels match, as kubectl's `-l` (`app=web,tier!=db,canary`,
-    /// `env in (prod,stage)`).
+    /// `env in (prod,stage)`; asked of the API server with scan --cluster).
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
 }

@@ -12,7 +12,7 @@ use crate::source::pool::cores;
 
 pub fn run(args: MatrixArgs) -> Result<ExitStatus> {
     let versions = parse_version_set(&args.versions).context("--versions")?;
-    let wanted = PodsWanted::checked(args.namespace.as_deref(), args.selector.as_deref())?;
+    let wanted = PodsWanted::checked(&args.narrow)?;
     if versions.len() < 2 {
         bail!(
             "--versions {:?} names one kubelet version; the matrix compares upgrades between \

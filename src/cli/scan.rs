@@ -26,7 +26,7 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
     let to = version_flag("--to", &args.to)?;
     let fixed_from = optional_version("--from", args.from.as_deref())?;
     // Checked here, before any file or server is read; the API server checks it the same way.
-    let wanted = PodsWanted::checked(args.namespace.as_deref(), args.selector.as_deref())?;
+    let wanted = PodsWanted::checked(&args.narrow)?;
     if let Some(endpoint) = &args.cri {
         return print_plan(
             endpoint,
@@ -64,7 +64,10 @@ pub fn run(args: ScanArgs) -> Result<ExitStatus> {
             Some(f) => f,
             None => FromVersions::PerNode(rt.block_on(cluster.node_versions())?),
         };
-        let (ns, sel) = (args.namespace.as_deref(), args.selector.as_deref());
+        let (ns, sel) = (
+            args.narrow.namespace.as_deref(),
+            args.narrow.selector.as_deref(),
+        );
         let scanned = match &args.source.context {
             Some(ctx) => format!("API server {} (context {ctx})", cluster.url()),
             None => format!("API server {}", cluster.url()),

@@ -164,7 +164,8 @@ pub struct PodsWanted {
 impl PodsWanted {
     /// The namespace and the selector checked as the API server checks them, before anything
     /// is read.
-    pub fn checked(namespace: Option<&str>, selector: Option<&str>) -> Result<PodsWanted> {
+    pub fn checked(narrow: &crate::cli::args::Narrowing) -> Result<PodsWanted> {
+        let (namespace, selector) = (narrow.namespace.as_deref(), narrow.selector.as_deref());
         let parsed = crate::source::selector::Selector::parse(selector.unwrap_or(""))?;
         if let Some(ns) = namespace {
             if let Err(why) = crate::source::names::namespace_name(ns) {
