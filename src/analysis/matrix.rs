@@ -363,6 +363,11 @@ mod tests {
         for workers in [1, 3] {
             let on_cores = matrix_input(&input, &vs, workers, None).unwrap();
             assert_eq!(on_cores.0.changed, one.0.changed);
+            assert_eq!(on_cores.0.restarted, one.0.restarted);
+            assert_eq!(
+                (on_cores.0.recreated, on_cores.0.not_running),
+                (one.0.recreated, one.0.not_running)
+            );
             assert_eq!(
                 (on_cores.0.containers, on_cores.0.errors),
                 (one.0.containers, one.0.errors)

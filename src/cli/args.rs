@@ -42,7 +42,8 @@ pub enum Command {
     /// pod (with --cri: even after `node apply`).
     Scan(ScanArgs),
 
-    /// The restart table for every upgrade step between the given versions, for a set of pods: restarted, recreated, kept and not running, as scan counts them.
+    /// The restart table for every upgrade step between the given versions, for a set of pods:
+    /// restarted, recreated, kept and not running, as scan counts them.
     ///
     /// Exit codes: 0 done; 1 unusable input or flags; 2 some containers could not be hashed, or
     /// some objects were not counted (each named).

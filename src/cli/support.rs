@@ -153,7 +153,7 @@ pub fn no_pods_found(
     anyhow::anyhow!("no pods found in {source}{}{why}", filter.said())
 }
 
-/// `-n` and `-l` as given: which pods a file's pods are narrowed to.
+/// `-n` and `-l` as given: which pods are wanted (of a file's, or as the API server was asked).
 #[derive(Debug, Clone, Default)]
 pub struct PodsWanted {
     pub namespace: Option<String>,

@@ -5,9 +5,9 @@
 //! the in-cluster service account. Pods are listed in pages (`limit` + `continue`) and handed over
 //! one at a time, so a large cluster scans in bounded memory. When a continue token expires
 //! (410 Gone, reason Expired) the list starts again from the beginning and pods already handed
-//! over (by UID) are skipped, so nothing is counted twice. Server errors are retried a
-//! few times, for a page of a list and a get alike (429, 503 and 504 by the kube client itself);
-//! 401 and 403 are reported at once with what to check.
+//! over (by UID) are skipped, so nothing is counted twice. Server errors are retried a few times,
+//! for a page of a list and a get alike (429, 503 and 504 by the kube client itself); 401 and 403
+//! are reported at once with what to check.
 //!
 //! Pods are read as raw JSON (`DynamicObject`), not as k8s-openapi's typed `Pod`: typed structs
 //! drop fields newer than the crate's API version, and those fields change the hashes of the
