@@ -501,3 +501,64 @@ fn namespace_and_selector_are_applied_by_the_api_server() {
         .unwrap_or_else(|| panic!("{requests:?}"));
     assert!(list.contains("labelSelector=app%3Dweb"), "{list}");
 }
+
+/// `matrix --kubeconfig` counts the API server's pods (listed in pages) exactly as `matrix -i`
+/// counts the same pods from a file; `-n` is asked of the API server, which answers with that
+/// namespace's pods only, and a namespace without pods is said to be one.
+#[test]
+fn matrix_reads_a_live_cluster_as_it_reads_a_file() {
+    let server = serve(Box::new(|t, _| {
+        if t.starts_with("/api/v1/namespaces/shop/pods") {
+            let pods: Vec<Value> = example("pods.json")
+                .into_iter()
+                .filter(|p| p["metadata"]["namespace"] == "shop")
+                .collect();
+            return (200, json!({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":pods}).to_string());
+        }
+        if t.starts_with("/api/v1/namespaces/empty/pods") {
+            return (200, empty_list("PodList"));
+        }
+        normal(t)
+    }));
+    let kc = kubeconfig(&server.url);
+    let pods = format!("{}/testdata/cluster/pods.json", env!("CARGO_MANIFEST_DIR"));
+    let matrix = |source: &[&str], extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kubehash"))
+            .args(["matrix", "--versions", "1.29..1.31"])
+            .args(source)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let live = ["--kubeconfig", kc.to_str().unwrap()];
+    for extra in [&[][..], &["-n", "shop"], &["-o", "json"]] {
+        let (from_server, from_file) = (matrix(&live, extra), matrix(&["-i", &pods], extra));
+        assert!(
+            from_server.status.success(),
+            "{}",
+            text(&from_server.stderr)
+        );
+        assert_eq!(
+            text(&from_server.stdout),
+            text(&from_file.stdout),
+            "{extra:?}"
+        );
+    }
+    let requests = server.requests.lock().unwrap().clone();
+    assert!(
+        requests.iter().any(|r| r.contains("continue=page-1")),
+        "paged: {requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.starts_with("/api/v1/namespaces/shop/pods")),
+        "{requests:?}"
+    );
+    let none = matrix(&live, &["-n", "empty"]);
+    assert_eq!(none.status.code(), Some(1));
+    assert_eq!(
+        text(&none.stderr),
+        "kubehash: no pods found in the cluster in namespace \"empty\"\n"
+    );
+}

@@ -140,6 +140,7 @@ fn bad_input_gets_one_clear_line() {
         (&["scan", "--to", "1.31", "-i", PODS, "--from", "1.29", "--nodes", NODES], b"", "kubehash: the argument '--from <VERSION>' cannot be used with '--nodes <PATH>'"),
         (&["matrix", "-i", PODS, "--versions", "1.30"], b"", "kubehash: --versions \"1.30\" names one kubelet version"),
         (&["matrix", "-i", PODS, "--versions", "1.30,v1.30.2"], b"", "names one kubelet version"),
+        (&["matrix", "--versions", "1.30,1.31"], b"", "kubehash: the following required arguments were not provided: <--pods <PATH>|--cluster|--kubeconfig <PATH>|--context <NAME>>"),
         // -n and -l are checked before anything is read, and a filter nothing passes is named.
         (&["matrix", "-i", PODS, "--versions", "1.30,1.31", "-l", "app in ("], b"", "kubehash: --selector: \"app in (\": found the end"),
         (&["matrix", "-i", PODS, "--versions", "1.30,1.31", "-n", "Shop"], b"", "kubehash: --namespace \"Shop\" names no namespace"),

@@ -20,12 +20,12 @@ use crate::analysis::listings::{Again, Listing, Seen};
 use crate::analysis::runs::a_temporary_file;
 use crate::analysis::scan::PodFilter;
 use crate::analysis::spill::Spill;
-use crate::error::{Error, Result};
+use crate::error::{Error, Problem, Result};
 use crate::kubelet::hash::hash_container;
 use crate::kubelet::version::KubeletVersion;
 use crate::source::parallel::{for_each_placed_object_on_cores, Input};
 use crate::source::pods::{pod_containers, PodContainer};
-use crate::source::pool::BATCH;
+use crate::source::pool::{map_in_order, BATCH};
 
 /// What a kubelet does with a container whose hash changes, by `scan`'s rules
 /// ([`crate::analysis::scan::Scanner::assess_pod`]), the same for every pair of versions.
@@ -207,10 +207,8 @@ pub fn matrix_input(
     workers: usize,
     keep: Option<&PodFilter>,
 ) -> Result<(RestartMatrix, Spill<String>)> {
-    let mut m = RestartMatrix::new(versions);
-    let mut problems = Spill::default();
-    let mut kept = Ok(());
-    let (keys, mut seen) = (RandomState::new(), Seen::default());
+    let mut tally = Tally::new(versions);
+    let keys = RandomState::new();
     // An object that is not a pod is named by its file and its place there.
     let worker = |source: &str| {
         let (mut hasher, source) = (MatrixHasher::new(versions), source.to_string());
@@ -221,49 +219,109 @@ pub fn matrix_input(
                 return (None, Ok(Vec::new()));
             }
             let listing = Listing::of(&pod);
-            let hashed = pod_containers(pod)
-                .map(|cs| {
-                    cs.iter()
-                        .map(|c| (hasher.hashes(&c.json), Fate::of(c)))
-                        .collect::<Vec<_>>()
-                })
-                .map_err(|p| p.at(&source, n));
+            let counted = counted(&mut hasher, pod).map_err(|p| p.at(&source, n));
             let listing = listing.map(|l| {
-                let mut l = match &hashed {
-                    Ok(counted) => l.came_to(keys, counted),
-                    Err(p) => l.came_to(keys, &p.0),
-                };
+                let mut l = came_to(l, keys, &counted);
                 l.placed(&source, n);
                 l
             });
-            (listing, hashed)
+            (listing, counted)
         }
     };
-    for_each_placed_object_on_cores(input, workers, BATCH, worker, |_, (listing, pod)| {
-        let problem = match (listing.map(|l| seen.again(&l, "hashed")), pod) {
+    for_each_placed_object_on_cores(input, workers, BATCH, worker, |_, pod| tally.take(pod))?;
+    tally.finish()
+}
+
+/// [`matrix_input`] of the pods `produce` hands over (one at a time, to the callback it is
+/// given, on a thread of its own with workers), such as an API server's list, narrowed where
+/// they are listed.
+pub fn matrix_source(
+    name: &str,
+    versions: &[KubeletVersion],
+    workers: usize,
+    produce: impl FnOnce(&mut dyn FnMut(Value)) -> Result<()> + Send,
+) -> Result<(RestartMatrix, Spill<String>)> {
+    let mut tally = Tally::new(versions);
+    let keys = RandomState::new();
+    let worker = || {
+        let (mut hasher, keys) = (MatrixHasher::new(versions), &keys);
+        move |pod: Value| {
+            let listing = Listing::of(&pod);
+            let counted = counted(&mut hasher, pod);
+            (listing.map(|l| came_to(l, keys, &counted)), counted)
+        }
+    };
+    map_in_order(name, workers, BATCH, produce, worker, |pod| tally.take(pod))?;
+    tally.finish()
+}
+
+/// A pod's containers, each with its hashes (`None`: not hashed) and its fate.
+type Counted = std::result::Result<Vec<(Option<Vec<u32>>, Fate)>, Problem>;
+
+/// `listing` with what its pod came to: its containers' hashes and fates, or its problem.
+fn came_to(listing: Listing, keys: &RandomState, counted: &Counted) -> Listing {
+    match counted {
+        Ok(containers) => listing.came_to(keys, containers),
+        Err(p) => listing.came_to(keys, &p.0),
+    }
+}
+
+fn counted(hasher: &mut MatrixHasher, pod: Value) -> Counted {
+    pod_containers(pod).map(|cs| {
+        cs.iter()
+            .map(|c| (hasher.hashes(&c.json), Fate::of(c)))
+            .collect()
+    })
+}
+
+/// The matrix and the objects not counted, as the pods come in input order.
+struct Tally {
+    m: RestartMatrix,
+    problems: Spill<String>,
+    kept: std::io::Result<()>,
+    seen: Seen,
+}
+
+impl Tally {
+    fn new(versions: &[KubeletVersion]) -> Self {
+        Tally {
+            m: RestartMatrix::new(versions),
+            problems: Spill::default(),
+            kept: Ok(()),
+            seen: Seen::default(),
+        }
+    }
+
+    /// Counts one pod (a pod listed before counts once), or keeps why it was not counted.
+    fn take(&mut self, (listing, pod): (Option<Listing>, Counted)) {
+        let problem = match (listing.map(|l| self.seen.again(&l, "hashed")), pod) {
             (Some(Again::Alike), _) => None,
             (Some(Again::Otherwise(why)), _) => Some(why),
             (_, Ok(containers)) => {
                 containers
                     .iter()
-                    .for_each(|(h, fate)| m.count(h.as_deref(), *fate));
+                    .for_each(|(h, fate)| self.m.count(h.as_deref(), *fate));
                 None
             }
             (_, Err(e)) => Some(e.0),
         };
-        if let (Some(p), true) = (problem, kept.is_ok()) {
-            kept = problems.push(p);
+        if let (Some(p), true) = (problem, self.kept.is_ok()) {
+            self.kept = self.problems.push(p);
         }
-    })?;
-    kept.and_then(|()| problems.finish())
-        .map_err(|source| Error::Io {
-            source_name: format!(
-                "the objects not counted (kept past a size in {})",
-                a_temporary_file()
-            ),
-            source,
-        })?;
-    Ok((m, problems))
+    }
+
+    fn finish(mut self) -> Result<(RestartMatrix, Spill<String>)> {
+        let kept = std::mem::replace(&mut self.kept, Ok(()));
+        kept.and_then(|()| self.problems.finish())
+            .map_err(|source| Error::Io {
+                source_name: format!(
+                    "the objects not counted (kept past a size in {})",
+                    a_temporary_file()
+                ),
+                source,
+            })?;
+        Ok((self.m, self.problems))
+    }
 }
 
 #[cfg(test)]

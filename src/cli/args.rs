@@ -33,11 +33,12 @@ pub enum Command {
 
     /// Report which containers a kubelet upgrade would restart, per node and workload.
     ///
-    /// Pod specs come from saved JSON (kubectl get pods -A -o json, single pods, or a directory
-    /// of .json files). The source version is --from, or each node's kubeletVersion from --nodes
-    /// (kubectl get nodes -o json).
+    /// Pod specs come from saved JSON or YAML (kubectl get pods -A -o json, single pods, or a
+    /// directory of them) or, with --cluster, from the API server. The source version is --from,
+    /// or each node's kubeletVersion from --nodes (kubectl get nodes -o json) or the API server.
     ///
-    /// Exit codes: 0 done; 1 unusable input or flags; 2 some containers could not be assessed;
+    /// Exit codes: 0 done; 1 unusable input or flags, or the API server unreachable; 2 some
+    /// containers could not be assessed;
     /// 3 with --fail-on-restart, some container would restart or be recreated with its static
     /// pod (with --cri: even after `node apply`).
     Scan(ScanArgs),
@@ -45,8 +46,10 @@ pub enum Command {
     /// The restart table for every upgrade step between the given versions, for a set of pods:
     /// restarted, recreated, kept and not running, as scan counts them.
     ///
-    /// Exit codes: 0 done; 1 unusable input or flags; 2 some containers could not be hashed, or
-    /// some objects were not counted (each named).
+    /// Pods come from a file, as scan's, or with --cluster from the API server.
+    ///
+    /// Exit codes: 0 done; 1 unusable input or flags, or the API server unreachable; 2 some
+    /// containers could not be hashed, or some objects were not counted (each named).
     Matrix(MatrixArgs),
 
     /// The node agent: make an in-place kubelet upgrade restart-free by rewriting verified
@@ -623,10 +626,25 @@ pub struct ScanArgs {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("pod-source").args(["pods", "cluster", "kubeconfig", "context"]).required(true).multiple(true)))]
 pub struct MatrixArgs {
-    /// Pods: a PodList/List or Pod JSON file, a directory of .json files, or `-` for stdin.
-    #[arg(short = 'i', long = "pods", value_name = "PATH")]
-    pub pods: PathBuf,
+    /// Pods: a PodList/List or Pod file (JSON or YAML), a directory of them, or `-` for stdin.
+    #[arg(
+        short = 'i',
+        long = "pods",
+        value_name = "PATH",
+        conflicts_with = "cluster"
+    )]
+    pub pods: Option<PathBuf>,
+    /// Read pods from the API server instead (listed in pages; -n and -l are applied by it).
+    #[arg(long)]
+    pub cluster: bool,
+    /// Kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster); implies --cluster.
+    #[arg(long, value_name = "PATH", conflicts_with = "pods")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context; implies --cluster.
+    #[arg(long, value_name = "NAME", conflicts_with = "pods")]
+    pub context: Option<String>,
 
     /// Versions to compare: `all`, a list, or a range.
     #[arg(long, default_value = "all", value_name = "SPEC")]
