@@ -834,7 +834,7 @@ fn downgrades_and_skew_are_warned_about() {
     let skip = kubehash(&["scan", "--to", "1.33", "--from", "1.22", "-i", PODS], b"");
     assert!(skip.status.success());
     assert!(
-        text(&skip.stderr).contains("warning: kubelet 1.22 → 1.33 skips 11 minors"),
+        text(&skip.stderr).contains("warning: kubelet 1.22 → 1.33 is 11 minors apart"),
         "{}",
         text(&skip.stderr)
     );

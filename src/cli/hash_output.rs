@@ -79,7 +79,7 @@ pub struct HashWriter<W: Write> {
     widths: [usize; 3],
 }
 
-const HEADER: [&str; 4] = ["CONTAINER", "KUBELET", "HASH", "HASH_WITHOUT_RESOURCES"];
+const HEADER: [&str; 4] = ["CONTAINER", "KUBELET", "HASH", "HASH-WITHOUT-RESOURCES"];
 
 impl<W: Write> HashWriter<W> {
     pub fn new(format: Format, out: W) -> Self {
@@ -163,7 +163,7 @@ impl<W: Write> HashWriter<W> {
 /// The table's lines for one row, one per run of versions that agree on both hashes:
 ///
 /// ```text
-/// CONTAINER      KUBELET      HASH      HASH_WITHOUT_RESOURCES
+/// CONTAINER      KUBELET      HASH      HASH-WITHOUT-RESOURCES
 /// default/web/a  1.8          879f805d
 ///                1.9–1.13     21f553af
 ///                1.27–1.30    80a2c86f  3162d3c1
@@ -268,7 +268,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         // CONTAINER (9) + 2, "1.26–1.30" (9 characters) + 2, the error message (39) + 2.
         assert_eq!(
-            lines[0].find("HASH_WITHOUT_RESOURCES"),
+            lines[0].find("HASH-WITHOUT-RESOURCES"),
             Some(9 + 2 + 9 + 2 + 39 + 2)
         );
         assert!(lines

@@ -143,7 +143,7 @@ pub fn upgrade_warnings(from: KubeletVersion, to: KubeletVersion) -> Vec<String>
     let gap = to.minor().saturating_sub(from.minor());
     if gap > allowed {
         out.push(format!(
-            "kubelet {from} → {to} skips {gap} minors: the version-skew policy allows a kubelet at most {allowed} minors older than the API server (at {to} or newer); upgrade in steps"
+            "kubelet {from} → {to} is {gap} minors apart: the version-skew policy allows a kubelet at most {allowed} minors older than the API server (at {to} or newer); upgrade in steps"
         ));
     }
     out
@@ -239,10 +239,10 @@ mod tests {
             "3 minors from 1.28 on"
         );
         assert!(
-            upgrade_warnings(v(24), v(27))[0].contains("skips 3 minors"),
+            upgrade_warnings(v(24), v(27))[0].contains("is 3 minors apart"),
             "2 before 1.28"
         );
-        assert!(upgrade_warnings(v(22), v(33))[0].contains("skips 11 minors"));
+        assert!(upgrade_warnings(v(22), v(33))[0].contains("is 11 minors apart"));
         assert!(upgrade_warnings(v(31), v(30))[0].contains("a downgrade"));
     }
 
