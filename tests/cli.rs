@@ -2425,3 +2425,244 @@ fn a_pod_listed_twice_is_counted_once() {
         text(&out.stdout)
     );
 }
+
+/// The command lines in `text` worth checking: in code blocks, lines that run `kubehash` (a
+/// trailing `\` joins the next line, a `#` comment is cut), with `whole` set; elsewhere, code
+/// spans that start with `kubehash` or with one of its commands (`node apply --pins-only`).
+fn command_lines(text: &str, commands: &[String]) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    let mut pending = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            let line = line.split(" #").next().unwrap_or("").trim();
+            let joined = format!("{pending} {}", line.trim_end_matches('\\'));
+            if line.ends_with('\\') {
+                pending = joined;
+                continue;
+            }
+            pending.clear();
+            let joined = shell_cut(joined.trim());
+            if joined.starts_with("kubehash ") {
+                out.push((joined.to_string(), true));
+            }
+            continue;
+        }
+        for span in line.split('`').skip(1).step_by(2) {
+            let first = span.split_whitespace().next().unwrap_or("");
+            if first == "kubehash" {
+                out.push((span.to_string(), false));
+            } else if commands.iter().any(|c| c == first) {
+                out.push((format!("kubehash {span}"), false));
+            }
+        }
+    }
+    out
+}
+
+/// The commands prose suggests, as messages and help texts write them: from `kubehash` and one
+/// of its commands to the end of the clause (a quote, a backtick, a bracket, `; `, `, `, `. `,
+/// or the line's end); `{journal}` in a format string stands for a value.
+fn prose_commands(text: &str, commands: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices("kubehash ") {
+        let rest = &text[at..];
+        let end = ['"', '`', ')', '\n', '\\']
+            .iter()
+            .filter_map(|c| rest.find(*c))
+            .chain(["; ", ", ", ". "].iter().filter_map(|s| rest.find(s)))
+            .min()
+            .unwrap_or(rest.len());
+        let line = rest[..end].trim_end_matches('.');
+        if line
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|w| w.split('|').all(|w| commands.iter().any(|c| c == w)))
+        {
+            out.push(line.replace(['{', '}'], ""));
+        }
+    }
+    out
+}
+
+/// `line` up to the shell's first redirection or pipe into another program (a ` | ` before a
+/// flag is a usage line's alternative).
+fn shell_cut(line: &str) -> &str {
+    let mut end = line.len();
+    for op in [" > ", " >> ", " 2>", " && ", " ; "] {
+        end = end.min(line.find(op).unwrap_or(end));
+    }
+    for (at, _) in line.match_indices(" | ") {
+        if !line[at + 3..].starts_with('-') {
+            end = end.min(at);
+        }
+    }
+    line[..end].trim_end()
+}
+
+/// Why `line` does not name only flags its command takes, if it does not: it walks the
+/// subcommands its words name, then looks up every `--long` and `-s` word in that command.
+fn flags_unknown_in(root: &clap::Command, line: &str) -> Option<String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let mut cmd = root;
+    let mut rest = &words[1..];
+    while let Some(&word) = rest.first() {
+        let alternatives: Vec<&str> = word.split('|').collect();
+        if alternatives.len() > 1
+            && alternatives
+                .iter()
+                .all(|a| cmd.find_subcommand(a).is_some())
+        {
+            // `node plan|apply --to 1.31`: each alternative with the rest of the line.
+            return alternatives.iter().find_map(|a| {
+                let tail = rest[1..].join(" ");
+                flags_unknown_in(cmd, &format!("{} {a} {tail}", cmd.get_name()))
+            });
+        }
+        let Some(sub) = cmd.find_subcommand(word) else {
+            break;
+        };
+        cmd = sub;
+        rest = &rest[1..];
+    }
+    let takes = |long: &str| {
+        long == "help"
+            || cmd.get_arguments().any(|a| {
+                a.get_long() == Some(long)
+                    || a.get_all_aliases().into_iter().flatten().any(|x| x == long)
+            })
+    };
+    let takes_short = |c: char| c == 'h' || cmd.get_arguments().any(|a| a.get_short() == Some(c));
+    for word in rest.iter().flat_map(|w| w.split('|')) {
+        let word = word.trim_start_matches(['[', '(']);
+        let word = word.trim_end_matches([']', ')', ',', '.', ':', ';', '…']);
+        if let Some(long) = word.strip_prefix("--") {
+            let long = long.split('=').next().unwrap_or("");
+            if !long.is_empty() && !takes(long) {
+                return Some(format!("`{}` takes no --{long}", cmd.get_name()));
+            }
+        } else if let Some(short) = word.strip_prefix('-') {
+            let mut chars = short.chars();
+            if let (Some(c), None) = (chars.next(), chars.next()) {
+                if c.is_ascii_alphabetic() && !takes_short(c) {
+                    return Some(format!("`{}` takes no -{c}", cmd.get_name()));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A word that stands for a value the reader fills in (`VERSION`, `PODS`, `1.V`, `…`).
+fn has_placeholder(line: &str) -> bool {
+    line.split(|c: char| c.is_whitespace() || "[]()|=,".contains(c))
+        .any(|w| {
+            w.contains('…')
+                || w.contains("1.V")
+                || (w.len() > 1
+                    && w.chars().any(|c| c.is_ascii_uppercase())
+                    && w.chars()
+                        .all(|c| c.is_ascii_uppercase() || "_.-".contains(c)))
+        })
+        || line.contains(['[', '|'])
+}
+
+/// Every flag the README and the docs show a command with is one that command takes, and every
+/// whole command line in their code blocks parses; so do the commands `--help` and the bundled
+/// example's scan suggest. A flag renamed in `args.rs` and not in the prose fails here.
+#[test]
+fn the_docs_name_only_flags_the_commands_take() {
+    use clap::{CommandFactory, Parser};
+    let root = kubehash::cli::args::Cli::command();
+    let commands: Vec<String> = root
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let docs = [
+        "README.md",
+        "docs/design.md",
+        "docs/architecture.md",
+        "docs/performance.md",
+        "docs/containerd-notes.md",
+    ];
+    let sources: Vec<(String, String)> = docs
+        .iter()
+        .map(|f| {
+            (
+                f.to_string(),
+                std::fs::read_to_string(format!("{dir}/{f}")).unwrap(),
+            )
+        })
+        .collect();
+    // Prose: every --help, every message in the sources, the example scan's `Next:` lines.
+    let mut prose: Vec<(String, String)> = Vec::new();
+    let mut all = vec![root.clone()];
+    while let Some(mut cmd) = all.pop() {
+        all.extend(cmd.get_subcommands().cloned());
+        let name = format!("{} --help", cmd.get_name());
+        prose.push((name, cmd.render_long_help().to_string()));
+    }
+    let mut dirs = vec![std::path::PathBuf::from(format!("{dir}/src"))];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                prose.push((path.display().to_string(), text));
+            }
+        }
+    }
+    let scan = kubehash(
+        &[
+            "scan",
+            "--to",
+            "1.31",
+            "-i",
+            "testdata/cluster/pods.json",
+            "--nodes",
+            "testdata/cluster/nodes.json",
+        ],
+        b"",
+    );
+    let next = text(&scan.stdout);
+    assert!(
+        next.contains("kubehash node"),
+        "the example's scan suggests no command"
+    );
+    prose.push(("the example's scan".into(), next));
+    let mut seen = (0, 0, 0);
+    for (source, text) in &prose {
+        for line in prose_commands(text, &commands) {
+            seen.2 += 1;
+            if let Some(why) = flags_unknown_in(&root, &line) {
+                panic!("{source}: {line}: {why}");
+            }
+        }
+    }
+    for (source, text) in &sources {
+        for (line, whole) in command_lines(text, &commands) {
+            seen.0 += 1;
+            if let Some(why) = flags_unknown_in(&root, &line) {
+                panic!("{source}: {line}: {why}");
+            }
+            if whole && !has_placeholder(&line) {
+                seen.1 += 1;
+                let words: Vec<&str> = line.split_whitespace().collect();
+                if let Err(e) = kubehash::cli::args::Cli::try_parse_from(&words) {
+                    panic!("{source}: {line}: does not parse: {e}");
+                }
+            }
+        }
+    }
+    assert!(
+        seen.0 > 40 && seen.1 > 10 && seen.2 > 40,
+        "lines checked, parsed, prose: {seen:?}"
+    );
+}
