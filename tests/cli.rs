@@ -894,6 +894,35 @@ fn missing_files_and_empty_input_are_one_line() {
     assert!(err.starts_with("kubehash: no pods found in stdin"), "{err}");
 }
 
+/// With no journal (no directory, or none in it), the commands that read one say so in one
+/// line naming the directory and what to pass, and exit 1; audit names its two other sources.
+#[test]
+fn no_journal_is_one_line_naming_what_to_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().display().to_string();
+    let missing = dir.path().join("journal").display().to_string();
+    for (at, why) in [
+        (&empty, "no journal (*.jsonl) here"),
+        (&missing, "no such directory"),
+    ] {
+        for command in [
+            &["node", "verify"][..],
+            &["node", "rollback"],
+            &["audit", "compare"],
+        ] {
+            let args = [command, &["--journal-dir", at.as_str()]].concat();
+            let out = kubehash(&args, b"");
+            assert_eq!(out.status.code(), Some(1), "{args:?}");
+            let err = text(&out.stderr);
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.starts_with(&format!("kubehash: {at}: {why}")), "{err}");
+            assert!(err.contains("pass --journal"), "{err}");
+            assert_eq!(err.contains("--snapshot"), command[0] == "audit", "{err}");
+        }
+    }
+    assert!(!dir.path().join("journal").exists(), "nothing made");
+}
+
 /// A node on a kubelet version kubehash does not know: its reason is `problem`, so the node's
 /// object has one `error` key (the count), not two (`jq` kept only one of them).
 #[test]

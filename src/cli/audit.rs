@@ -1,6 +1,6 @@
 //! `kubehash audit snapshot|compare`: proof of which containers an upgrade restarted.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 
 use crate::analysis::audit::{
     compare, how_they_ended, plan_of, snapshot, snapshot_document, Fate, Snapshot,
@@ -33,7 +33,7 @@ fn take(endpoint: &str) -> Result<Snapshot> {
 /// manifest given by mistake) is someone's, and is refused before the runtime is asked.
 fn replaceable(out: &std::path::Path) -> Result<()> {
     let refuse = |what: &str| {
-        anyhow::anyhow!(
+        anyhow!(
             "--out {}: {what}; kubehash replaces only an earlier audit snapshot: give another path",
             out.display()
         )
@@ -84,7 +84,15 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
                 ),
                 None => {
                     let (j, contents) =
-                        journal::named_or_latest(a.journal.as_deref(), &a.journal_dir)?;
+                        journal::named_or_latest(a.journal.as_deref(), &a.journal_dir).map_err(
+                            |e| match a.journal {
+                                // An audit has two other sources a journal's absence may mean.
+                                None => anyhow!(
+                                    "{e}, or --snapshot (from kubehash audit snapshot), or --shim-state"
+                                ),
+                                Some(_) => e.into(),
+                            },
+                        )?;
                     // After a rollback the old kubelet is back: apply's plan was for the other.
                     let rolled_back = contents.rolled_back();
                     (

@@ -657,7 +657,17 @@ pub fn named_or_latest(named: Option<&Path>, dir: &Path) -> Result<(PathBuf, Con
 /// with what it holds (every journal there is read, and must validate).
 pub fn latest(dir: &Path) -> Result<(PathBuf, Contents)> {
     let mut best: Option<(u64, PathBuf, Contents)> = None;
-    let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e))?;
+    let entries = match std::fs::read_dir(dir) {
+        // No directory: `node apply` never ran here with it (it makes it).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Input {
+                source_name: dir.display().to_string(),
+                reason: "no such directory, so no journal (node apply makes it); pass --journal"
+                    .into(),
+            });
+        }
+        r => r.map_err(|e| io_error(dir, e))?,
+    };
     for e in entries {
         let p = e.map_err(|e| io_error(dir, e))?.path();
         // An empty one was left by an apply that died before its first record: no upgrade.
