@@ -284,6 +284,32 @@ pub const REMOVED_FLAGS: &[Removed] = &[
         names: &["--cloud-config"],
         source: "kubernetes#130161",
     },
+    Removed {
+        since: 37,
+        // The cAdvisor flags the kubelet registered deprecated ("mistakenly registered with
+        // the Kubelet"), dropped with its move to github.com/google/cadvisor/lib.
+        names: &[
+            "--application-metrics-count-limit",
+            "--boot-id-file",
+            "--container-hints",
+            "--containerd",
+            "--containerd-namespace",
+            "--enable-load-reader",
+            "--event-storage-age-limit",
+            "--event-storage-event-limit",
+            "--global-housekeeping-interval",
+            "--log-cadvisor-usage",
+            "--machine-id-file",
+            "--storage-driver-buffer-duration",
+            "--storage-driver-db",
+            "--storage-driver-host",
+            "--storage-driver-password",
+            "--storage-driver-secure",
+            "--storage-driver-table",
+            "--storage-driver-user",
+        ],
+        source: "kubernetes#139870",
+    },
 ];
 
 /// Feature gates removed from the gates every Kubernetes binary registers (the kubelet refuses an
@@ -453,7 +479,45 @@ pub const REMOVED_FEATURE_GATES: &[Removed] = &[
         ],
         source: "CHANGELOG-1.37",
     },
+    Removed {
+        since: 37,
+        names: &["GangScheduling", "WorkloadAwarePreemption"],
+        source: "kubernetes#139520",
+    },
+    Removed {
+        since: 37,
+        names: &["PodLifecycleSleepAction", "PodLifecycleSleepActionAllowZero"],
+        source: "kubernetes#139721",
+    },
+    Removed {
+        since: 37,
+        names: &["PreventStaticPodAPIReferences"],
+        source: "kubernetes#140226",
+    },
+    Removed {
+        since: 37,
+        names: &[
+            "AnonymousAuthConfigurableEndpoints",
+            "AuthorizeNodeWithSelectors",
+            "AuthorizeWithSelectors",
+            "JobBackoffLimitPerIndex",
+            "JobPodReplacementPolicy",
+            "JobSuccessPolicy",
+            "LogarithmicScaleDown",
+            "SchedulerQueueingHints",
+            "StructuredAuthenticationConfiguration",
+        ],
+        source: "test/compatibility_lifecycle/reference/versioned_feature_list.yaml, release-1.36 → release-1.37",
+    },
 ];
+
+/// The row that removes feature gate `gate` by kubelet `v`, if one does: kubelet `v` does not
+/// know the gate (it refuses to start when given it), and what the gate switched is fixed.
+pub fn removed_gate(gate: &str, v: KubeletVersion) -> Option<&'static Removed> {
+    REMOVED_FEATURE_GATES
+        .iter()
+        .find(|r| v.minor() >= r.since && r.names.contains(&gate))
+}
 
 /// A feature gate locked to its default from kubelet 1.`since` (featuregate `LockToDefault`):
 /// `SetFromMap` refuses any other value ("cannot set feature gate …, feature is locked to …"),
@@ -477,7 +541,8 @@ const fn locked(name: &'static str, since: u8, default: bool) -> Locked {
 /// The locked gates, oldest lock first, from the versioned feature specs
 /// (`pkg/features/kube_features.go`, `versioned_kube_features.go`) on the 1.32, 1.33 and 1.36
 /// development branches, the 1.36 release notes to v1.36.0-rc.0 (kubernetes#135808, #136230,
-/// #136912), kubernetes#136400 (`GitRepoVolumeDriver`, 1.36) and kubernetes#139212 for 1.37.
+/// #136912), kubernetes#136400 (`GitRepoVolumeDriver`, 1.36), and for 1.37 kubernetes#139212,
+/// #139110, #139116 and the versioned feature lists of the release-1.36 and release-1.37 branches.
 /// A gate locked and removed before 1.32 is known only by its row in [`REMOVED_FEATURE_GATES`].
 pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("WatchBookmark", 17, true),
@@ -579,7 +644,19 @@ pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("SELinuxMountReadWriteOncePod", 36, true),
     locked("SeparateCacheWatchRPC", 36, false),
     locked("VolumeAttributesClass", 36, true),
+    locked("DRAExtendedResource", 37, true),
+    locked("DRAPrioritizedList", 37, true),
+    locked("DRAResourceClaimDeviceStatus", 37, true),
     locked("DeclarativeValidationTakeover", 37, false),
+    locked("DisableCPUQuotaWithExclusiveCPUs", 37, true),
+    locked("HPAConfigurableTolerance", 37, true),
+    locked("HostnameOverride", 37, true),
+    locked("InPlacePodVerticalScalingInitContainers", 37, true),
+    locked("NodeDeclaredFeatures", 37, true),
+    locked("PLEGOnDemandRelist", 37, true),
+    locked("PodReadyToStartContainersCondition", 37, true),
+    locked("RelaxedServiceNameValidation", 37, true),
+    locked("WatchCacheInitializationPostStartHook", 37, true),
 ];
 
 /// An in-tree volume plugin whose code is gone from kubelet 1.`since`: its `VolumeSource` field
