@@ -471,6 +471,16 @@ async fn a_static_pod_the_new_kubelet_refuses_is_killed_not_kept() {
     .unwrap();
     let (doc, _) = plan("1.33", "1.34");
     assert_eq!(doc["containers"][0]["verdict"], "unchanged", "{doc}");
+    // 1.37 removed the gate (kubernetes#140226): told so, it refuses the manifest all the same.
+    let (doc, _) = plan("1.36", "1.37");
+    let p = &doc["containers"][0];
+    assert_eq!(p["verdict"], "killed", "{doc}");
+    let reason = p["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("kubelet 1.37 removed the gate PreventStaticPodAPIReferences")
+            && !reason.contains("=false"),
+        "{reason}"
+    );
     // A manifest kubehash would pin is not pinned when the new kubelet refuses it.
     std::fs::write(&config, "kind: KubeletConfiguration\n").unwrap();
     std::fs::write(&manifest, body.replace(&format!("  uid: {uid}\n"), "")).unwrap();

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::kubelet::facts::{fact, holds, FactId};
+use crate::kubelet::facts::{fact, holds, removed_gate, FactId};
 use crate::kubelet::static_refs::{api_object_reference, GATE};
 use crate::kubelet::version::KubeletVersion;
 use crate::runtime::cri::{keys, proto};
@@ -144,9 +144,13 @@ pub fn static_pods(
 
 /// Why kubelet `to` refuses `manifest` itself, if it does: from 1.34 it reads no manifest that
 /// references an API object ([`api_object_reference`]) unless `PreventStaticPodAPIReferences` is
-/// set false (`gate`). A pod that runs from such a manifest was admitted by the old kubelet.
+/// set false (`gate`); from 1.37, which removed the gate, whatever it is set to. A pod that runs
+/// from such a manifest was admitted by the old kubelet.
 pub fn not_admitted(manifest: &Manifest, gate: Option<bool>, to: KubeletVersion) -> Option<String> {
-    if !holds(FactId::StaticPodApiReferencesRefused, to) || gate == Some(false) {
+    let removed = removed_gate(GATE, to);
+    if !holds(FactId::StaticPodApiReferencesRefused, to)
+        || (gate == Some(false) && removed.is_none())
+    {
         return None;
     }
     let why = match api_object_reference(&manifest.pod) {
@@ -154,8 +158,15 @@ pub fn not_admitted(manifest: &Manifest, gate: Option<bool>, to: KubeletVersion)
         Ok(Some(what)) => format!("static pods may not reference {what}"),
         Err(e) => e,
     };
+    let or = match removed {
+        None => format!(", or set the feature gate {GATE}=false"),
+        Some(r) => format!(
+            " (kubelet 1.{} removed the gate {GATE} that allowed it, {})",
+            r.since, r.source
+        ),
+    };
     Some(format!(
-        "kubelet {to} refuses the manifest ({why}; {}): it kills the pod and does not start it again; take the reference out of the manifest (a hostPath for a file, no serviceAccountName) before the upgrade, or set the feature gate {GATE}=false",
+        "kubelet {to} refuses the manifest ({why}; {}): it kills the pod and does not start it again; take the reference out of the manifest (a hostPath for a file, no serviceAccountName) before the upgrade{or}",
         fact(FactId::StaticPodApiReferencesRefused).source
     ))
 }
