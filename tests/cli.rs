@@ -921,6 +921,13 @@ fn no_journal_is_one_line_naming_what_to_pass() {
         }
     }
     assert!(!dir.path().join("journal").exists(), "nothing made");
+    // A journal there that does not validate is that journal's error, with no other advice.
+    std::fs::write(dir.path().join("1.30-to-1.31.jsonl"), "{\"forged\":true}\n").unwrap();
+    let out = kubehash(&["audit", "compare", "--journal-dir", &empty], b"");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("1.30-to-1.31.jsonl") && !err.contains("--snapshot"), "{err}");
 }
 
 /// A node on a kubelet version kubehash does not know: its reason is `problem`, so the node's

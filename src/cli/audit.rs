@@ -85,12 +85,15 @@ fn run_compare(a: AuditCompareArgs) -> Result<ExitStatus> {
                 None => {
                     let (j, contents) =
                         journal::named_or_latest(a.journal.as_deref(), &a.journal_dir).map_err(
-                            |e| match a.journal {
-                                // An audit has two other sources a journal's absence may mean.
-                                None => anyhow!(
-                                    "{e}, or --snapshot (from kubehash audit snapshot), or --shim-state"
-                                ),
-                                Some(_) => e.into(),
+                            |e| match &e {
+                                // No journal in the directory: an audit has two other sources.
+                                crate::Error::Input { source_name, .. }
+                                    if a.journal.is_none()
+                                        && *source_name == a.journal_dir.display().to_string() =>
+                                {
+                                    anyhow!("{e}, or --snapshot (from kubehash audit snapshot), or --shim-state")
+                                }
+                                _ => e.into(),
                             },
                         )?;
                     // After a rollback the old kubelet is back: apply's plan was for the other.
