@@ -927,7 +927,10 @@ fn no_journal_is_one_line_naming_what_to_pass() {
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("1.30-to-1.31.jsonl") && !err.contains("--snapshot"), "{err}");
+    assert!(
+        err.contains("1.30-to-1.31.jsonl") && !err.contains("--snapshot"),
+        "{err}"
+    );
 }
 
 /// A node on a kubelet version kubehash does not know: its reason is `problem`, so the node's

@@ -526,8 +526,7 @@ mod tests {
             "feature gate SidecarContainers in --feature-gates (removed in 1.37",
         );
         // The opt-out of 1.34's refusal of static pods that reference API objects, removed in
-        // 1.37 (kubernetes#140226); and a cAdvisor flag k3s-style units pass, dropped in 1.37
-        // with the other deprecated cAdvisor flags (kubernetes#139870), in either spelling.
+        // 1.37 (kubernetes#140226).
         passes(
             "--feature-gates=PreventStaticPodAPIReferences=false",
             "1.36",
@@ -537,23 +536,16 @@ mod tests {
             "1.37",
             "feature gate PreventStaticPodAPIReferences in --feature-gates (removed in 1.37, kubernetes#140226",
         );
-        for containerd in [
+        // The deprecated cAdvisor flags k3s-style units pass: 1.37 moved to cadvisor/lib
+        // (kubernetes#139870), which keeps their names "to avoid breaking existing command
+        // lines" (cadvisorflags.Deprecated), and the kubelet registers them still.
+        for cadvisor in [
             "--containerd=/run/k3s/containerd/containerd.sock",
-            "--containerd /run/c.sock",
-        ] {
-            passes(containerd, "1.36");
-            fails(
-                containerd,
-                "1.37",
-                "(removed in kubelet 1.37, kubernetes#139870",
-            );
-        }
-        fails(
             "--boot_id_file=/proc/sys/kernel/random/boot_id",
-            "1.37",
-            "--boot_id_file=/proc/sys/kernel/random/boot_id (removed in kubelet 1.37",
-        );
-        passes("--housekeeping-interval=10s", "1.37");
+            "--housekeeping-interval=10s",
+        ] {
+            passes(cadvisor, "1.37");
+        }
         // A gate locked to its default, set otherwise: ExecProbeTimeout=false was the advised
         // way out of exec probe timeouts for years, and 1.35 locks it.
         fails(
