@@ -933,6 +933,30 @@ fn no_journal_is_one_line_naming_what_to_pass() {
     );
 }
 
+/// A `--manifests` directory given that does not exist is said on stderr (a mistyped path would
+/// otherwise read as a node without static pods); the default one, absent on most machines, is
+/// not. Either way the scan goes on.
+#[test]
+fn a_manifests_directory_given_that_is_not_there_is_said() {
+    let scan = |extra: &[&str]| {
+        let args = [
+            &["scan", "--to", "1.31", "--from", "1.30", "-i", PODS][..],
+            extra,
+        ]
+        .concat();
+        kubehash(&args, b"")
+    };
+    let out = scan(&["--manifests", "/nonexistent/manifests"]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--manifests /nonexistent/manifests: no such directory"),
+        "{err}"
+    );
+    let out = scan(&[]);
+    assert!(!text(&out.stderr).contains("--manifests"), "{out:?}");
+}
+
 /// A node on a kubelet version kubehash does not know: its reason is `problem`, so the node's
 /// object has one `error` key (the count), not two (`jq` kept only one of them).
 #[test]

@@ -149,7 +149,16 @@ pub fn old_kubelet(
 /// This node's static pod manifests (`--manifests`); files that are not pods are said on stderr.
 /// With the kubelet's files (`host`), what its flags and config say of the manifests it refuses.
 pub fn manifests(source: &PodSource, host: Option<&HostPaths>) -> Result<Manifests> {
-    let m = Manifests::read_for_kubelet(&source.manifests, host)?;
+    let dir = &source.manifests;
+    // The default directory is absent on a node without static pods; one given that is absent
+    // is more likely a mistyped path, and every static pod would read as unpinned.
+    if dir.as_os_str() != crate::source::manifests::DEFAULT_DIR && !dir.exists() {
+        say!(
+            "kubehash: --manifests {}: no such directory, so no static pod manifest is read (a static pod counts as not pinned)",
+            dir.display()
+        );
+    }
+    let m = Manifests::read_for_kubelet(dir, host)?;
     for p in &m.problems {
         say!("kubehash: not a static pod manifest: {p}");
     }
