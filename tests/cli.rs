@@ -933,6 +933,40 @@ fn no_journal_is_one_line_naming_what_to_pass() {
     );
 }
 
+/// `kubehash completion bash` is a script bash runs: sourced into a real bash, it completes a
+/// node command and one of its flags; every shell clap_complete knows gets a script; an unknown
+/// shell is one line, exit 1.
+#[test]
+fn completion_scripts_complete_commands_and_flags() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = kubehash(&["completion", shell], b"");
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        assert!(text(&out.stdout).contains("restart-containerd"), "{shell}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("kubehash.bash");
+    std::fs::write(&script, kubehash(&["completion", "bash"], b"").stdout).unwrap();
+    let complete = |words: &str| {
+        let line = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             _kubehash kubehash \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
+             echo \"${{COMPREPLY[@]}}\"",
+            script.display()
+        );
+        let out = Command::new("bash").args(["-c", &line]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        text(&out.stdout).trim().to_string()
+    };
+    assert_eq!(complete("kubehash node ap"), "apply");
+    assert_eq!(
+        complete("kubehash node apply --restart-c"),
+        "--restart-containerd"
+    );
+    let out = kubehash(&["completion", "tcsh"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr).lines().count(), 1);
+}
+
 /// A `--manifests` directory given that does not exist is said on stderr (a mistyped path would
 /// otherwise read as a node without static pods); the default one, absent on most machines, is
 /// not. Either way the scan goes on.

@@ -82,6 +82,20 @@ pub enum Command {
     /// Run as a DaemonSet pod: plan when the Node gets the target-version annotation, apply while
     /// the kubelet is down, verify when it is back. See deploy/.
     Agent(AgentArgs),
+
+    /// Print a shell completion script for kubehash's commands and flags.
+    ///
+    /// bash: `source <(kubehash completion bash)`, or write it to
+    /// /etc/bash_completion.d/kubehash; zsh: `kubehash completion zsh > "${fpath[1]}/_kubehash"`;
+    /// fish: `kubehash completion fish > ~/.config/fish/completions/kubehash.fish`.
+    Completion(CompletionArgs),
+}
+
+#[derive(clap::Args)]
+pub struct CompletionArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(clap::Args)]

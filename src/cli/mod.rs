@@ -27,6 +27,7 @@ mod node_pods; // where node commands get this node's pods, manifests and old ku
 
 mod agent;
 mod audit;
+mod completion;
 mod hash;
 mod matrix;
 mod node;
@@ -54,6 +55,7 @@ pub fn main() -> ExitStatus {
         Command::Shim(args) => shim::run(args),
         Command::Audit { command } => audit::run(command),
         Command::Agent(args) => agent::run(args),
+        Command::Completion(args) => completion::run(args),
     };
     match result {
         Ok(status) => status,
