@@ -666,6 +666,7 @@ fn every_command_documents_its_exit_codes() {
         (&["node", "verify"][..], "`node verify`"),
         (&["node", "rollback"][..], "`node rollback`"),
         (&["audit"][..], "`audit compare`"),
+        (&["completion"][..], "`completion`"),
     ] {
         let args = [command, &["--help"][..]].concat();
         let help = kubehash(&args, b"");

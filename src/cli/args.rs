@@ -88,6 +88,8 @@ pub enum Command {
     /// bash: `source <(kubehash completion bash)`, or write it to
     /// /etc/bash_completion.d/kubehash; zsh: `kubehash completion zsh > "${fpath[1]}/_kubehash"`;
     /// fish: `kubehash completion fish > ~/.config/fish/completions/kubehash.fish`.
+    ///
+    /// Exit codes: 0 the script printed; 1 a shell it does not know.
     Completion(CompletionArgs),
 }
 
