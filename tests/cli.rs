@@ -934,6 +934,26 @@ fn no_journal_is_one_line_naming_what_to_pass() {
     );
 }
 
+/// The hash table has a HASH-WITHOUT-RESOURCES column only when some version shown has that
+/// annotation (1.27 – 1.30).
+#[test]
+fn the_hash_table_shows_hash_without_resources_only_where_there_is_one() {
+    let spec = br#"{"name":"app","image":"nginx","resources":{"limits":{"cpu":"1"}}}"#;
+    let header = |versions: &str| {
+        let out = kubehash(&["hash", "--versions", versions], spec);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let first = text(&out.stdout).lines().next().unwrap_or("").to_string();
+        first.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    for versions in ["1.31", "1.8..1.26", "1.31..1.37"] {
+        assert_eq!(header(versions), "CONTAINER KUBELET HASH", "{versions}");
+    }
+    for versions in ["1.30", "1.26..1.31", "all"] {
+        let want = "CONTAINER KUBELET HASH HASH-WITHOUT-RESOURCES";
+        assert_eq!(header(versions), want, "{versions}");
+    }
+}
+
 /// `kubehash completion bash` is a script bash runs: sourced into a real bash, it completes a
 /// node command and one of its flags; every shell clap_complete knows gets a script; an unknown
 /// shell is one line, exit 1.

@@ -77,6 +77,8 @@ pub struct HashWriter<W: Write> {
     /// Table lines and the widest cell of the first three columns.
     lines: Spill<[String; 4]>,
     widths: [usize; 3],
+    /// Whether some line has a hashWithoutResources (else the table leaves its column out).
+    without: bool,
 }
 
 const HEADER: [&str; 4] = ["CONTAINER", "KUBELET", "HASH", "HASH-WITHOUT-RESOURCES"];
@@ -89,6 +91,7 @@ impl<W: Write> HashWriter<W> {
             rows: 0,
             lines: Spill::default(),
             widths: [0, 1, 2].map(|i| HEADER[i].chars().count()),
+            without: false,
         }
     }
 
@@ -101,6 +104,7 @@ impl<W: Write> HashWriter<W> {
                     for (w, cell) in self.widths.iter_mut().zip(&line) {
                         *w = (*w).max(cell.chars().count());
                     }
+                    self.without |= !line[3].is_empty();
                     self.lines.push(line)?;
                 }
             }
@@ -140,7 +144,11 @@ impl<W: Write> HashWriter<W> {
                 let rows = std::iter::once(Ok(header)).chain(self.lines.iter());
                 for l in rows {
                     let l = l?;
-                    let line = format!("{:w0$}  {:w1$}  {:w2$}  {}", l[0], l[1], l[2], l[3]);
+                    let line = if self.without {
+                        format!("{:w0$}  {:w1$}  {:w2$}  {}", l[0], l[1], l[2], l[3])
+                    } else {
+                        format!("{:w0$}  {:w1$}  {}", l[0], l[1], l[2])
+                    };
                     writeln!(self.out, "{}", line.trim_end())?;
                 }
             }
