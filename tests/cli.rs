@@ -2737,18 +2737,7 @@ fn the_docs_name_only_flags_the_commands_take() {
             }
         }
     }
-    let scan = kubehash(
-        &[
-            "scan",
-            "--to",
-            "1.31",
-            "-i",
-            "testdata/cluster/pods.json",
-            "--nodes",
-            "testdata/cluster/nodes.json",
-        ],
-        b"",
-    );
+    let scan = kubehash(&["scan", "--to", "1.31", "-i", PODS, "--nodes", NODES], b"");
     let next = text(&scan.stdout);
     assert!(
         next.contains("kubehash node"),
