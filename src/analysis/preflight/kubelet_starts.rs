@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use crate::kubelet::facts::{
-    fact, holds, FactId, Locked, Removed, DOCKERSHIM_FLAGS, IN_TREE_CLOUD_PROVIDERS, KLOG_FLAGS,
-    LOCKED_FEATURE_GATES, REMOVED_FEATURE_GATES, REMOVED_FLAGS,
+    fact, holds, removed_gate, FactId, Locked, Removed, DOCKERSHIM_FLAGS, IN_TREE_CLOUD_PROVIDERS,
+    KLOG_FLAGS, LOCKED_FEATURE_GATES, REMOVED_FLAGS,
 };
 use crate::kubelet::version::KubeletVersion;
 use crate::source::kubelet_args::{feature_gate, feature_gates_set, flag_in};
@@ -203,7 +203,7 @@ fn locked_gates(
         else {
             continue;
         };
-        let removed = removed_by(REMOVED_FEATURE_GATES, to).any(|r| r.names.contains(&l.name));
+        let removed = removed_gate(l.name, to).is_some();
         // The flag's entries come first: the first place a gate is named is where its value is.
         if removed || found.iter().any(|(seen, _)| seen.name == l.name) {
             continue;
@@ -225,8 +225,7 @@ fn removed_gates(
     feature_gates_set(args, f.host.kubelet_config.as_ref())
         .into_iter()
         .filter_map(|(gate, place)| {
-            let r =
-                removed_by(REMOVED_FEATURE_GATES, to).find(|r| r.names.contains(&gate.as_str()))?;
+            let r = removed_gate(&gate, to)?;
             Some((gate, r, place))
         })
         .collect()
