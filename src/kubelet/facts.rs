@@ -521,8 +521,11 @@ const fn locked(name: &'static str, since: u8, default: bool) -> Locked {
 /// The locked gates, oldest lock first, from the versioned feature specs
 /// (`pkg/features/kube_features.go`, `versioned_kube_features.go`) on the 1.32, 1.33 and 1.36
 /// development branches, the 1.36 release notes to v1.36.0-rc.0 (kubernetes#135808, #136230,
-/// #136912), kubernetes#136400 (`GitRepoVolumeDriver`, 1.36), and for 1.37 kubernetes#139212,
-/// #139110, #139116 and the release-1.37 feature lists (read as the removals above were).
+/// #136912), kubernetes#136400 (`GitRepoVolumeDriver`, 1.36), and for 1.37 the release-1.37
+/// feature lists (read as the removals above were), of which these were seen upstream:
+/// kubernetes#139212 (`DeclarativeValidationTakeover`), #140488
+/// (`PodReadyToStartContainersCondition`), #140728 (`InPlacePodVerticalScalingInitContainers`),
+/// #140805 (`PLEGOnDemandRelist`) and the 1.37 release blog (`NodeDeclaredFeatures`).
 /// A gate locked and removed before 1.32 is known only by its row in [`REMOVED_FEATURE_GATES`].
 pub const LOCKED_FEATURE_GATES: &[Locked] = &[
     locked("WatchBookmark", 17, true),
